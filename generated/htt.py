@@ -404,18 +404,18 @@ def _u_file_header(mv, pos, end):
     _r0 = pos
     pos += 28
     if f_magic != b'HTT\x00':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_version < 1 or f_version > 4:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_flags & 0:
-        raise IndexError
+        raise ConstraintError('undefined header_flags bits set')
     f_flags = HeaderFlags.from_int(f_flags)
     f_tau = int.from_bytes(f_tau, 'little', signed=True)
     _e_node_count = _r0 + 28
     pos += 4
     _ck = _ck_crc32(mv[_r0:_e_node_count])
     if f_header_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32 mismatch')
     _obj = _new(FileHeader)
     _obj.version = f_version
     _obj.flags = f_flags
@@ -440,18 +440,18 @@ def _m_file_header(mv, pos, end, _rest=_decode_many):
             _r0 = pos
             pos += 28
             if f_magic != b'HTT\x00':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_version < 1 or f_version > 4:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_flags & 0:
-                raise IndexError
+                raise ConstraintError('undefined header_flags bits set')
             f_flags = HeaderFlags.from_int(f_flags)
             f_tau = int.from_bytes(f_tau, 'little', signed=True)
             _e_node_count = _r0 + 28
             pos += 4
             _ck = _ck_crc32(mv[_r0:_e_node_count])
             if f_header_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32 mismatch')
             _obj = _new(FileHeader)
             _obj.version = f_version
             _obj.flags = f_flags
@@ -568,7 +568,7 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
 def _u_bounds_section(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 16 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
     f_bounds = []
     for _i in range(_c):
         _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -594,7 +594,7 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
             f_bounds = []
             for _i in range(_c):
                 _bound_pair_f_min, _bound_pair_f_max = _S5_unpack_from(mv, pos)
@@ -646,7 +646,7 @@ def _u_tail_full(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
     f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -666,7 +666,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims
             if _c < 0 or _c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
             f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _obj = _new(TailFull)
@@ -719,7 +719,7 @@ def _d_tail_quantized(mv, pos, end, p_semantic_dims):
 def _u_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -743,7 +743,7 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC8.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -802,12 +802,12 @@ def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
     f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -833,12 +833,12 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = min(p_semantic_dims, 16)
             if _c < 0 or _c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
             f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC9.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -1128,7 +1128,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -1148,7 +1148,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -1157,7 +1157,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1171,12 +1171,12 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1189,7 +1189,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
             f_tail = _tail_quantized_gacl___obj
         else:
-            raise IndexError
+            raise ConstraintError('no case for tag')
     else:
         f_tail = None
     _obj = _new(SnapshotEntry)
@@ -1223,7 +1223,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -1243,7 +1243,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -1252,7 +1252,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1266,12 +1266,12 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1284,7 +1284,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                     _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
                     f_tail = _tail_quantized_gacl___obj
                 else:
-                    raise IndexError
+                    raise ConstraintError('no case for tag')
             else:
                 f_tail = None
             _obj = _new(SnapshotEntry)
@@ -2429,7 +2429,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2449,7 +2449,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2458,7 +2458,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2472,12 +2472,12 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2490,7 +2490,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
             f_tail = _tail_quantized_gacl___obj
         else:
-            raise IndexError
+            raise ConstraintError('no case for tag')
     else:
         f_tail = None
     _obj = _new(InsertBody)
@@ -2519,7 +2519,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2539,7 +2539,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -2548,7 +2548,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2562,12 +2562,12 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2580,7 +2580,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                     _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
                     f_tail = _tail_quantized_gacl___obj
                 else:
-                    raise IndexError
+                    raise ConstraintError('no case for tag')
             else:
                 f_tail = None
             _obj = _new(InsertBody)
@@ -2766,7 +2766,7 @@ def _u_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2806,7 +2806,7 @@ def _m_update_body(mv, pos, end, _rest=_decode_many):
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2940,7 +2940,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2949,7 +2949,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2963,12 +2963,12 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2981,7 +2981,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
             f_tail = _tail_quantized_gacl___obj
         else:
-            raise IndexError
+            raise ConstraintError('no case for tag')
     else:
         f_tail = None
     _obj = _new(SetSemanticBody)
@@ -3004,7 +3004,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -3013,7 +3013,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -3027,12 +3027,12 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -3045,7 +3045,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                     _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
                     f_tail = _tail_quantized_gacl___obj
                 else:
-                    raise IndexError
+                    raise ConstraintError('no case for tag')
             else:
                 f_tail = None
             _obj = _new(SetSemanticBody)
@@ -3164,7 +3164,7 @@ def _u_epoch_body(mv, pos, end):
     f_epoch_id, f_flags = _S22.unpack_from(mv, pos)
     pos += 9
     if f_flags & 252:
-        raise IndexError
+        raise ConstraintError('undefined epoch_flags bits set')
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
@@ -3185,7 +3185,7 @@ def _m_epoch_body(mv, pos, end, _rest=_decode_many):
             f_epoch_id, f_flags = _S22_unpack_from(mv, pos)
             pos += 9
             if f_flags & 252:
-                raise IndexError
+                raise ConstraintError('undefined epoch_flags bits set')
             f_flags = EpochFlags.from_int(f_flags)
             _obj = _new(EpochBody)
             _obj.epoch_id = f_epoch_id
@@ -3543,7 +3543,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _insert_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _insert_body__n_meta * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
         _insert_body__f_meta = []
         for _insert_body___i in range(_insert_body__n_meta):
             _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3563,7 +3563,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _insert_body___tag == 0:
                 _insert_body___tail_full___c = p_semantic_dims
                 if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                 _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                 pos += _insert_body___tail_full___c * 16
                 _insert_body___tail_full___obj = _new(TailFull)
@@ -3572,7 +3572,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 1:
                 _insert_body___tail_quantized___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                 _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                 if _insert_body___tail_quantized___st is None:
                     _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3586,12 +3586,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 2:
                 _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _insert_body___tail_quantized_gacl___c * 16
                 _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                 if _insert_body___tail_quantized_gacl___st is None:
                     _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3604,7 +3604,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized_gacl___obj.user = _insert_body___tail_quantized_gacl__f_user
                 _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
         else:
             _insert_body__f_tail = None
         _insert_body___obj = _new(InsertBody)
@@ -3620,7 +3620,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _update_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _update_body__n_meta * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
         _update_body__f_meta = []
         for _update_body___i in range(_update_body__n_meta):
             _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3660,7 +3660,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _set_semantic_body___tag == 0:
                 _set_semantic_body___tail_full___c = p_semantic_dims
                 if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                 _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_full___c * 16
                 _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3669,7 +3669,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 1:
                 _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                 if _set_semantic_body___tail_quantized___st is None:
                     _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3683,12 +3683,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 2:
                 _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_quantized_gacl___c * 16
                 _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                 if _set_semantic_body___tail_quantized_gacl___st is None:
                     _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3701,7 +3701,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized_gacl___obj.user = _set_semantic_body___tail_quantized_gacl__f_user
                 _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
         else:
             _set_semantic_body__f_tail = None
         _set_semantic_body___obj = _new(SetSemanticBody)
@@ -3711,20 +3711,20 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22.unpack_from(mv, pos)
         pos += 9
         if _epoch_body__f_flags & 252:
-            raise IndexError
+            raise ConstraintError('undefined epoch_flags bits set')
         _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
         _epoch_body___obj = _new(EpochBody)
         _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
         _epoch_body___obj.flags = _epoch_body__f_flags
         f_body = _epoch_body___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _e_body = pos
     f_entry_crc, = _S2.unpack_from(mv, pos)
     pos += 4
     _ck = _ck_crc32(mv[_r24:_e_body])
     if f_entry_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32 mismatch')
     _obj = _new(WalEntry)
     _obj.seq = f_seq
     _obj.op = f_op
@@ -3762,7 +3762,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3782,7 +3782,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3791,7 +3791,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3805,12 +3805,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3823,7 +3823,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _insert_body___tail_quantized_gacl___obj.user = _insert_body___tail_quantized_gacl__f_user
                         _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
                     else:
-                        raise IndexError
+                        raise ConstraintError('no case for tag')
                 else:
                     _insert_body__f_tail = None
                 _insert_body___obj = _new(InsertBody)
@@ -3839,7 +3839,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3879,7 +3879,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3888,7 +3888,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3902,12 +3902,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3920,7 +3920,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _set_semantic_body___tail_quantized_gacl___obj.user = _set_semantic_body___tail_quantized_gacl__f_user
                         _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
                     else:
-                        raise IndexError
+                        raise ConstraintError('no case for tag')
                 else:
                     _set_semantic_body__f_tail = None
                 _set_semantic_body___obj = _new(SetSemanticBody)
@@ -3930,20 +3930,20 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22_unpack_from(mv, pos)
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise IndexError
+                    raise ConstraintError('undefined epoch_flags bits set')
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = _new(EpochBody)
                 _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
                 _epoch_body___obj.flags = _epoch_body__f_flags
                 f_body = _epoch_body___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _e_body = pos
             f_entry_crc, = _S2_unpack_from(mv, pos)
             pos += 4
             _ck = _ck_crc32(mv[_r24:_e_body])
             if f_entry_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32 mismatch')
             _obj = _new(WalEntry)
             _obj.seq = f_seq
             _obj.op = f_op
@@ -3990,7 +3990,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4008,7 +4008,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16])
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = (_insert_body___tail_full__f_dims,)
@@ -4016,7 +4016,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -4029,12 +4029,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16])
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -4045,7 +4045,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized_gacl___obj = (_insert_body___tail_quantized_gacl__f_reserved, _insert_body___tail_quantized_gacl__f_user)
                         _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
                     else:
-                        raise IndexError
+                        raise ConstraintError('no case for tag')
                 else:
                     _insert_body__f_tail = None
                 _insert_body___obj = (_insert_body__f_data, _insert_body__f_meta, _insert_body__f_tail)
@@ -4058,7 +4058,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4092,7 +4092,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16])
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = (_set_semantic_body___tail_full__f_dims,)
@@ -4100,7 +4100,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -4113,12 +4113,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16])
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -4129,7 +4129,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized_gacl___obj = (_set_semantic_body___tail_quantized_gacl__f_reserved, _set_semantic_body___tail_quantized_gacl__f_user)
                         _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
                     else:
-                        raise IndexError
+                        raise ConstraintError('no case for tag')
                 else:
                     _set_semantic_body__f_tail = None
                 _set_semantic_body___obj = (_set_semantic_body__f_tail,)
@@ -4138,18 +4138,18 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22_unpack_from(mv, pos)
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise IndexError
+                    raise ConstraintError('undefined epoch_flags bits set')
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = (_epoch_body__f_epoch_id, _epoch_body__f_flags)
                 f_body = _epoch_body___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _e_body = pos
             f_entry_crc, = _S2_unpack_from(mv, pos)
             pos += 4
             _ck = _ck_crc32(mv[_r24:_e_body])
             if f_entry_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32 mismatch')
             _obj = (f_seq, f_op, f_key, f_body)
             _sappend(_rs)
             _append(_obj)
@@ -5284,7 +5284,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
             pos += 7
             _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
             if _wal_entry___v is None:
-                raise IndexError
+                raise ConstraintError('unknown wal_op value')
             _wal_entry__f_op = _wal_entry___v
             _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
             pos += _wal_entry__n_key
@@ -5297,7 +5297,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                 pos += 2
                 if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                 _wal_entry___insert_body__f_meta = []
                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                     _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -5317,7 +5317,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     if _wal_entry___insert_body___tag == 0:
                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_full___c * 16
                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5326,7 +5326,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     elif _wal_entry___insert_body___tag == 1:
                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                         if _wal_entry___insert_body___tail_quantized___st is None:
                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5340,12 +5340,12 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     elif _wal_entry___insert_body___tag == 2:
                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5358,7 +5358,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
                         _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
                     else:
-                        raise IndexError
+                        raise ConstraintError('no case for tag')
                 else:
                     _wal_entry___insert_body__f_tail = None
                 _wal_entry___insert_body___obj = _new(InsertBody)
@@ -5370,7 +5370,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 pos += 4
                 _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
                 if _wal_entry__f_entry_crc != _wal_entry___ck:
-                    raise IndexError
+                    raise ChecksumError('crc32 mismatch')
                 _wal_entry___obj = _new(WalEntry)
                 _wal_entry___obj.seq = _wal_entry__f_seq
                 _wal_entry___obj.op = _wal_entry__f_op
@@ -5385,7 +5385,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     raise IndexError
                 _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
             if pos <= _ip:
-                raise IndexError
+                raise ConstraintError('repeated item consumes no bytes')
             f_entries.append(_x)
     else:
         f_entries = None
@@ -5399,7 +5399,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 raise IndexError
             _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
             if pos <= _ip:
-                raise IndexError
+                raise ConstraintError('repeated item consumes no bytes')
             f_blocks.append(_x)
     else:
         f_blocks = None
@@ -5441,7 +5441,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     pos += 7
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise IndexError
+                        raise ConstraintError('unknown wal_op value')
                     _wal_entry__f_op = _wal_entry___v
                     _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
                     pos += _wal_entry__n_key
@@ -5454,7 +5454,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body__n_meta, = _S10_unpack_from(mv, pos)
                         pos += 2
                         if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                         _wal_entry___insert_body__f_meta = []
                         for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                             _wal_entry___insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -5474,7 +5474,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             if _wal_entry___insert_body___tag == 0:
                                 _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                 if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                    raise IndexError
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                 _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_full___c * 16
                                 _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5483,7 +5483,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             elif _wal_entry___insert_body___tag == 1:
                                 _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                    raise IndexError
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                 if _wal_entry___insert_body___tail_quantized___st is None:
                                     _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5497,12 +5497,12 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             elif _wal_entry___insert_body___tag == 2:
                                 _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise IndexError
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                 _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise IndexError
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                 if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                     _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5515,7 +5515,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                 _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
                                 _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
                             else:
-                                raise IndexError
+                                raise ConstraintError('no case for tag')
                         else:
                             _wal_entry___insert_body__f_tail = None
                         _wal_entry___insert_body___obj = _new(InsertBody)
@@ -5527,7 +5527,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         pos += 4
                         _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
                         if _wal_entry__f_entry_crc != _wal_entry___ck:
-                            raise IndexError
+                            raise ChecksumError('crc32 mismatch')
                         _wal_entry___obj = _new(WalEntry)
                         _wal_entry___obj.seq = _wal_entry__f_seq
                         _wal_entry___obj.op = _wal_entry__f_op
@@ -5542,7 +5542,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             raise IndexError
                         _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
                     if pos <= _ip:
-                        raise IndexError
+                        raise ConstraintError('repeated item consumes no bytes')
                     f_entries.append(_x)
             else:
                 f_entries = None
@@ -5556,7 +5556,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         raise IndexError
                     _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
                     if pos <= _ip:
-                        raise IndexError
+                        raise ConstraintError('repeated item consumes no bytes')
                     f_blocks.append(_x)
             else:
                 f_blocks = None
@@ -6245,18 +6245,18 @@ def _u_htt_file(mv, pos, end):
     _file_header___r0 = pos
     pos += 28
     if _file_header__f_magic != b'HTT\x00':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if _file_header__f_version < 1 or _file_header__f_version > 4:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if _file_header__f_flags & 0:
-        raise IndexError
+        raise ConstraintError('undefined header_flags bits set')
     _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
     _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
     _file_header___e_node_count = _file_header___r0 + 28
     pos += 4
     _file_header___ck = _ck_crc32(mv[_file_header___r0:_file_header___e_node_count])
     if _file_header__f_header_crc != _file_header___ck:
-        raise IndexError
+        raise ChecksumError('crc32 mismatch')
     _file_header___obj = _new(FileHeader)
     _file_header___obj.version = _file_header__f_version
     _file_header___obj.flags = _file_header__f_flags
@@ -6268,7 +6268,7 @@ def _u_htt_file(mv, pos, end):
         _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
         _bounds_section___c = _bounds_section__p_semantic_dims - 16
         if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
         _bounds_section__f_bounds = []
         for _bounds_section___i in range(_bounds_section___c):
             _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -6311,18 +6311,18 @@ def _m_htt_file(mv, pos, end, _rest=_decode_many):
             _file_header___r0 = pos
             pos += 28
             if _file_header__f_magic != b'HTT\x00':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if _file_header__f_version < 1 or _file_header__f_version > 4:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if _file_header__f_flags & 0:
-                raise IndexError
+                raise ConstraintError('undefined header_flags bits set')
             _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
             _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
             _file_header___e_node_count = _file_header___r0 + 28
             pos += 4
             _file_header___ck = _ck_crc32(mv[_file_header___r0:_file_header___e_node_count])
             if _file_header__f_header_crc != _file_header___ck:
-                raise IndexError
+                raise ChecksumError('crc32 mismatch')
             _file_header___obj = _new(FileHeader)
             _file_header___obj.version = _file_header__f_version
             _file_header___obj.flags = _file_header__f_flags
@@ -6334,7 +6334,7 @@ def _m_htt_file(mv, pos, end, _rest=_decode_many):
                 _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
                 _bounds_section___c = _bounds_section__p_semantic_dims - 16
                 if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
                 _bounds_section__f_bounds = []
                 for _bounds_section___i in range(_bounds_section___c):
                     _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5_unpack_from(mv, pos)

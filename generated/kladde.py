@@ -329,9 +329,9 @@ def _u_header_fields(mv, pos, end):
     f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0.unpack_from(mv, pos)
     pos += 48
     if f_magic != b'\x8bKLADDE\r\n\x1a\n':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_log2_page_size != 12:
-        raise IndexError
+        raise ConstraintError('bad magic')
     _obj = _new(HeaderFields)
     _obj.format_version = f_format_version
     _obj.min_reader_version = f_min_reader_version
@@ -356,9 +356,9 @@ def _m_header_fields(mv, pos, end, _rest=_decode_many):
             f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0_unpack_from(mv, pos)
             pos += 48
             if f_magic != b'\x8bKLADDE\r\n\x1a\n':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_log2_page_size != 12:
-                raise IndexError
+                raise ConstraintError('bad magic')
             _obj = _new(HeaderFields)
             _obj.format_version = f_format_version
             _obj.min_reader_version = f_min_reader_version
@@ -810,7 +810,7 @@ def _u_inline_body(mv, pos, end, p_size_tag):
         f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
     _n = p_size_tag - 4
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(InlineBody)
@@ -841,7 +841,7 @@ def _m_inline_body(mv, pos, end, p_size_tag, _rest=_decode_many):
                 f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
             _n = p_size_tag - 4
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(InlineBody)
@@ -1135,7 +1135,7 @@ def _u_statement(mv, pos, end):
             _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
         _inline_body___n = f_tag - 4
         if _inline_body___n < 0:
-            raise IndexError
+            raise ConstraintError('negative size')
         _inline_body__f_payload = mv[pos:pos + _inline_body___n] if _isb else bytes(mv[pos:pos + _inline_body___n])
         pos += _inline_body___n
         _inline_body___obj = _new(InlineBody)
@@ -1277,7 +1277,7 @@ def _m_statement(mv, pos, end, _rest=_decode_many):
                     _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
                 _inline_body___n = f_tag - 4
                 if _inline_body___n < 0:
-                    raise IndexError
+                    raise ConstraintError('negative size')
                 _inline_body__f_payload = mv[pos:pos + _inline_body___n] if _isb else bytes(mv[pos:pos + _inline_body___n])
                 pos += _inline_body___n
                 _inline_body___obj = _new(InlineBody)
@@ -1775,7 +1775,7 @@ def _u_table_content(mv, pos, end):
                 _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
             _statement___inline_body___n = _statement__f_tag - 4
             if _statement___inline_body___n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             _statement___inline_body__f_payload = mv[pos:pos + _statement___inline_body___n] if _isb else bytes(mv[pos:pos + _statement___inline_body___n])
             pos += _statement___inline_body___n
             _statement___inline_body___obj = _new(InlineBody)
@@ -1788,7 +1788,7 @@ def _u_table_content(mv, pos, end):
         _statement___obj.body = _statement__f_body
         _x = _statement___obj
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_statements.append(_x)
     _obj = _new(TableContent)
     _obj.children = f_children
@@ -1944,7 +1944,7 @@ def _m_table_content(mv, pos, end, _rest=_decode_many):
                         _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
                     _statement___inline_body___n = _statement__f_tag - 4
                     if _statement___inline_body___n < 0:
-                        raise IndexError
+                        raise ConstraintError('negative size')
                     _statement___inline_body__f_payload = mv[pos:pos + _statement___inline_body___n] if _isb else bytes(mv[pos:pos + _statement___inline_body___n])
                     pos += _statement___inline_body___n
                     _statement___inline_body___obj = _new(InlineBody)
@@ -1957,7 +1957,7 @@ def _m_table_content(mv, pos, end, _rest=_decode_many):
                 _statement___obj.body = _statement__f_body
                 _x = _statement___obj
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_statements.append(_x)
             _obj = _new(TableContent)
             _obj.children = f_children
@@ -2121,7 +2121,7 @@ def _u_page(mv, pos, end):
     f_kind = _EB7[f_kind]
     _e_epoch = _r5 + 9
     if f_content_size > 4081:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _s_content = pos
     _n = f_content_size
     f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -2131,7 +2131,7 @@ def _u_page(mv, pos, end):
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
     pos += _n
     _obj = _new(Page)
@@ -2160,7 +2160,7 @@ def _m_page(mv, pos, end, _rest=_decode_many):
             f_kind = _EB7[f_kind]
             _e_epoch = _r5 + 9
             if f_content_size > 4081:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _s_content = pos
             _n = f_content_size
             f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -2170,7 +2170,7 @@ def _m_page(mv, pos, end, _rest=_decode_many):
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
             pos += _n
             _obj = _new(Page)
@@ -2296,9 +2296,9 @@ def _u_header_slot(mv, pos, end):
     _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
     pos += 48
     if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if _header_fields__f_log2_page_size != 12:
-        raise IndexError
+        raise ConstraintError('bad magic')
     _header_fields___obj = _new(HeaderFields)
     _header_fields___obj.format_version = _header_fields__f_format_version
     _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
@@ -2312,7 +2312,7 @@ def _u_header_slot(mv, pos, end):
     f_kind = _EB7[f_kind]
     _e_epoch = _r5 + 9
     if f_content_size > 4033:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _s_content = pos
     _n = f_content_size
     f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -2322,7 +2322,7 @@ def _u_header_slot(mv, pos, end):
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
     pos += _n
     _obj = _new(HeaderSlot)
@@ -2350,9 +2350,9 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11_unpack_from(mv, pos)
             pos += 48
             if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if _header_fields__f_log2_page_size != 12:
-                raise IndexError
+                raise ConstraintError('bad magic')
             _header_fields___obj = _new(HeaderFields)
             _header_fields___obj.format_version = _header_fields__f_format_version
             _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
@@ -2366,7 +2366,7 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             f_kind = _EB7[f_kind]
             _e_epoch = _r5 + 9
             if f_content_size > 4033:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _s_content = pos
             _n = f_content_size
             f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -2376,7 +2376,7 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
             pos += _n
             _obj = _new(HeaderSlot)
@@ -2499,25 +2499,25 @@ def _u_table_page(mv, pos, end):
     f_kind = _EB7[f_kind]
     _e_epoch = _r5 + 9
     if f_content_size > 4081:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _s_content = pos
     _n = f_content_size
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_content = end
     end = pos + _n
     if pos > end:
         raise IndexError
     f_content, pos = _u_table_content(mv, pos, end)
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_content
     _e_content = pos
     f_crc, = _S8.unpack_from(mv, pos)
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
     pos += _n
     _obj = _new(TablePage)
@@ -2545,25 +2545,25 @@ def _m_table_page(mv, pos, end, _rest=_decode_many):
             f_kind = _EB7[f_kind]
             _e_epoch = _r5 + 9
             if f_content_size > 4081:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _s_content = pos
             _n = f_content_size
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_content = end
             end = pos + _n
             if pos > end:
                 raise IndexError
             f_content, pos = _u_table_content(mv, pos, end)
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_content
             _e_content = pos
             f_crc, = _S8_unpack_from(mv, pos)
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
             pos += _n
             _obj = _new(TablePage)
@@ -2781,9 +2781,9 @@ def _u_header_page(mv, pos, end):
     _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
     pos += 48
     if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if _header_fields__f_log2_page_size != 12:
-        raise IndexError
+        raise ConstraintError('bad magic')
     _header_fields___obj = _new(HeaderFields)
     _header_fields___obj.format_version = _header_fields__f_format_version
     _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
@@ -2797,25 +2797,25 @@ def _u_header_page(mv, pos, end):
     f_kind = _EB7[f_kind]
     _e_epoch = _r5 + 9
     if f_content_size > 4033:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _s_content = pos
     _n = f_content_size
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_content = end
     end = pos + _n
     if pos > end:
         raise IndexError
     f_content, pos = _u_table_content(mv, pos, end)
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_content
     _e_content = pos
     f_crc, = _S8.unpack_from(mv, pos)
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
     pos += _n
     _obj = _new(HeaderPage)
@@ -2842,9 +2842,9 @@ def _m_header_page(mv, pos, end, _rest=_decode_many):
             _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11_unpack_from(mv, pos)
             pos += 48
             if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if _header_fields__f_log2_page_size != 12:
-                raise IndexError
+                raise ConstraintError('bad magic')
             _header_fields___obj = _new(HeaderFields)
             _header_fields___obj.format_version = _header_fields__f_format_version
             _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
@@ -2858,25 +2858,25 @@ def _m_header_page(mv, pos, end, _rest=_decode_many):
             f_kind = _EB7[f_kind]
             _e_epoch = _r5 + 9
             if f_content_size > 4033:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _s_content = pos
             _n = f_content_size
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_content = end
             end = pos + _n
             if pos > end:
                 raise IndexError
             f_content, pos = _u_table_content(mv, pos, end)
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_content
             _e_content = pos
             f_crc, = _S8_unpack_from(mv, pos)
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
             pos += _n
             _obj = _new(HeaderPage)
@@ -3058,7 +3058,7 @@ def _u_journal_free(mv, pos, end):
             raise IndexError
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not (f_id >= 1 and f_id <= 4294967295):
-        raise IndexError
+        raise ConstraintError('a journal record names an invalid id')
     _obj = _new(JournalFree)
     _obj.id = f_id
     return (_obj, pos)
@@ -3084,7 +3084,7 @@ def _m_journal_free(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (f_id >= 1 and f_id <= 4294967295):
-                raise IndexError
+                raise ConstraintError('a journal record names an invalid id')
             _obj = _new(JournalFree)
             _obj.id = f_id
             _append(_obj)
@@ -3151,7 +3151,7 @@ def _u_journal_resize(mv, pos, end):
             raise IndexError
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not (f_id >= 1 and f_id <= 4294967295):
-        raise IndexError
+        raise ConstraintError('a journal record names an invalid id')
     f_size = mv[pos]
     if f_size < 128:
         pos += 1
@@ -3163,7 +3163,7 @@ def _u_journal_resize(mv, pos, end):
             raise IndexError
         f_size, pos = _uleb128(mv, pos, end, 'size')
     if not f_size <= 4294967295:
-        raise IndexError
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     _obj = _new(JournalResize)
     _obj.id = f_id
     _obj.size = f_size
@@ -3190,7 +3190,7 @@ def _m_journal_resize(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (f_id >= 1 and f_id <= 4294967295):
-                raise IndexError
+                raise ConstraintError('a journal record names an invalid id')
             f_size = mv[pos]
             if f_size < 128:
                 pos += 1
@@ -3202,7 +3202,7 @@ def _m_journal_resize(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_size, pos = _uleb128(mv, pos, end, 'size')
             if not f_size <= 4294967295:
-                raise IndexError
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             _obj = _new(JournalResize)
             _obj.id = f_id
             _obj.size = f_size
@@ -3294,7 +3294,7 @@ def _u_journal_write(mv, pos, end):
             raise IndexError
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not (f_id >= 1 and f_id <= 4294967295):
-        raise IndexError
+        raise ConstraintError('a journal record names an invalid id')
     f_offset = mv[pos]
     if f_offset < 128:
         pos += 1
@@ -3316,10 +3316,10 @@ def _u_journal_write(mv, pos, end):
             raise IndexError
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not f_offset + f_length <= 4294967295:
-        raise IndexError
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     _n = f_length
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(JournalWrite)
@@ -3350,7 +3350,7 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (f_id >= 1 and f_id <= 4294967295):
-                raise IndexError
+                raise ConstraintError('a journal record names an invalid id')
             f_offset = mv[pos]
             if f_offset < 128:
                 pos += 1
@@ -3372,10 +3372,10 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_length, pos = _uleb128(mv, pos, end, 'length')
             if not f_offset + f_length <= 4294967295:
-                raise IndexError
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             _n = f_length
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(JournalWrite)
@@ -3499,7 +3499,7 @@ def _u_journal_splice(mv, pos, end):
             raise IndexError
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not (f_id >= 1 and f_id <= 4294967295):
-        raise IndexError
+        raise ConstraintError('a journal record names an invalid id')
     f_offset = mv[pos]
     if f_offset < 128:
         pos += 1
@@ -3521,7 +3521,7 @@ def _u_journal_splice(mv, pos, end):
             raise IndexError
         f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
     if not f_offset + f_old_len <= 4294967295:
-        raise IndexError
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     f_length = mv[pos]
     if f_length < 128:
         pos += 1
@@ -3533,10 +3533,10 @@ def _u_journal_splice(mv, pos, end):
             raise IndexError
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not f_offset + f_length <= 4294967295:
-        raise IndexError
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     _n = f_length
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(JournalSplice)
@@ -3568,7 +3568,7 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (f_id >= 1 and f_id <= 4294967295):
-                raise IndexError
+                raise ConstraintError('a journal record names an invalid id')
             f_offset = mv[pos]
             if f_offset < 128:
                 pos += 1
@@ -3590,7 +3590,7 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
             if not f_offset + f_old_len <= 4294967295:
-                raise IndexError
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             f_length = mv[pos]
             if f_length < 128:
                 pos += 1
@@ -3602,10 +3602,10 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_length, pos = _uleb128(mv, pos, end, 'length')
             if not f_offset + f_length <= 4294967295:
-                raise IndexError
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             _n = f_length
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(JournalSplice)
@@ -3741,7 +3741,7 @@ def _u_journal_copy(mv, pos, end):
             raise IndexError
         f_src, pos = _uleb128(mv, pos, end, 'src')
     if not (f_src >= 1 and f_src <= 4294967295):
-        raise IndexError
+        raise ConstraintError('a journal record names an invalid id')
     f_src_offset = mv[pos]
     if f_src_offset < 128:
         pos += 1
@@ -3763,7 +3763,7 @@ def _u_journal_copy(mv, pos, end):
             raise IndexError
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not f_src_offset + f_length <= 4294967295:
-        raise IndexError
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     f_dst = mv[pos]
     if f_dst < 128:
         pos += 1
@@ -3775,7 +3775,7 @@ def _u_journal_copy(mv, pos, end):
             raise IndexError
         f_dst, pos = _uleb128(mv, pos, end, 'dst')
     if not (f_dst >= 1 and f_dst <= 4294967295):
-        raise IndexError
+        raise ConstraintError('a journal record names an invalid id')
     f_dst_offset = mv[pos]
     if f_dst_offset < 128:
         pos += 1
@@ -3787,7 +3787,7 @@ def _u_journal_copy(mv, pos, end):
             raise IndexError
         f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
     if not f_dst_offset + f_length <= 4294967295:
-        raise IndexError
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     _obj = _new(JournalCopy)
     _obj.src = f_src
     _obj.src_offset = f_src_offset
@@ -3817,7 +3817,7 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_src, pos = _uleb128(mv, pos, end, 'src')
             if not (f_src >= 1 and f_src <= 4294967295):
-                raise IndexError
+                raise ConstraintError('a journal record names an invalid id')
             f_src_offset = mv[pos]
             if f_src_offset < 128:
                 pos += 1
@@ -3839,7 +3839,7 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_length, pos = _uleb128(mv, pos, end, 'length')
             if not f_src_offset + f_length <= 4294967295:
-                raise IndexError
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             f_dst = mv[pos]
             if f_dst < 128:
                 pos += 1
@@ -3851,7 +3851,7 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_dst, pos = _uleb128(mv, pos, end, 'dst')
             if not (f_dst >= 1 and f_dst <= 4294967295):
-                raise IndexError
+                raise ConstraintError('a journal record names an invalid id')
             f_dst_offset = mv[pos]
             if f_dst_offset < 128:
                 pos += 1
@@ -3863,7 +3863,7 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
             if not f_dst_offset + f_length <= 4294967295:
-                raise IndexError
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             _obj = _new(JournalCopy)
             _obj.src = f_src
             _obj.src_offset = f_src_offset
@@ -4252,7 +4252,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
         if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
-            raise IndexError
+            raise ConstraintError('a journal record names an invalid id')
         _journal_free___obj = _new(JournalFree)
         _journal_free___obj.id = _journal_free__f_id
         f_body = _journal_free___obj
@@ -4268,7 +4268,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
         if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
-            raise IndexError
+            raise ConstraintError('a journal record names an invalid id')
         _journal_resize__f_size = mv[pos]
         if _journal_resize__f_size < 128:
             pos += 1
@@ -4280,7 +4280,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
         if not _journal_resize__f_size <= 4294967295:
-            raise IndexError
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_resize___obj = _new(JournalResize)
         _journal_resize___obj.id = _journal_resize__f_id
         _journal_resize___obj.size = _journal_resize__f_size
@@ -4297,7 +4297,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
         if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
-            raise IndexError
+            raise ConstraintError('a journal record names an invalid id')
         _journal_write__f_offset = mv[pos]
         if _journal_write__f_offset < 128:
             pos += 1
@@ -4319,10 +4319,10 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
         if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
-            raise IndexError
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_write___n = _journal_write__f_length
         if _journal_write___n < 0:
-            raise IndexError
+            raise ConstraintError('negative size')
         _journal_write__f_data = mv[pos:pos + _journal_write___n] if _isb else bytes(mv[pos:pos + _journal_write___n])
         pos += _journal_write___n
         _journal_write___obj = _new(JournalWrite)
@@ -4342,7 +4342,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
         if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
-            raise IndexError
+            raise ConstraintError('a journal record names an invalid id')
         _journal_splice__f_offset = mv[pos]
         if _journal_splice__f_offset < 128:
             pos += 1
@@ -4364,7 +4364,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
         if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
-            raise IndexError
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_splice__f_length = mv[pos]
         if _journal_splice__f_length < 128:
             pos += 1
@@ -4376,10 +4376,10 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
         if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
-            raise IndexError
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_splice___n = _journal_splice__f_length
         if _journal_splice___n < 0:
-            raise IndexError
+            raise ConstraintError('negative size')
         _journal_splice__f_data = mv[pos:pos + _journal_splice___n] if _isb else bytes(mv[pos:pos + _journal_splice___n])
         pos += _journal_splice___n
         _journal_splice___obj = _new(JournalSplice)
@@ -4400,7 +4400,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
         if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-            raise IndexError
+            raise ConstraintError('a journal record names an invalid id')
         _journal_copy__f_src_offset = mv[pos]
         if _journal_copy__f_src_offset < 128:
             pos += 1
@@ -4422,7 +4422,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
         if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-            raise IndexError
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_copy__f_dst = mv[pos]
         if _journal_copy__f_dst < 128:
             pos += 1
@@ -4434,7 +4434,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
         if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-            raise IndexError
+            raise ConstraintError('a journal record names an invalid id')
         _journal_copy__f_dst_offset = mv[pos]
         if _journal_copy__f_dst_offset < 128:
             pos += 1
@@ -4446,7 +4446,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
         if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-            raise IndexError
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_copy___obj = _new(JournalCopy)
         _journal_copy___obj.src = _journal_copy__f_src
         _journal_copy___obj.src_offset = _journal_copy__f_src_offset
@@ -4466,7 +4466,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
         if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-            raise IndexError
+            raise ConstraintError('a journal record names an invalid id')
         _journal_copy__f_src_offset = mv[pos]
         if _journal_copy__f_src_offset < 128:
             pos += 1
@@ -4488,7 +4488,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
         if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-            raise IndexError
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_copy__f_dst = mv[pos]
         if _journal_copy__f_dst < 128:
             pos += 1
@@ -4500,7 +4500,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
         if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-            raise IndexError
+            raise ConstraintError('a journal record names an invalid id')
         _journal_copy__f_dst_offset = mv[pos]
         if _journal_copy__f_dst_offset < 128:
             pos += 1
@@ -4512,7 +4512,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
         if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-            raise IndexError
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_copy___obj = _new(JournalCopy)
         _journal_copy___obj.src = _journal_copy__f_src
         _journal_copy___obj.src_offset = _journal_copy__f_src_offset
@@ -4521,7 +4521,7 @@ def _u_journal_record(mv, pos, end):
         _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
         f_body = _journal_copy___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(JournalRecord)
     _obj.tag = f_tag
     _obj.body = f_body
@@ -4554,7 +4554,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
                 if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
-                    raise IndexError
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_free___obj = _new(JournalFree)
                 _journal_free___obj.id = _journal_free__f_id
                 f_body = _journal_free___obj
@@ -4570,7 +4570,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
                 if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
-                    raise IndexError
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_resize__f_size = mv[pos]
                 if _journal_resize__f_size < 128:
                     pos += 1
@@ -4582,7 +4582,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
                 if not _journal_resize__f_size <= 4294967295:
-                    raise IndexError
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_resize___obj = _new(JournalResize)
                 _journal_resize___obj.id = _journal_resize__f_id
                 _journal_resize___obj.size = _journal_resize__f_size
@@ -4599,7 +4599,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
                 if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
-                    raise IndexError
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_write__f_offset = mv[pos]
                 if _journal_write__f_offset < 128:
                     pos += 1
@@ -4621,10 +4621,10 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
                 if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
-                    raise IndexError
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_write___n = _journal_write__f_length
                 if _journal_write___n < 0:
-                    raise IndexError
+                    raise ConstraintError('negative size')
                 _journal_write__f_data = mv[pos:pos + _journal_write___n] if _isb else bytes(mv[pos:pos + _journal_write___n])
                 pos += _journal_write___n
                 _journal_write___obj = _new(JournalWrite)
@@ -4644,7 +4644,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
                 if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
-                    raise IndexError
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_splice__f_offset = mv[pos]
                 if _journal_splice__f_offset < 128:
                     pos += 1
@@ -4666,7 +4666,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
                 if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
-                    raise IndexError
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_splice__f_length = mv[pos]
                 if _journal_splice__f_length < 128:
                     pos += 1
@@ -4678,10 +4678,10 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
                 if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
-                    raise IndexError
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_splice___n = _journal_splice__f_length
                 if _journal_splice___n < 0:
-                    raise IndexError
+                    raise ConstraintError('negative size')
                 _journal_splice__f_data = mv[pos:pos + _journal_splice___n] if _isb else bytes(mv[pos:pos + _journal_splice___n])
                 pos += _journal_splice___n
                 _journal_splice___obj = _new(JournalSplice)
@@ -4702,7 +4702,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
                 if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-                    raise IndexError
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_copy__f_src_offset = mv[pos]
                 if _journal_copy__f_src_offset < 128:
                     pos += 1
@@ -4724,7 +4724,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
                 if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-                    raise IndexError
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_copy__f_dst = mv[pos]
                 if _journal_copy__f_dst < 128:
                     pos += 1
@@ -4736,7 +4736,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
                 if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-                    raise IndexError
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_copy__f_dst_offset = mv[pos]
                 if _journal_copy__f_dst_offset < 128:
                     pos += 1
@@ -4748,7 +4748,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
                 if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-                    raise IndexError
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_copy___obj = _new(JournalCopy)
                 _journal_copy___obj.src = _journal_copy__f_src
                 _journal_copy___obj.src_offset = _journal_copy__f_src_offset
@@ -4768,7 +4768,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
                 if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-                    raise IndexError
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_copy__f_src_offset = mv[pos]
                 if _journal_copy__f_src_offset < 128:
                     pos += 1
@@ -4790,7 +4790,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
                 if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-                    raise IndexError
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_copy__f_dst = mv[pos]
                 if _journal_copy__f_dst < 128:
                     pos += 1
@@ -4802,7 +4802,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
                 if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-                    raise IndexError
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_copy__f_dst_offset = mv[pos]
                 if _journal_copy__f_dst_offset < 128:
                     pos += 1
@@ -4814,7 +4814,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
                 if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-                    raise IndexError
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_copy___obj = _new(JournalCopy)
                 _journal_copy___obj.src = _journal_copy__f_src
                 _journal_copy___obj.src_offset = _journal_copy__f_src_offset
@@ -4823,7 +4823,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                 _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
                 f_body = _journal_copy___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(JournalRecord)
             _obj.tag = f_tag
             _obj.body = f_body
@@ -5094,7 +5094,7 @@ def _u_journal_records(mv, pos, end):
         pos += 1
         _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
         if _journal_record___v is None:
-            raise IndexError
+            raise ConstraintError('unknown journal_tag value')
         _journal_record__f_tag = _journal_record___v
         _journal_record___tag = _journal_record__f_tag
         if _journal_record___tag == 1:
@@ -5109,7 +5109,7 @@ def _u_journal_records(mv, pos, end):
                     raise IndexError
                 _journal_record___journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (_journal_record___journal_free__f_id >= 1 and _journal_record___journal_free__f_id <= 4294967295):
-                raise IndexError
+                raise ConstraintError('a journal record names an invalid id')
             _journal_record___journal_free___obj = _new(JournalFree)
             _journal_record___journal_free___obj.id = _journal_record___journal_free__f_id
             _journal_record___obj = _new(JournalRecord)
@@ -5124,7 +5124,7 @@ def _u_journal_records(mv, pos, end):
                 raise IndexError
             _x, pos = _u_journal_record(mv, pos, end)
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_records.append(_x)
     _obj = _new(JournalRecords)
     _obj.records = f_records
@@ -5149,7 +5149,7 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
                 pos += 1
                 _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
                 if _journal_record___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown journal_tag value')
                 _journal_record__f_tag = _journal_record___v
                 _journal_record___tag = _journal_record__f_tag
                 if _journal_record___tag == 1:
@@ -5164,7 +5164,7 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _journal_record___journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
                     if not (_journal_record___journal_free__f_id >= 1 and _journal_record___journal_free__f_id <= 4294967295):
-                        raise IndexError
+                        raise ConstraintError('a journal record names an invalid id')
                     _journal_record___journal_free___obj = _new(JournalFree)
                     _journal_record___journal_free___obj.id = _journal_record___journal_free__f_id
                     _journal_record___obj = _new(JournalRecord)
@@ -5179,7 +5179,7 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _x, pos = _u_journal_record(mv, pos, end)
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_records.append(_x)
             _obj = _new(JournalRecords)
             _obj.records = f_records
@@ -5428,10 +5428,10 @@ def _u_journal_transaction(mv, pos, end):
             raise IndexError
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not f_length <= 4294967295:
-        raise IndexError
+        raise ConstraintError('a transaction longer than 2**32 - 1 bytes')
     _n = f_length
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_records = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     f_crc, = _S8.unpack_from(mv, pos)
@@ -5464,10 +5464,10 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_length, pos = _uleb128(mv, pos, end, 'length')
             if not f_length <= 4294967295:
-                raise IndexError
+                raise ConstraintError('a transaction longer than 2**32 - 1 bytes')
             _n = f_length
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_records = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             f_crc, = _S8_unpack_from(mv, pos)

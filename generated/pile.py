@@ -1287,21 +1287,21 @@ def _u_pile_record(mv, pos, end):
     if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
         pos += 48
         if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-            raise IndexError
+            raise ConstraintError('bad magic')
         if not _frame_rest__f_span >= 1:
-            raise IndexError
+            raise ConstraintError('span 0 (CorruptPile)')
         _frame_rest___n = _frame_rest__f_span * 256 - 64
         if pos + _frame_rest___n > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes')
         if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
             _frame_rest___sec_end_body = pos + _frame_rest___n
             pos += 192
             if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                raise IndexError
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if _frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _frame_rest___blob_body___blob_head___obj = _new(BlobHead)
             _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
             _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
@@ -1332,17 +1332,17 @@ def _u_pile_record(mv, pos, end):
         _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S101.unpack_from(mv, pos)
         pos += 20
         if not _envelope36_rest__f_span >= 1:
-            raise IndexError
+            raise ConstraintError('span 0 (CorruptPile)')
         _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
         if pos + _envelope36_rest___n > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes')
         if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
             _envelope36_rest___sec_end_body = pos + _envelope36_rest___n
             pos += 220
             if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
-                raise IndexError
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body__f_length] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body__f_length])
             pos = _envelope36_rest___sec_end_body
             _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
@@ -1388,7 +1388,7 @@ def _u_pile_record(mv, pos, end):
         _v1_branch__f_branch, _v1_branch__f_head = _S75.unpack_from(mv, pos)
         pos += 48
         if not max(_v1_branch__f_branch) > 0:
-            raise IndexError
+            raise ConstraintError('nil branch id')
         _v1_branch___obj = _new(V1Branch)
         _v1_branch___obj.branch = _v1_branch__f_branch
         _v1_branch___obj.head = _v1_branch__f_head
@@ -1397,7 +1397,7 @@ def _u_pile_record(mv, pos, end):
         _v1_tombstone__f_branch, _v1_tombstone__f_unchecked = _S75.unpack_from(mv, pos)
         pos += 48
         if not max(_v1_tombstone__f_branch) > 0:
-            raise IndexError
+            raise ConstraintError('nil branch id')
         _v1_tombstone___obj = _new(V1Tombstone)
         _v1_tombstone___obj.branch = _v1_tombstone__f_branch
         _v1_tombstone___obj.unchecked = _v1_tombstone__f_unchecked
@@ -1424,7 +1424,7 @@ def _u_pile_record(mv, pos, end):
         _v3_branch__f_branch, _v3_branch__f_head, _v3_branch__f_unchecked = _S80.unpack_from(mv, pos)
         pos += 240
         if not max(_v3_branch__f_branch) > 0:
-            raise IndexError
+            raise ConstraintError('nil branch id')
         _v3_branch___obj = _new(V3Branch)
         _v3_branch___obj.branch = _v3_branch__f_branch
         _v3_branch___obj.head = _v3_branch__f_head
@@ -1434,7 +1434,7 @@ def _u_pile_record(mv, pos, end):
         _v3_tombstone__f_branch, _v3_tombstone__f_unchecked = _S82.unpack_from(mv, pos)
         pos += 240
         if not max(_v3_tombstone__f_branch) > 0:
-            raise IndexError
+            raise ConstraintError('nil branch id')
         _v3_tombstone___obj = _new(V3Tombstone)
         _v3_tombstone___obj.branch = _v3_tombstone__f_branch
         _v3_tombstone___obj.unchecked = _v3_tombstone__f_unchecked
@@ -1471,13 +1471,13 @@ def _u_pile_record(mv, pos, end):
         _v3_collection_definition__f_scope, _v3_collection_definition__f_representation, _v3_collection_definition__f_recipe, _v3_collection_definition__f_reserved = _S87.unpack_from(mv, pos)
         pos += 240
         if not max(_v3_collection_definition__f_scope) > 0:
-            raise IndexError
+            raise ConstraintError('nil id')
         if not max(_v3_collection_definition__f_representation) > 0:
-            raise IndexError
+            raise ConstraintError('nil id')
         if not max(_v3_collection_definition__f_recipe) > 0:
-            raise IndexError
+            raise ConstraintError('nil id')
         if _v3_collection_definition__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _v3_collection_definition___obj = _new(V3CollectionDefinition)
         _v3_collection_definition___obj.scope = _v3_collection_definition__f_scope
         _v3_collection_definition___obj.representation = _v3_collection_definition__f_representation
@@ -1487,7 +1487,7 @@ def _u_pile_record(mv, pos, end):
         _v3_commit__f_definition, _v3_commit__f_data, _v3_commit__f_metadata, _v3_commit__f_author, _v3_commit__f_sig_r, _v3_commit__f_sig_s, _v3_commit__f_reserved = _S89.unpack_from(mv, pos)
         pos += 240
         if _v3_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _v3_commit___obj = _new(V3Commit)
         _v3_commit___obj.definition = _v3_commit__f_definition
         _v3_commit___obj.data = _v3_commit__f_data
@@ -1500,9 +1500,9 @@ def _u_pile_record(mv, pos, end):
         _v3_merge__f_definition, _v3_merge__f_low, _v3_merge__f_high, _v3_merge__f_result, _v3_merge__f_reserved = _S91.unpack_from(mv, pos)
         pos += 240
         if not _v3_merge__f_high >= _v3_merge__f_low:
-            raise IndexError
+            raise ConstraintError('merge high < low')
         if _v3_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _v3_merge___obj = _new(V3Merge)
         _v3_merge___obj.definition = _v3_merge__f_definition
         _v3_merge___obj.low = _v3_merge__f_low
@@ -1513,7 +1513,7 @@ def _u_pile_record(mv, pos, end):
         _v3_derive__f_source, _v3_derive__f_target, _v3_derive__f_input, _v3_derive__f_output, _v3_derive__f_reserved = _S93.unpack_from(mv, pos)
         pos += 240
         if _v3_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _v3_derive___obj = _new(V3Derive)
         _v3_derive___obj.source = _v3_derive__f_source
         _v3_derive___obj.target = _v3_derive__f_target
@@ -1524,7 +1524,7 @@ def _u_pile_record(mv, pos, end):
         _v4_commit__f_collection, _v4_commit__f_data, _v4_commit__f_metadata, _v4_commit__f_author, _v4_commit__f_sig_r, _v4_commit__f_sig_s, _v4_commit__f_reserved = _S95.unpack_from(mv, pos)
         pos += 240
         if _v4_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _v4_commit___obj = _new(V4Commit)
         _v4_commit___obj.collection = _v4_commit__f_collection
         _v4_commit___obj.data = _v4_commit__f_data
@@ -1537,9 +1537,9 @@ def _u_pile_record(mv, pos, end):
         _v4_merge__f_collection, _v4_merge__f_low, _v4_merge__f_high, _v4_merge__f_result, _v4_merge__f_reserved = _S97.unpack_from(mv, pos)
         pos += 240
         if not _v4_merge__f_high >= _v4_merge__f_low:
-            raise IndexError
+            raise ConstraintError('merge high < low')
         if _v4_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _v4_merge___obj = _new(V4Merge)
         _v4_merge___obj.collection = _v4_merge__f_collection
         _v4_merge___obj.low = _v4_merge__f_low
@@ -1550,7 +1550,7 @@ def _u_pile_record(mv, pos, end):
         _v4_derive__f_source, _v4_derive__f_target, _v4_derive__f_input, _v4_derive__f_output, _v4_derive__f_reserved = _S97.unpack_from(mv, pos)
         pos += 240
         if _v4_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _v4_derive___obj = _new(V4Derive)
         _v4_derive___obj.source = _v4_derive__f_source
         _v4_derive___obj.target = _v4_derive__f_target
@@ -1558,7 +1558,7 @@ def _u_pile_record(mv, pos, end):
         _v4_derive___obj.output = _v4_derive__f_output
         f_record = _v4_derive___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(PileRecord)
     _obj.marker = f_marker
     _obj.record = f_record
@@ -1594,21 +1594,21 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
             if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
                 pos += 48
                 if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 if not _frame_rest__f_span >= 1:
-                    raise IndexError
+                    raise ConstraintError('span 0 (CorruptPile)')
                 _frame_rest___n = _frame_rest__f_span * 256 - 64
                 if pos + _frame_rest___n > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes')
                 if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
                     _frame_rest___sec_end_body = pos + _frame_rest___n
                     pos += 192
                     if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                        raise IndexError
+                        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                     if _frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     if _frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     _frame_rest___blob_body___blob_head___obj = _new(BlobHead)
                     _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
                     _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
@@ -1639,17 +1639,17 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S101_unpack_from(mv, pos)
                 pos += 20
                 if not _envelope36_rest__f_span >= 1:
-                    raise IndexError
+                    raise ConstraintError('span 0 (CorruptPile)')
                 _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
                 if pos + _envelope36_rest___n > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes')
                 if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
                     _envelope36_rest___sec_end_body = pos + _envelope36_rest___n
                     pos += 220
                     if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
-                        raise IndexError
+                        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                     if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body__f_length] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body__f_length])
                     pos = _envelope36_rest___sec_end_body
                     _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
@@ -1695,7 +1695,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v1_branch__f_branch, _v1_branch__f_head = _S75_unpack_from(mv, pos)
                 pos += 48
                 if not max(_v1_branch__f_branch) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil branch id')
                 _v1_branch___obj = _new(V1Branch)
                 _v1_branch___obj.branch = _v1_branch__f_branch
                 _v1_branch___obj.head = _v1_branch__f_head
@@ -1704,7 +1704,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v1_tombstone__f_branch, _v1_tombstone__f_unchecked = _S75_unpack_from(mv, pos)
                 pos += 48
                 if not max(_v1_tombstone__f_branch) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil branch id')
                 _v1_tombstone___obj = _new(V1Tombstone)
                 _v1_tombstone___obj.branch = _v1_tombstone__f_branch
                 _v1_tombstone___obj.unchecked = _v1_tombstone__f_unchecked
@@ -1731,7 +1731,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v3_branch__f_branch, _v3_branch__f_head, _v3_branch__f_unchecked = _S80_unpack_from(mv, pos)
                 pos += 240
                 if not max(_v3_branch__f_branch) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil branch id')
                 _v3_branch___obj = _new(V3Branch)
                 _v3_branch___obj.branch = _v3_branch__f_branch
                 _v3_branch___obj.head = _v3_branch__f_head
@@ -1741,7 +1741,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v3_tombstone__f_branch, _v3_tombstone__f_unchecked = _S82_unpack_from(mv, pos)
                 pos += 240
                 if not max(_v3_tombstone__f_branch) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil branch id')
                 _v3_tombstone___obj = _new(V3Tombstone)
                 _v3_tombstone___obj.branch = _v3_tombstone__f_branch
                 _v3_tombstone___obj.unchecked = _v3_tombstone__f_unchecked
@@ -1778,13 +1778,13 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v3_collection_definition__f_scope, _v3_collection_definition__f_representation, _v3_collection_definition__f_recipe, _v3_collection_definition__f_reserved = _S87_unpack_from(mv, pos)
                 pos += 240
                 if not max(_v3_collection_definition__f_scope) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil id')
                 if not max(_v3_collection_definition__f_representation) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil id')
                 if not max(_v3_collection_definition__f_recipe) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil id')
                 if _v3_collection_definition__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _v3_collection_definition___obj = _new(V3CollectionDefinition)
                 _v3_collection_definition___obj.scope = _v3_collection_definition__f_scope
                 _v3_collection_definition___obj.representation = _v3_collection_definition__f_representation
@@ -1794,7 +1794,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v3_commit__f_definition, _v3_commit__f_data, _v3_commit__f_metadata, _v3_commit__f_author, _v3_commit__f_sig_r, _v3_commit__f_sig_s, _v3_commit__f_reserved = _S89_unpack_from(mv, pos)
                 pos += 240
                 if _v3_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _v3_commit___obj = _new(V3Commit)
                 _v3_commit___obj.definition = _v3_commit__f_definition
                 _v3_commit___obj.data = _v3_commit__f_data
@@ -1807,9 +1807,9 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v3_merge__f_definition, _v3_merge__f_low, _v3_merge__f_high, _v3_merge__f_result, _v3_merge__f_reserved = _S91_unpack_from(mv, pos)
                 pos += 240
                 if not _v3_merge__f_high >= _v3_merge__f_low:
-                    raise IndexError
+                    raise ConstraintError('merge high < low')
                 if _v3_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _v3_merge___obj = _new(V3Merge)
                 _v3_merge___obj.definition = _v3_merge__f_definition
                 _v3_merge___obj.low = _v3_merge__f_low
@@ -1820,7 +1820,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v3_derive__f_source, _v3_derive__f_target, _v3_derive__f_input, _v3_derive__f_output, _v3_derive__f_reserved = _S93_unpack_from(mv, pos)
                 pos += 240
                 if _v3_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _v3_derive___obj = _new(V3Derive)
                 _v3_derive___obj.source = _v3_derive__f_source
                 _v3_derive___obj.target = _v3_derive__f_target
@@ -1831,7 +1831,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v4_commit__f_collection, _v4_commit__f_data, _v4_commit__f_metadata, _v4_commit__f_author, _v4_commit__f_sig_r, _v4_commit__f_sig_s, _v4_commit__f_reserved = _S95_unpack_from(mv, pos)
                 pos += 240
                 if _v4_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _v4_commit___obj = _new(V4Commit)
                 _v4_commit___obj.collection = _v4_commit__f_collection
                 _v4_commit___obj.data = _v4_commit__f_data
@@ -1844,9 +1844,9 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v4_merge__f_collection, _v4_merge__f_low, _v4_merge__f_high, _v4_merge__f_result, _v4_merge__f_reserved = _S97_unpack_from(mv, pos)
                 pos += 240
                 if not _v4_merge__f_high >= _v4_merge__f_low:
-                    raise IndexError
+                    raise ConstraintError('merge high < low')
                 if _v4_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _v4_merge___obj = _new(V4Merge)
                 _v4_merge___obj.collection = _v4_merge__f_collection
                 _v4_merge___obj.low = _v4_merge__f_low
@@ -1857,7 +1857,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v4_derive__f_source, _v4_derive__f_target, _v4_derive__f_input, _v4_derive__f_output, _v4_derive__f_reserved = _S97_unpack_from(mv, pos)
                 pos += 240
                 if _v4_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _v4_derive___obj = _new(V4Derive)
                 _v4_derive___obj.source = _v4_derive__f_source
                 _v4_derive___obj.target = _v4_derive__f_target
@@ -1865,7 +1865,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v4_derive___obj.output = _v4_derive__f_output
                 f_record = _v4_derive___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(PileRecord)
             _obj.marker = f_marker
             _obj.record = f_record
@@ -3089,22 +3089,22 @@ def _u_frame_rest(mv, pos, end):
     f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S102.unpack_from(mv, pos)
     pos += 48
     if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_span >= 1:
-        raise IndexError
+        raise ConstraintError('span 0 (CorruptPile)')
     _n = f_span * 256 - 64
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
     if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
         pos += 192
         if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
-            raise IndexError
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)')
         if _blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _blob_body___blob_head___obj = _new(BlobHead)
         _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
         _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
@@ -3125,13 +3125,13 @@ def _u_frame_rest(mv, pos, end):
         _pin_head_body__f_pin, _pin_head_body__f_reserved1, _pin_head_body__f_head, _pin_head_body__f_reserved2 = _S6.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not max(_pin_head_body__f_pin) > 0:
-            raise IndexError
+            raise ConstraintError('nil pin id')
         if _pin_head_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _pin_head_body___obj = _new(PinHeadBody)
         _pin_head_body___obj.pin = _pin_head_body__f_pin
         _pin_head_body___obj.head = _pin_head_body__f_head
@@ -3140,11 +3140,11 @@ def _u_frame_rest(mv, pos, end):
         _pin_tombstone_body__f_pin, _pin_tombstone_body__f_reserved = _S8.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not max(_pin_tombstone_body__f_pin) > 0:
-            raise IndexError
+            raise ConstraintError('nil pin id')
         if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _pin_tombstone_body___obj = _new(PinTombstoneBody)
         _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
         f_body = _pin_tombstone_body___obj
@@ -3154,18 +3154,18 @@ def _u_frame_rest(mv, pos, end):
         _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
         if _want_v3_body___v is None:
             if _want_v3_body__f_tag in (3,):
-                raise IndexError
-            raise IndexError
+                raise ConstraintError('retired want_tag value (permanently retired, never reused)')
+            raise ConstraintError('unknown want_tag value')
         _want_v3_body__f_tag = _want_v3_body___v
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _want_v3_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _want_v3_body___tag = _want_v3_body__f_tag
         if _want_v3_body___tag == 1:
             pos += 96
             if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _want_v3_body___want_blob___obj = _new(WantBlob)
             _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
             _want_v3_body__f_request = _want_v3_body___want_blob___obj
@@ -3173,7 +3173,7 @@ def _u_frame_rest(mv, pos, end):
             _want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high = _S14.unpack_from(mv, pos)
             pos += 96
             if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
-                raise IndexError
+                raise ConstraintError('merge request high < low')
             _want_v3_body___want_merge___obj = _new(WantMerge)
             _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
             _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
@@ -3183,17 +3183,17 @@ def _u_frame_rest(mv, pos, end):
             _want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input, _want_v3_body___want_derive__f_zero = _S14.unpack_from(mv, pos)
             pos += 96
             if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _want_v3_body___want_derive___obj = _new(WantDerive)
             _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
             _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
             _want_v3_body__f_request = _want_v3_body___want_derive___obj
         else:
-            raise IndexError
+            raise ConstraintError('no case for tag')
         _want_v3_body__f_reserved2, = _S17.unpack_from(mv, pos)
         pos += 64
         if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _want_v3_body___obj = _new(WantV3Body)
         _want_v3_body___obj.tag = _want_v3_body__f_tag
         _want_v3_body___obj.request = _want_v3_body__f_request
@@ -3202,7 +3202,7 @@ def _u_frame_rest(mv, pos, end):
         _commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s = _S19.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         _commit_body___obj = _new(CommitBody)
         _commit_body___obj.collection = _commit_body__f_collection
         _commit_body___obj.data = _commit_body__f_data
@@ -3215,11 +3215,11 @@ def _u_frame_rest(mv, pos, end):
         _merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s, _merge_v6_body__f_reserved = _S21.unpack_from(mv, pos)
         pos += 448
         if not f_span == 2:
-            raise IndexError
+            raise ConstraintError('kind requires span 2')
         if not _merge_v6_body__f_high + _merge_v6_body__f_high_witness >= _merge_v6_body__f_low + _merge_v6_body__f_low_witness:
-            raise IndexError
+            raise ConstraintError('merge inputs out of canonical order')
         if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _merge_v6_body___obj = _new(MergeV6Body)
         _merge_v6_body___obj.collection = _merge_v6_body__f_collection
         _merge_v6_body___obj.low = _merge_v6_body__f_low
@@ -3235,9 +3235,9 @@ def _u_frame_rest(mv, pos, end):
         _derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s, _derive_v7_body__f_reserved = _S23.unpack_from(mv, pos)
         pos += 448
         if not f_span == 2:
-            raise IndexError
+            raise ConstraintError('kind requires span 2')
         if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _derive_v7_body___obj = _new(DeriveV7Body)
         _derive_v7_body___obj.target = _derive_v7_body__f_target
         _derive_v7_body___obj.input = _derive_v7_body__f_input
@@ -3262,7 +3262,7 @@ def _u_frame_rest(mv, pos, end):
             _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
             _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
             if pos <= _proof_v5_body___ip:
-                raise IndexError
+                raise ConstraintError('repeated item consumes no bytes')
             _proof_v5_body__f_edges.append(_proof_v5_body___proof_edge__obj)
         _proof_v5_body___obj = _new(ProofV5Body)
         _proof_v5_body___obj.resource = _proof_v5_body__f_resource
@@ -3273,9 +3273,9 @@ def _u_frame_rest(mv, pos, end):
         _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
         _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
         f_body = _retired_blob_want_body___obj
@@ -3283,9 +3283,9 @@ def _u_frame_rest(mv, pos, end):
         _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
         _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
         f_body = _retired_blob_want_body___obj
@@ -3293,13 +3293,13 @@ def _u_frame_rest(mv, pos, end):
         _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-            raise IndexError
+            raise ConstraintError('typed want tag must be 2, 3 or 4')
         if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
         _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
         _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
@@ -3310,13 +3310,13 @@ def _u_frame_rest(mv, pos, end):
         _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-            raise IndexError
+            raise ConstraintError('typed want tag must be 2, 3 or 4')
         if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
         _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
         _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
@@ -3327,11 +3327,11 @@ def _u_frame_rest(mv, pos, end):
         _unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result, _unsigned_merge_body__f_reserved = _S33.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not _unsigned_merge_body__f_high >= _unsigned_merge_body__f_low:
-            raise IndexError
+            raise ConstraintError('merge high < low')
         if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _unsigned_merge_body___obj = _new(UnsignedMergeBody)
         _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
         _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
@@ -3342,9 +3342,9 @@ def _u_frame_rest(mv, pos, end):
         _unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output, _unsigned_derive_body__f_reserved = _S35.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
         _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
         _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
@@ -3354,9 +3354,9 @@ def _u_frame_rest(mv, pos, end):
         _peer_body__f_team, _peer_body__f_peer, _peer_body__f_reserved = _S37.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _peer_body___obj = _new(PeerBody)
         _peer_body___obj.team = _peer_body__f_team
         _peer_body___obj.peer = _peer_body__f_peer
@@ -3365,9 +3365,9 @@ def _u_frame_rest(mv, pos, end):
         _store_scope_body__f_team, _store_scope_body__f_reserved = _S29.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _store_scope_body___obj = _new(StoreScopeBody)
         _store_scope_body___obj.team = _store_scope_body__f_team
         f_body = _store_scope_body___obj
@@ -3375,7 +3375,7 @@ def _u_frame_rest(mv, pos, end):
         _artifact_offer_body__f_content, = _S40.unpack_from(mv, pos)
         pos += 192
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         _artifact_offer_body___obj = _new(ArtifactOfferBody)
         _artifact_offer_body___obj.content = _artifact_offer_body__f_content
         f_body = _artifact_offer_body___obj
@@ -3383,13 +3383,13 @@ def _u_frame_rest(mv, pos, end):
         _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S104.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
-            raise IndexError
+            raise ConstraintError('bad proof v1 body length')
         if not f_span == (96 + _proof_v1_body__f_body_len + 255) // 256:
-            raise IndexError
+            raise ConstraintError('proof span is not minimal')
         if _proof_v1_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _proof_v1_body__f_body_len > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes')
         _proof_v1_body___proof_v1_data___outer_end_body = end
         end = pos + _proof_v1_body__f_body_len
         pos += 32
@@ -3404,22 +3404,22 @@ def _u_frame_rest(mv, pos, end):
             _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
             _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
             if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
-                raise IndexError
+                raise ConstraintError('repeated item consumes no bytes')
             _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj)
         _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
         _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
         _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _proof_v1_body___proof_v1_data___outer_end_body
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _proof_v1_body___proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
         if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
-            raise IndexError
+            raise ConstraintError('retired proof tail not zero or span not minimal')
         _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
         _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
         _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
@@ -3431,18 +3431,18 @@ def _u_frame_rest(mv, pos, end):
         _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S105.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
-            raise IndexError
+            raise ConstraintError('bad proof v2 body length')
         if not f_span == (96 + _proof_v2_body__f_body_len + 255) // 256:
-            raise IndexError
+            raise ConstraintError('proof span is not minimal')
         if _proof_v2_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _proof_v2_body__f_body_len > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes')
         _proof_v2_body___proof_v2_data___outer_end_body = end
         end = pos + _proof_v2_body__f_body_len
         pos += 80
         if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-            raise IndexError
+            raise ConstraintError('bad magic')
         _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
         while True:
             if pos >= end:
@@ -3451,13 +3451,13 @@ def _u_frame_rest(mv, pos, end):
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
             pos += 145
             if not max(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                raise IndexError
+                raise ConstraintError('nil action id')
             if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                raise IndexError
+                raise ConstraintError('bad proof v2 edge flags')
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
             if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                raise IndexError
+                raise ConstraintError('bad proof v2 validity bounds')
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
@@ -3466,23 +3466,23 @@ def _u_frame_rest(mv, pos, end):
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
             if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
-                raise IndexError
+                raise ConstraintError('repeated item consumes no bytes')
             _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj)
         _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
         _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
         _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
         _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _proof_v2_body___proof_v2_data___outer_end_body
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _proof_v2_body___proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
         if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
-            raise IndexError
+            raise ConstraintError('retired proof tail not zero or span not minimal')
         _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
         _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
         _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
@@ -3494,13 +3494,13 @@ def _u_frame_rest(mv, pos, end):
         _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S105.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v3_body__f_body_len >= 241 and (_proof_v3_body__f_body_len - 80) % 161 == 0):
-            raise IndexError
+            raise ConstraintError('bad proof v3 body length')
         if not f_span == (96 + _proof_v3_body__f_body_len + 255) // 256:
-            raise IndexError
+            raise ConstraintError('proof span is not minimal')
         if _proof_v3_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _proof_v3_body__f_body_len > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_proof_v3_body__f_body_len) + ' bytes')
         _proof_v3_body___proof_v3_data___outer_end_body = end
         end = pos + _proof_v3_body__f_body_len
         pos += 80
@@ -3512,11 +3512,11 @@ def _u_frame_rest(mv, pos, end):
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
             pos += 161
             if not _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                raise IndexError
+                raise ConstraintError('bad proof v3 edge flags')
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
             if not (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                raise IndexError
+                raise ConstraintError('proof v3 validity bounds set without bit 2')
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
@@ -3525,7 +3525,7 @@ def _u_frame_rest(mv, pos, end):
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
             if pos <= _proof_v3_body___proof_v3_data___proof_v3_content___ip:
-                raise IndexError
+                raise ConstraintError('repeated item consumes no bytes')
             _proof_v3_body___proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj)
         _proof_v3_body___proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
         _proof_v3_body___proof_v3_data___proof_v3_content___obj.magic = _proof_v3_body___proof_v3_data___proof_v3_content__f_magic
@@ -3533,16 +3533,16 @@ def _u_frame_rest(mv, pos, end):
         _proof_v3_body___proof_v3_data___proof_v3_content___obj.root = _proof_v3_body___proof_v3_data___proof_v3_content__f_root
         _proof_v3_body___proof_v3_data___proof_v3_content___obj.edges = _proof_v3_body___proof_v3_data___proof_v3_content__f_edges
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _proof_v3_body___proof_v3_data___outer_end_body
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _proof_v3_body___proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
         if not (len(_proof_v3_body___proof_v3_data__f_tail) < 256 and (len(_proof_v3_body___proof_v3_data__f_tail) == 0 or max(_proof_v3_body___proof_v3_data__f_tail) == 0)):
-            raise IndexError
+            raise ConstraintError('retired proof tail not zero or span not minimal')
         _proof_v3_body___proof_v3_data___obj = _new(ProofV3Data)
         _proof_v3_body___proof_v3_data___obj.body = _proof_v3_body___proof_v3_data___proof_v3_content___obj
         _proof_v3_body___proof_v3_data___obj.tail = _proof_v3_body___proof_v3_data__f_tail
@@ -3556,7 +3556,7 @@ def _u_frame_rest(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
     _obj = _new(FrameRest)
     _obj.span = f_span
@@ -3600,22 +3600,22 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
             f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S102_unpack_from(mv, pos)
             pos += 48
             if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_span >= 1:
-                raise IndexError
+                raise ConstraintError('span 0 (CorruptPile)')
             _n = f_span * 256 - 64
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
             if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
                 pos += 192
                 if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
-                    raise IndexError
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                 if _blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _blob_body___blob_head___obj = _new(BlobHead)
                 _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
                 _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
@@ -3636,13 +3636,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _pin_head_body__f_pin, _pin_head_body__f_reserved1, _pin_head_body__f_head, _pin_head_body__f_reserved2 = _S6_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not max(_pin_head_body__f_pin) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil pin id')
                 if _pin_head_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _pin_head_body___obj = _new(PinHeadBody)
                 _pin_head_body___obj.pin = _pin_head_body__f_pin
                 _pin_head_body___obj.head = _pin_head_body__f_head
@@ -3651,11 +3651,11 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _pin_tombstone_body__f_pin, _pin_tombstone_body__f_reserved = _S8_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not max(_pin_tombstone_body__f_pin) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil pin id')
                 if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _pin_tombstone_body___obj = _new(PinTombstoneBody)
                 _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
                 f_body = _pin_tombstone_body___obj
@@ -3665,18 +3665,18 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
                 if _want_v3_body___v is None:
                     if _want_v3_body__f_tag in (3,):
-                        raise IndexError
-                    raise IndexError
+                        raise ConstraintError('retired want_tag value (permanently retired, never reused)')
+                    raise ConstraintError('unknown want_tag value')
                 _want_v3_body__f_tag = _want_v3_body___v
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _want_v3_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_v3_body___tag = _want_v3_body__f_tag
                 if _want_v3_body___tag == 1:
                     pos += 96
                     if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     _want_v3_body___want_blob___obj = _new(WantBlob)
                     _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
                     _want_v3_body__f_request = _want_v3_body___want_blob___obj
@@ -3684,7 +3684,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high = _S14_unpack_from(mv, pos)
                     pos += 96
                     if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
-                        raise IndexError
+                        raise ConstraintError('merge request high < low')
                     _want_v3_body___want_merge___obj = _new(WantMerge)
                     _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
                     _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
@@ -3694,17 +3694,17 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input, _want_v3_body___want_derive__f_zero = _S14_unpack_from(mv, pos)
                     pos += 96
                     if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     _want_v3_body___want_derive___obj = _new(WantDerive)
                     _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
                     _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
                     _want_v3_body__f_request = _want_v3_body___want_derive___obj
                 else:
-                    raise IndexError
+                    raise ConstraintError('no case for tag')
                 _want_v3_body__f_reserved2, = _S17_unpack_from(mv, pos)
                 pos += 64
                 if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_v3_body___obj = _new(WantV3Body)
                 _want_v3_body___obj.tag = _want_v3_body__f_tag
                 _want_v3_body___obj.request = _want_v3_body__f_request
@@ -3713,7 +3713,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s = _S19_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 _commit_body___obj = _new(CommitBody)
                 _commit_body___obj.collection = _commit_body__f_collection
                 _commit_body___obj.data = _commit_body__f_data
@@ -3726,11 +3726,11 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s, _merge_v6_body__f_reserved = _S21_unpack_from(mv, pos)
                 pos += 448
                 if not f_span == 2:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 2')
                 if not _merge_v6_body__f_high + _merge_v6_body__f_high_witness >= _merge_v6_body__f_low + _merge_v6_body__f_low_witness:
-                    raise IndexError
+                    raise ConstraintError('merge inputs out of canonical order')
                 if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _merge_v6_body___obj = _new(MergeV6Body)
                 _merge_v6_body___obj.collection = _merge_v6_body__f_collection
                 _merge_v6_body___obj.low = _merge_v6_body__f_low
@@ -3746,9 +3746,9 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s, _derive_v7_body__f_reserved = _S23_unpack_from(mv, pos)
                 pos += 448
                 if not f_span == 2:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 2')
                 if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _derive_v7_body___obj = _new(DeriveV7Body)
                 _derive_v7_body___obj.target = _derive_v7_body__f_target
                 _derive_v7_body___obj.input = _derive_v7_body__f_input
@@ -3773,7 +3773,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
                     _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
                     if pos <= _proof_v5_body___ip:
-                        raise IndexError
+                        raise ConstraintError('repeated item consumes no bytes')
                     _proof_v5_body__f_edges.append(_proof_v5_body___proof_edge__obj)
                 _proof_v5_body___obj = _new(ProofV5Body)
                 _proof_v5_body___obj.resource = _proof_v5_body__f_resource
@@ -3784,9 +3784,9 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
                 _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
                 f_body = _retired_blob_want_body___obj
@@ -3794,9 +3794,9 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
                 _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
                 f_body = _retired_blob_want_body___obj
@@ -3804,13 +3804,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-                    raise IndexError
+                    raise ConstraintError('typed want tag must be 2, 3 or 4')
                 if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
                 _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
                 _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
@@ -3821,13 +3821,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-                    raise IndexError
+                    raise ConstraintError('typed want tag must be 2, 3 or 4')
                 if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
                 _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
                 _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
@@ -3838,11 +3838,11 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result, _unsigned_merge_body__f_reserved = _S33_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not _unsigned_merge_body__f_high >= _unsigned_merge_body__f_low:
-                    raise IndexError
+                    raise ConstraintError('merge high < low')
                 if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _unsigned_merge_body___obj = _new(UnsignedMergeBody)
                 _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
                 _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
@@ -3853,9 +3853,9 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output, _unsigned_derive_body__f_reserved = _S35_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
                 _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
                 _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
@@ -3865,9 +3865,9 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _peer_body__f_team, _peer_body__f_peer, _peer_body__f_reserved = _S37_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _peer_body___obj = _new(PeerBody)
                 _peer_body___obj.team = _peer_body__f_team
                 _peer_body___obj.peer = _peer_body__f_peer
@@ -3876,9 +3876,9 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _store_scope_body__f_team, _store_scope_body__f_reserved = _S29_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _store_scope_body___obj = _new(StoreScopeBody)
                 _store_scope_body___obj.team = _store_scope_body__f_team
                 f_body = _store_scope_body___obj
@@ -3886,7 +3886,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _artifact_offer_body__f_content, = _S40_unpack_from(mv, pos)
                 pos += 192
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 _artifact_offer_body___obj = _new(ArtifactOfferBody)
                 _artifact_offer_body___obj.content = _artifact_offer_body__f_content
                 f_body = _artifact_offer_body___obj
@@ -3894,13 +3894,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S104_unpack_from(mv, pos)
                 pos += 32
                 if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
-                    raise IndexError
+                    raise ConstraintError('bad proof v1 body length')
                 if not f_span == (96 + _proof_v1_body__f_body_len + 255) // 256:
-                    raise IndexError
+                    raise ConstraintError('proof span is not minimal')
                 if _proof_v1_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _proof_v1_body__f_body_len > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes')
                 _proof_v1_body___proof_v1_data___outer_end_body = end
                 end = pos + _proof_v1_body__f_body_len
                 pos += 32
@@ -3915,22 +3915,22 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
                     _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
                     if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
-                        raise IndexError
+                        raise ConstraintError('repeated item consumes no bytes')
                     _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj)
                 _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
                 _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
                 _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _proof_v1_body___proof_v1_data___outer_end_body
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _proof_v1_body___proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
                 if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
-                    raise IndexError
+                    raise ConstraintError('retired proof tail not zero or span not minimal')
                 _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
                 _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
                 _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
@@ -3942,18 +3942,18 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S105_unpack_from(mv, pos)
                 pos += 32
                 if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
-                    raise IndexError
+                    raise ConstraintError('bad proof v2 body length')
                 if not f_span == (96 + _proof_v2_body__f_body_len + 255) // 256:
-                    raise IndexError
+                    raise ConstraintError('proof span is not minimal')
                 if _proof_v2_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _proof_v2_body__f_body_len > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes')
                 _proof_v2_body___proof_v2_data___outer_end_body = end
                 end = pos + _proof_v2_body__f_body_len
                 pos += 80
                 if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
                 while True:
                     if pos >= end:
@@ -3962,13 +3962,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
                     pos += 145
                     if not max(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                        raise IndexError
+                        raise ConstraintError('nil action id')
                     if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                        raise IndexError
+                        raise ConstraintError('bad proof v2 edge flags')
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                     if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                        raise IndexError
+                        raise ConstraintError('bad proof v2 validity bounds')
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
@@ -3977,23 +3977,23 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
                     if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
-                        raise IndexError
+                        raise ConstraintError('repeated item consumes no bytes')
                     _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj)
                 _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
                 _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
                 _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
                 _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _proof_v2_body___proof_v2_data___outer_end_body
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _proof_v2_body___proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
                 if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
-                    raise IndexError
+                    raise ConstraintError('retired proof tail not zero or span not minimal')
                 _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
                 _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
                 _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
@@ -4005,13 +4005,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S105_unpack_from(mv, pos)
                 pos += 32
                 if not (_proof_v3_body__f_body_len >= 241 and (_proof_v3_body__f_body_len - 80) % 161 == 0):
-                    raise IndexError
+                    raise ConstraintError('bad proof v3 body length')
                 if not f_span == (96 + _proof_v3_body__f_body_len + 255) // 256:
-                    raise IndexError
+                    raise ConstraintError('proof span is not minimal')
                 if _proof_v3_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _proof_v3_body__f_body_len > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_proof_v3_body__f_body_len) + ' bytes')
                 _proof_v3_body___proof_v3_data___outer_end_body = end
                 end = pos + _proof_v3_body__f_body_len
                 pos += 80
@@ -4023,11 +4023,11 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
                     pos += 161
                     if not _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                        raise IndexError
+                        raise ConstraintError('bad proof v3 edge flags')
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
                     if not (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                        raise IndexError
+                        raise ConstraintError('proof v3 validity bounds set without bit 2')
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
@@ -4036,7 +4036,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
                     if pos <= _proof_v3_body___proof_v3_data___proof_v3_content___ip:
-                        raise IndexError
+                        raise ConstraintError('repeated item consumes no bytes')
                     _proof_v3_body___proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj)
                 _proof_v3_body___proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
                 _proof_v3_body___proof_v3_data___proof_v3_content___obj.magic = _proof_v3_body___proof_v3_data___proof_v3_content__f_magic
@@ -4044,16 +4044,16 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v3_body___proof_v3_data___proof_v3_content___obj.root = _proof_v3_body___proof_v3_data___proof_v3_content__f_root
                 _proof_v3_body___proof_v3_data___proof_v3_content___obj.edges = _proof_v3_body___proof_v3_data___proof_v3_content__f_edges
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _proof_v3_body___proof_v3_data___outer_end_body
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _proof_v3_body___proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
                 if not (len(_proof_v3_body___proof_v3_data__f_tail) < 256 and (len(_proof_v3_body___proof_v3_data__f_tail) == 0 or max(_proof_v3_body___proof_v3_data__f_tail) == 0)):
-                    raise IndexError
+                    raise ConstraintError('retired proof tail not zero or span not minimal')
                 _proof_v3_body___proof_v3_data___obj = _new(ProofV3Data)
                 _proof_v3_body___proof_v3_data___obj.body = _proof_v3_body___proof_v3_data___proof_v3_content___obj
                 _proof_v3_body___proof_v3_data___obj.tail = _proof_v3_body___proof_v3_data__f_tail
@@ -4067,7 +4067,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
             _obj = _new(FrameRest)
             _obj.span = f_span
@@ -4985,22 +4985,22 @@ def _u_frame_head(mv, pos, end):
     f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S108.unpack_from(mv, pos)
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_span >= 1:
-        raise IndexError
+        raise ConstraintError('span 0 (CorruptPile)')
     _n = 192
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_head = end
     end = pos + _n
     if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
         pos += 192
         if not f_span == 1 + (_blob_head__f_length + 255) // 256:
-            raise IndexError
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)')
         if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _blob_head___obj = _new(BlobHead)
         _blob_head___obj.timestamp = _blob_head__f_timestamp
         _blob_head___obj.length = _blob_head__f_length
@@ -5012,7 +5012,7 @@ def _u_frame_head(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_head
     _obj = _new(FrameHead)
     _obj.span = f_span
@@ -5035,22 +5035,22 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
             f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S108_unpack_from(mv, pos)
             pos += 64
             if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_span >= 1:
-                raise IndexError
+                raise ConstraintError('span 0 (CorruptPile)')
             _n = 192
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_head = end
             end = pos + _n
             if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
                 pos += 192
                 if not f_span == 1 + (_blob_head__f_length + 255) // 256:
-                    raise IndexError
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                 if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _blob_head___obj = _new(BlobHead)
                 _blob_head___obj.timestamp = _blob_head__f_timestamp
                 _blob_head___obj.length = _blob_head__f_length
@@ -5062,7 +5062,7 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_head
             _obj = _new(FrameHead)
             _obj.span = f_span
@@ -5150,11 +5150,11 @@ def _u_blob_head(mv, pos, end, p_span):
     f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1 + (f_length + 255) // 256:
-        raise IndexError
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
     if f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(BlobHead)
     _obj.timestamp = f_timestamp
     _obj.length = f_length
@@ -5175,11 +5175,11 @@ def _m_blob_head(mv, pos, end, p_span, _rest=_decode_many):
             f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1 + (f_length + 255) // 256:
-                raise IndexError
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(BlobHead)
             _obj.timestamp = f_timestamp
             _obj.length = f_length
@@ -5233,7 +5233,7 @@ def _u_blob_data(mv, pos, end, p_length):
     start = pos
     _n = p_length
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _n = -(pos - start) % 256
@@ -5256,7 +5256,7 @@ def _m_blob_data(mv, pos, end, p_length, _rest=_decode_many):
             start = pos
             _n = p_length
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _n = -(pos - start) % 256
@@ -5341,11 +5341,11 @@ def _u_blob_body(mv, pos, end, p_span):
     _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1 + (_blob_head__f_length + 255) // 256:
-        raise IndexError
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
     if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _blob_head___obj = _new(BlobHead)
     _blob_head___obj.timestamp = _blob_head__f_timestamp
     _blob_head___obj.length = _blob_head__f_length
@@ -5378,11 +5378,11 @@ def _m_blob_body(mv, pos, end, p_span, _rest=_decode_many):
             _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1 + (_blob_head__f_length + 255) // 256:
-                raise IndexError
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _blob_head___obj = _new(BlobHead)
             _blob_head___obj.timestamp = _blob_head__f_timestamp
             _blob_head___obj.length = _blob_head__f_length
@@ -5471,13 +5471,13 @@ def _u_pin_head_body(mv, pos, end, p_span):
     f_pin, f_reserved1, f_head, f_reserved2 = _S6.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if not max(f_pin) > 0:
-        raise IndexError
+        raise ConstraintError('nil pin id')
     if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(PinHeadBody)
     _obj.pin = f_pin
     _obj.head = f_head
@@ -5497,13 +5497,13 @@ def _m_pin_head_body(mv, pos, end, p_span, _rest=_decode_many):
             f_pin, f_reserved1, f_head, f_reserved2 = _S6_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if not max(f_pin) > 0:
-                raise IndexError
+                raise ConstraintError('nil pin id')
             if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(PinHeadBody)
             _obj.pin = f_pin
             _obj.head = f_head
@@ -5562,11 +5562,11 @@ def _u_pin_tombstone_body(mv, pos, end, p_span):
     f_pin, f_reserved = _S8.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if not max(f_pin) > 0:
-        raise IndexError
+        raise ConstraintError('nil pin id')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(PinTombstoneBody)
     _obj.pin = f_pin
     return (_obj, pos)
@@ -5585,11 +5585,11 @@ def _m_pin_tombstone_body(mv, pos, end, p_span, _rest=_decode_many):
             f_pin, f_reserved = _S8_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if not max(f_pin) > 0:
-                raise IndexError
+                raise ConstraintError('nil pin id')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(PinTombstoneBody)
             _obj.pin = f_pin
             _append(_obj)
@@ -5639,7 +5639,7 @@ def _u_want_blob(mv, pos, end):
     f_blob, f_zero = _S12.unpack_from(mv, pos)
     pos += 96
     if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(WantBlob)
     _obj.blob = f_blob
     return (_obj, pos)
@@ -5658,7 +5658,7 @@ def _m_want_blob(mv, pos, end, _rest=_decode_many):
             f_blob, f_zero = _S12_unpack_from(mv, pos)
             pos += 96
             if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(WantBlob)
             _obj.blob = f_blob
             _append(_obj)
@@ -5702,7 +5702,7 @@ def _u_want_merge(mv, pos, end):
     f_collection, f_low, f_high = _S14.unpack_from(mv, pos)
     pos += 96
     if not f_high >= f_low:
-        raise IndexError
+        raise ConstraintError('merge request high < low')
     _obj = _new(WantMerge)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -5723,7 +5723,7 @@ def _m_want_merge(mv, pos, end, _rest=_decode_many):
             f_collection, f_low, f_high = _S14_unpack_from(mv, pos)
             pos += 96
             if not f_high >= f_low:
-                raise IndexError
+                raise ConstraintError('merge request high < low')
             _obj = _new(WantMerge)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -5780,7 +5780,7 @@ def _u_want_derive(mv, pos, end):
     f_target, f_input, f_zero = _S14.unpack_from(mv, pos)
     pos += 96
     if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(WantDerive)
     _obj.target = f_target
     _obj.input = f_input
@@ -5800,7 +5800,7 @@ def _m_want_derive(mv, pos, end, _rest=_decode_many):
             f_target, f_input, f_zero = _S14_unpack_from(mv, pos)
             pos += 96
             if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(WantDerive)
             _obj.target = f_target
             _obj.input = f_input
@@ -5905,7 +5905,7 @@ def _u_want_request(mv, pos, end):
         _want_blob__f_blob, _want_blob__f_zero = _S12.unpack_from(mv, pos)
         pos += 96
         if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _want_blob___obj = _new(WantBlob)
         _want_blob___obj.blob = _want_blob__f_blob
         f_request = _want_blob___obj
@@ -5913,7 +5913,7 @@ def _u_want_request(mv, pos, end):
         _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14.unpack_from(mv, pos)
         pos += 96
         if not _want_merge__f_high >= _want_merge__f_low:
-            raise IndexError
+            raise ConstraintError('merge request high < low')
         _want_merge___obj = _new(WantMerge)
         _want_merge___obj.collection = _want_merge__f_collection
         _want_merge___obj.low = _want_merge__f_low
@@ -5923,13 +5923,13 @@ def _u_want_request(mv, pos, end):
         _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14.unpack_from(mv, pos)
         pos += 96
         if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _want_derive___obj = _new(WantDerive)
         _want_derive___obj.target = _want_derive__f_target
         _want_derive___obj.input = _want_derive__f_input
         f_request = _want_derive___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(WantRequest)
     _obj.tag = f_tag
     _obj.request = f_request
@@ -5955,7 +5955,7 @@ def _m_want_request(mv, pos, end, _rest=_decode_many):
                 _want_blob__f_blob, _want_blob__f_zero = _S12_unpack_from(mv, pos)
                 pos += 96
                 if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_blob___obj = _new(WantBlob)
                 _want_blob___obj.blob = _want_blob__f_blob
                 f_request = _want_blob___obj
@@ -5963,7 +5963,7 @@ def _m_want_request(mv, pos, end, _rest=_decode_many):
                 _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14_unpack_from(mv, pos)
                 pos += 96
                 if not _want_merge__f_high >= _want_merge__f_low:
-                    raise IndexError
+                    raise ConstraintError('merge request high < low')
                 _want_merge___obj = _new(WantMerge)
                 _want_merge___obj.collection = _want_merge__f_collection
                 _want_merge___obj.low = _want_merge__f_low
@@ -5973,13 +5973,13 @@ def _m_want_request(mv, pos, end, _rest=_decode_many):
                 _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14_unpack_from(mv, pos)
                 pos += 96
                 if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_derive___obj = _new(WantDerive)
                 _want_derive___obj.target = _want_derive__f_target
                 _want_derive___obj.input = _want_derive__f_input
                 f_request = _want_derive___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(WantRequest)
             _obj.tag = f_tag
             _obj.request = f_request
@@ -6155,14 +6155,14 @@ def _u_want_v3_body(mv, pos, end, p_span):
     pos += 32
     f_tag = _WANTTAG_BY_VALUE[f_tag]
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _tag = f_tag
     if _tag == 1:
         pos += 96
         if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _want_blob___obj = _new(WantBlob)
         _want_blob___obj.blob = _want_blob__f_blob
         f_request = _want_blob___obj
@@ -6170,7 +6170,7 @@ def _u_want_v3_body(mv, pos, end, p_span):
         _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14.unpack_from(mv, pos)
         pos += 96
         if not _want_merge__f_high >= _want_merge__f_low:
-            raise IndexError
+            raise ConstraintError('merge request high < low')
         _want_merge___obj = _new(WantMerge)
         _want_merge___obj.collection = _want_merge__f_collection
         _want_merge___obj.low = _want_merge__f_low
@@ -6180,17 +6180,17 @@ def _u_want_v3_body(mv, pos, end, p_span):
         _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14.unpack_from(mv, pos)
         pos += 96
         if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _want_derive___obj = _new(WantDerive)
         _want_derive___obj.target = _want_derive__f_target
         _want_derive___obj.input = _want_derive__f_input
         f_request = _want_derive___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     f_reserved2, = _S17.unpack_from(mv, pos)
     pos += 64
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(WantV3Body)
     _obj.tag = f_tag
     _obj.request = f_request
@@ -6213,14 +6213,14 @@ def _m_want_v3_body(mv, pos, end, p_span, _rest=_decode_many):
             pos += 32
             f_tag = _WANTTAG_BY_VALUE[f_tag]
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _tag = f_tag
             if _tag == 1:
                 pos += 96
                 if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_blob___obj = _new(WantBlob)
                 _want_blob___obj.blob = _want_blob__f_blob
                 f_request = _want_blob___obj
@@ -6228,7 +6228,7 @@ def _m_want_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                 _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14_unpack_from(mv, pos)
                 pos += 96
                 if not _want_merge__f_high >= _want_merge__f_low:
-                    raise IndexError
+                    raise ConstraintError('merge request high < low')
                 _want_merge___obj = _new(WantMerge)
                 _want_merge___obj.collection = _want_merge__f_collection
                 _want_merge___obj.low = _want_merge__f_low
@@ -6238,17 +6238,17 @@ def _m_want_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                 _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14_unpack_from(mv, pos)
                 pos += 96
                 if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_derive___obj = _new(WantDerive)
                 _want_derive___obj.target = _want_derive__f_target
                 _want_derive___obj.input = _want_derive__f_input
                 f_request = _want_derive___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             f_reserved2, = _S17_unpack_from(mv, pos)
             pos += 64
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(WantV3Body)
             _obj.tag = f_tag
             _obj.request = f_request
@@ -6371,7 +6371,7 @@ def _u_commit_body(mv, pos, end, p_span):
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     _obj = _new(CommitBody)
     _obj.collection = f_collection
     _obj.data = f_data
@@ -6395,7 +6395,7 @@ def _m_commit_body(mv, pos, end, p_span, _rest=_decode_many):
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             _obj = _new(CommitBody)
             _obj.collection = f_collection
             _obj.data = f_data
@@ -6478,11 +6478,11 @@ def _u_merge_v6_body(mv, pos, end, p_span):
     f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21.unpack_from(mv, pos)
     pos += 448
     if not p_span == 2:
-        raise IndexError
+        raise ConstraintError('kind requires span 2')
     if not f_high + f_high_witness >= f_low + f_low_witness:
-        raise IndexError
+        raise ConstraintError('merge inputs out of canonical order')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(MergeV6Body)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -6509,11 +6509,11 @@ def _m_merge_v6_body(mv, pos, end, p_span, _rest=_decode_many):
             f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21_unpack_from(mv, pos)
             pos += 448
             if not p_span == 2:
-                raise IndexError
+                raise ConstraintError('kind requires span 2')
             if not f_high + f_high_witness >= f_low + f_low_witness:
-                raise IndexError
+                raise ConstraintError('merge inputs out of canonical order')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(MergeV6Body)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -6611,9 +6611,9 @@ def _u_derive_v7_body(mv, pos, end, p_span):
     f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23.unpack_from(mv, pos)
     pos += 448
     if not p_span == 2:
-        raise IndexError
+        raise ConstraintError('kind requires span 2')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(DeriveV7Body)
     _obj.target = f_target
     _obj.input = f_input
@@ -6638,9 +6638,9 @@ def _m_derive_v7_body(mv, pos, end, p_span, _rest=_decode_many):
             f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23_unpack_from(mv, pos)
             pos += 448
             if not p_span == 2:
-                raise IndexError
+                raise ConstraintError('kind requires span 2')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(DeriveV7Body)
             _obj.target = f_target
             _obj.input = f_input
@@ -6816,7 +6816,7 @@ def _u_proof_v5_body(mv, pos, end, p_span):
         _proof_edge__obj.delegate = _proof_edge_f_delegate
         _proof_edge__obj.signature = _proof_edge_f_signature
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_edges.append(_proof_edge__obj)
     _obj = _new(ProofV5Body)
     _obj.resource = f_resource
@@ -6850,7 +6850,7 @@ def _m_proof_v5_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_edge__obj.delegate = _proof_edge_f_delegate
                 _proof_edge__obj.signature = _proof_edge_f_signature
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_edges.append(_proof_edge__obj)
             _obj = _new(ProofV5Body)
             _obj.resource = f_resource
@@ -6918,9 +6918,9 @@ def _u_retired_blob_want_body(mv, pos, end, p_span):
     f_blob, f_reserved = _S29.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(RetiredBlobWantBody)
     _obj.blob = f_blob
     return (_obj, pos)
@@ -6939,9 +6939,9 @@ def _m_retired_blob_want_body(mv, pos, end, p_span, _rest=_decode_many):
             f_blob, f_reserved = _S29_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(RetiredBlobWantBody)
             _obj.blob = f_blob
             _append(_obj)
@@ -6996,13 +6996,13 @@ def _u_retired_typed_want_body(mv, pos, end, p_span):
     f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-        raise IndexError
+        raise ConstraintError('typed want tag must be 2, 3 or 4')
     if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(RetiredTypedWantBody)
     _obj.tag = f_tag
     _obj.a = f_a
@@ -7024,13 +7024,13 @@ def _m_retired_typed_want_body(mv, pos, end, p_span, _rest=_decode_many):
             f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-                raise IndexError
+                raise ConstraintError('typed want tag must be 2, 3 or 4')
             if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(RetiredTypedWantBody)
             _obj.tag = f_tag
             _obj.a = f_a
@@ -7098,11 +7098,11 @@ def _u_unsigned_merge_body(mv, pos, end, p_span):
     f_collection, f_low, f_high, f_result, f_reserved = _S33.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if not f_high >= f_low:
-        raise IndexError
+        raise ConstraintError('merge high < low')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(UnsignedMergeBody)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -7124,11 +7124,11 @@ def _m_unsigned_merge_body(mv, pos, end, p_span, _rest=_decode_many):
             f_collection, f_low, f_high, f_result, f_reserved = _S33_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if not f_high >= f_low:
-                raise IndexError
+                raise ConstraintError('merge high < low')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(UnsignedMergeBody)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -7197,9 +7197,9 @@ def _u_unsigned_derive_body(mv, pos, end, p_span):
     f_target, f_input, f_output, f_reserved = _S35.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(UnsignedDeriveBody)
     _obj.target = f_target
     _obj.input = f_input
@@ -7220,9 +7220,9 @@ def _m_unsigned_derive_body(mv, pos, end, p_span, _rest=_decode_many):
             f_target, f_input, f_output, f_reserved = _S35_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(UnsignedDeriveBody)
             _obj.target = f_target
             _obj.input = f_input
@@ -7281,9 +7281,9 @@ def _u_peer_body(mv, pos, end, p_span):
     f_team, f_peer, f_reserved = _S37.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(PeerBody)
     _obj.team = f_team
     _obj.peer = f_peer
@@ -7303,9 +7303,9 @@ def _m_peer_body(mv, pos, end, p_span, _rest=_decode_many):
             f_team, f_peer, f_reserved = _S37_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(PeerBody)
             _obj.team = f_team
             _obj.peer = f_peer
@@ -7358,9 +7358,9 @@ def _u_store_scope_body(mv, pos, end, p_span):
     f_team, f_reserved = _S29.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(StoreScopeBody)
     _obj.team = f_team
     return (_obj, pos)
@@ -7379,9 +7379,9 @@ def _m_store_scope_body(mv, pos, end, p_span, _rest=_decode_many):
             f_team, f_reserved = _S29_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(StoreScopeBody)
             _obj.team = f_team
             _append(_obj)
@@ -7427,7 +7427,7 @@ def _u_artifact_offer_body(mv, pos, end, p_span):
     f_content, = _S40.unpack_from(mv, pos)
     pos += 192
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     _obj = _new(ArtifactOfferBody)
     _obj.content = f_content
     return (_obj, pos)
@@ -7446,7 +7446,7 @@ def _m_artifact_offer_body(mv, pos, end, p_span, _rest=_decode_many):
             f_content, = _S40_unpack_from(mv, pos)
             pos += 192
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             _obj = _new(ArtifactOfferBody)
             _obj.content = f_content
             _append(_obj)
@@ -7582,7 +7582,7 @@ def _u_proof_v1_content(mv, pos, end):
         _proof_v1_edge__obj.head = _proof_v1_edge_f_head
         _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_edges.append(_proof_v1_edge__obj)
     _obj = _new(ProofV1Content)
     _obj.root = f_root
@@ -7614,7 +7614,7 @@ def _m_proof_v1_content(mv, pos, end, _rest=_decode_many):
                 _proof_v1_edge__obj.head = _proof_v1_edge_f_head
                 _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_edges.append(_proof_v1_edge__obj)
             _obj = _new(ProofV1Content)
             _obj.root = f_root
@@ -7682,13 +7682,13 @@ def _u_proof_v2_edge(mv, pos, end):
     f_action, f_flags, f_lower, f_upper, f_delegate, f_signature = _S50.unpack_from(mv, pos)
     pos += 145
     if not max(f_action) > 0:
-        raise IndexError
+        raise ConstraintError('nil action id')
     if not (f_flags & 248 == 0 and f_flags & 3 != 0):
-        raise IndexError
+        raise ConstraintError('bad proof v2 edge flags')
     f_lower = int.from_bytes(f_lower, 'big', signed=True)
     f_upper = int.from_bytes(f_upper, 'big', signed=True)
     if not (f_lower <= f_upper if f_flags & 4 else f_lower == 0 and f_upper == 0):
-        raise IndexError
+        raise ConstraintError('bad proof v2 validity bounds')
     _obj = _new(ProofV2Edge)
     _obj.action = f_action
     _obj.flags = f_flags
@@ -7712,13 +7712,13 @@ def _m_proof_v2_edge(mv, pos, end, _rest=_decode_many):
             f_action, f_flags, f_lower, f_upper, f_delegate, f_signature = _S50_unpack_from(mv, pos)
             pos += 145
             if not max(f_action) > 0:
-                raise IndexError
+                raise ConstraintError('nil action id')
             if not (f_flags & 248 == 0 and f_flags & 3 != 0):
-                raise IndexError
+                raise ConstraintError('bad proof v2 edge flags')
             f_lower = int.from_bytes(f_lower, 'big', signed=True)
             f_upper = int.from_bytes(f_upper, 'big', signed=True)
             if not (f_lower <= f_upper if f_flags & 4 else f_lower == 0 and f_upper == 0):
-                raise IndexError
+                raise ConstraintError('bad proof v2 validity bounds')
             _obj = _new(ProofV2Edge)
             _obj.action = f_action
             _obj.flags = f_flags
@@ -7821,7 +7821,7 @@ def _u_proof_v2_content(mv, pos, end):
     f_magic, f_resource, f_root = _S48.unpack_from(mv, pos)
     pos += 80
     if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise IndexError
+        raise ConstraintError('bad magic')
     f_edges = []
     while True:
         if pos >= end:
@@ -7830,13 +7830,13 @@ def _u_proof_v2_content(mv, pos, end):
         _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
         pos += 145
         if not max(_proof_v2_edge_f_action) > 0:
-            raise IndexError
+            raise ConstraintError('nil action id')
         if not (_proof_v2_edge_f_flags & 248 == 0 and _proof_v2_edge_f_flags & 3 != 0):
-            raise IndexError
+            raise ConstraintError('bad proof v2 edge flags')
         _proof_v2_edge_f_lower = int.from_bytes(_proof_v2_edge_f_lower, 'big', signed=True)
         _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
         if not (_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper if _proof_v2_edge_f_flags & 4 else _proof_v2_edge_f_lower == 0 and _proof_v2_edge_f_upper == 0):
-            raise IndexError
+            raise ConstraintError('bad proof v2 validity bounds')
         _proof_v2_edge__obj = _new(ProofV2Edge)
         _proof_v2_edge__obj.action = _proof_v2_edge_f_action
         _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
@@ -7845,7 +7845,7 @@ def _u_proof_v2_content(mv, pos, end):
         _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
         _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_edges.append(_proof_v2_edge__obj)
     _obj = _new(ProofV2Content)
     _obj.resource = f_resource
@@ -7868,7 +7868,7 @@ def _m_proof_v2_content(mv, pos, end, _rest=_decode_many):
             f_magic, f_resource, f_root = _S48_unpack_from(mv, pos)
             pos += 80
             if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise IndexError
+                raise ConstraintError('bad magic')
             f_edges = []
             while True:
                 if pos >= end:
@@ -7877,13 +7877,13 @@ def _m_proof_v2_content(mv, pos, end, _rest=_decode_many):
                 _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
                 pos += 145
                 if not max(_proof_v2_edge_f_action) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil action id')
                 if not (_proof_v2_edge_f_flags & 248 == 0 and _proof_v2_edge_f_flags & 3 != 0):
-                    raise IndexError
+                    raise ConstraintError('bad proof v2 edge flags')
                 _proof_v2_edge_f_lower = int.from_bytes(_proof_v2_edge_f_lower, 'big', signed=True)
                 _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
                 if not (_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper if _proof_v2_edge_f_flags & 4 else _proof_v2_edge_f_lower == 0 and _proof_v2_edge_f_upper == 0):
-                    raise IndexError
+                    raise ConstraintError('bad proof v2 validity bounds')
                 _proof_v2_edge__obj = _new(ProofV2Edge)
                 _proof_v2_edge__obj.action = _proof_v2_edge_f_action
                 _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
@@ -7892,7 +7892,7 @@ def _m_proof_v2_content(mv, pos, end, _rest=_decode_many):
                 _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
                 _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_edges.append(_proof_v2_edge__obj)
             _obj = _new(ProofV2Content)
             _obj.resource = f_resource
@@ -8014,9 +8014,9 @@ def _u_proof_v1_data(mv, pos, end, p_body_len):
     _isb = mv.__class__ is bytes
     _n = p_body_len
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
     _proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
@@ -8032,22 +8032,22 @@ def _u_proof_v1_data(mv, pos, end, p_body_len):
         _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
         _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
         if pos <= _proof_v1_content___ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v1_content__f_edges.append(_proof_v1_content___proof_v1_edge__obj)
     _proof_v1_content___obj = _new(ProofV1Content)
     _proof_v1_content___obj.root = _proof_v1_content__f_root
     _proof_v1_content___obj.edges = _proof_v1_content__f_edges
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise IndexError
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _obj = _new(ProofV1Data)
     _obj.body = _proof_v1_content___obj
     _obj.tail = f_tail
@@ -8068,9 +8068,9 @@ def _m_proof_v1_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _rs = pos
             _n = p_body_len
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
             _proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
@@ -8086,22 +8086,22 @@ def _m_proof_v1_data(mv, pos, end, p_body_len, _rest=_decode_many):
                 _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
                 _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
                 if pos <= _proof_v1_content___ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v1_content__f_edges.append(_proof_v1_content___proof_v1_edge__obj)
             _proof_v1_content___obj = _new(ProofV1Content)
             _proof_v1_content___obj.root = _proof_v1_content__f_root
             _proof_v1_content___obj.edges = _proof_v1_content__f_edges
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise IndexError
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _obj = _new(ProofV1Data)
             _obj.body = _proof_v1_content___obj
             _obj.tail = f_tail
@@ -8234,15 +8234,15 @@ def _u_proof_v2_data(mv, pos, end, p_body_len):
     _isb = mv.__class__ is bytes
     _n = p_body_len
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
     _proof_v2_content__f_magic, _proof_v2_content__f_resource, _proof_v2_content__f_root = _S48.unpack_from(mv, pos)
     pos += 80
     if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _proof_v2_content__f_edges = []
     while True:
         if pos >= end:
@@ -8251,13 +8251,13 @@ def _u_proof_v2_data(mv, pos, end, p_body_len):
         _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
         pos += 145
         if not max(_proof_v2_content___proof_v2_edge_f_action) > 0:
-            raise IndexError
+            raise ConstraintError('nil action id')
         if not (_proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-            raise IndexError
+            raise ConstraintError('bad proof v2 edge flags')
         _proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
         _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
         if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
-            raise IndexError
+            raise ConstraintError('bad proof v2 validity bounds')
         _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
         _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
         _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
@@ -8266,23 +8266,23 @@ def _u_proof_v2_data(mv, pos, end, p_body_len):
         _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
         _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
         if pos <= _proof_v2_content___ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v2_content__f_edges.append(_proof_v2_content___proof_v2_edge__obj)
     _proof_v2_content___obj = _new(ProofV2Content)
     _proof_v2_content___obj.resource = _proof_v2_content__f_resource
     _proof_v2_content___obj.root = _proof_v2_content__f_root
     _proof_v2_content___obj.edges = _proof_v2_content__f_edges
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise IndexError
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _obj = _new(ProofV2Data)
     _obj.body = _proof_v2_content___obj
     _obj.tail = f_tail
@@ -8303,15 +8303,15 @@ def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _rs = pos
             _n = p_body_len
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
             _proof_v2_content__f_magic, _proof_v2_content__f_resource, _proof_v2_content__f_root = _S48_unpack_from(mv, pos)
             pos += 80
             if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _proof_v2_content__f_edges = []
             while True:
                 if pos >= end:
@@ -8320,13 +8320,13 @@ def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
                 _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
                 pos += 145
                 if not max(_proof_v2_content___proof_v2_edge_f_action) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil action id')
                 if not (_proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                    raise IndexError
+                    raise ConstraintError('bad proof v2 edge flags')
                 _proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
                 _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                 if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
-                    raise IndexError
+                    raise ConstraintError('bad proof v2 validity bounds')
                 _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
                 _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
                 _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
@@ -8335,23 +8335,23 @@ def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
                 _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
                 _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
                 if pos <= _proof_v2_content___ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v2_content__f_edges.append(_proof_v2_content___proof_v2_edge__obj)
             _proof_v2_content___obj = _new(ProofV2Content)
             _proof_v2_content___obj.resource = _proof_v2_content__f_resource
             _proof_v2_content___obj.root = _proof_v2_content__f_root
             _proof_v2_content___obj.edges = _proof_v2_content__f_edges
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise IndexError
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _obj = _new(ProofV2Data)
             _obj.body = _proof_v2_content___obj
             _obj.tail = f_tail
@@ -8506,13 +8506,13 @@ def _u_proof_v1_body(mv, pos, end, p_span):
     f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S104.unpack_from(mv, pos)
     pos += 32
     if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
-        raise IndexError
+        raise ConstraintError('bad proof v1 body length')
     if not p_span == (96 + f_body_len + 255) // 256:
-        raise IndexError
+        raise ConstraintError('proof span is not minimal')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_body_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
     _proof_v1_data___outer_end_body = end
     end = pos + f_body_len
     pos += 32
@@ -8527,22 +8527,22 @@ def _u_proof_v1_body(mv, pos, end, p_span):
         _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
         _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
         if pos <= _proof_v1_data___proof_v1_content___ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___proof_v1_edge__obj)
     _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
     _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
     _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _proof_v1_data___outer_end_body
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     _proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
-        raise IndexError
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _proof_v1_data___obj = _new(ProofV1Data)
     _proof_v1_data___obj.body = _proof_v1_data___proof_v1_content___obj
     _proof_v1_data___obj.tail = _proof_v1_data__f_tail
@@ -8567,13 +8567,13 @@ def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
             f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S104_unpack_from(mv, pos)
             pos += 32
             if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
-                raise IndexError
+                raise ConstraintError('bad proof v1 body length')
             if not p_span == (96 + f_body_len + 255) // 256:
-                raise IndexError
+                raise ConstraintError('proof span is not minimal')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_body_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
             _proof_v1_data___outer_end_body = end
             end = pos + f_body_len
             pos += 32
@@ -8588,22 +8588,22 @@ def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
                 _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
                 if pos <= _proof_v1_data___proof_v1_content___ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___proof_v1_edge__obj)
             _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
             _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
             _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _proof_v1_data___outer_end_body
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             _proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
-                raise IndexError
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _proof_v1_data___obj = _new(ProofV1Data)
             _proof_v1_data___obj.body = _proof_v1_data___proof_v1_content___obj
             _proof_v1_data___obj.tail = _proof_v1_data__f_tail
@@ -8773,18 +8773,18 @@ def _u_proof_v2_body(mv, pos, end, p_span):
     f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S105.unpack_from(mv, pos)
     pos += 32
     if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
-        raise IndexError
+        raise ConstraintError('bad proof v2 body length')
     if not p_span == (96 + f_body_len + 255) // 256:
-        raise IndexError
+        raise ConstraintError('proof span is not minimal')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_body_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
     _proof_v2_data___outer_end_body = end
     end = pos + f_body_len
     pos += 80
     if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _proof_v2_data___proof_v2_content__f_edges = []
     while True:
         if pos >= end:
@@ -8793,13 +8793,13 @@ def _u_proof_v2_body(mv, pos, end, p_span):
         _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
         pos += 145
         if not max(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-            raise IndexError
+            raise ConstraintError('nil action id')
         if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-            raise IndexError
+            raise ConstraintError('bad proof v2 edge flags')
         _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
         _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
         if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-            raise IndexError
+            raise ConstraintError('bad proof v2 validity bounds')
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
@@ -8808,23 +8808,23 @@ def _u_proof_v2_body(mv, pos, end, p_span):
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
         if pos <= _proof_v2_data___proof_v2_content___ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___proof_v2_edge__obj)
     _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
     _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
     _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
     _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _proof_v2_data___outer_end_body
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     _proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
-        raise IndexError
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _proof_v2_data___obj = _new(ProofV2Data)
     _proof_v2_data___obj.body = _proof_v2_data___proof_v2_content___obj
     _proof_v2_data___obj.tail = _proof_v2_data__f_tail
@@ -8849,18 +8849,18 @@ def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
             f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S105_unpack_from(mv, pos)
             pos += 32
             if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
-                raise IndexError
+                raise ConstraintError('bad proof v2 body length')
             if not p_span == (96 + f_body_len + 255) // 256:
-                raise IndexError
+                raise ConstraintError('proof span is not minimal')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_body_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
             _proof_v2_data___outer_end_body = end
             end = pos + f_body_len
             pos += 80
             if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _proof_v2_data___proof_v2_content__f_edges = []
             while True:
                 if pos >= end:
@@ -8869,13 +8869,13 @@ def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
                 pos += 145
                 if not max(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil action id')
                 if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                    raise IndexError
+                    raise ConstraintError('bad proof v2 edge flags')
                 _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
                 _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                 if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                    raise IndexError
+                    raise ConstraintError('bad proof v2 validity bounds')
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
@@ -8884,23 +8884,23 @@ def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
                 if pos <= _proof_v2_data___proof_v2_content___ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___proof_v2_edge__obj)
             _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
             _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
             _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
             _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _proof_v2_data___outer_end_body
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             _proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
-                raise IndexError
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _proof_v2_data___obj = _new(ProofV2Data)
             _proof_v2_data___obj.body = _proof_v2_data___proof_v2_content___obj
             _proof_v2_data___obj.tail = _proof_v2_data__f_tail
@@ -9019,11 +9019,11 @@ def _u_proof_v3_edge(mv, pos, end):
     f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature = _S52.unpack_from(mv, pos)
     pos += 161
     if not f_flags & 248 == 0:
-        raise IndexError
+        raise ConstraintError('bad proof v3 edge flags')
     f_lower = int.from_bytes(f_lower, 'big', signed=True)
     f_upper = int.from_bytes(f_upper, 'big', signed=True)
     if not (f_flags & 4 or (f_lower == 0 and f_upper == 0)):
-        raise IndexError
+        raise ConstraintError('proof v3 validity bounds set without bit 2')
     _obj = _new(ProofV3Edge)
     _obj.capability = f_capability
     _obj.flags = f_flags
@@ -9047,11 +9047,11 @@ def _m_proof_v3_edge(mv, pos, end, _rest=_decode_many):
             f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature = _S52_unpack_from(mv, pos)
             pos += 161
             if not f_flags & 248 == 0:
-                raise IndexError
+                raise ConstraintError('bad proof v3 edge flags')
             f_lower = int.from_bytes(f_lower, 'big', signed=True)
             f_upper = int.from_bytes(f_upper, 'big', signed=True)
             if not (f_flags & 4 or (f_lower == 0 and f_upper == 0)):
-                raise IndexError
+                raise ConstraintError('proof v3 validity bounds set without bit 2')
             _obj = _new(ProofV3Edge)
             _obj.capability = f_capability
             _obj.flags = f_flags
@@ -9153,11 +9153,11 @@ def _u_proof_v3_content(mv, pos, end):
         _proof_v3_edge_f_capability, _proof_v3_edge_f_flags, _proof_v3_edge_f_lower, _proof_v3_edge_f_upper, _proof_v3_edge_f_delegate, _proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
         pos += 161
         if not _proof_v3_edge_f_flags & 248 == 0:
-            raise IndexError
+            raise ConstraintError('bad proof v3 edge flags')
         _proof_v3_edge_f_lower = int.from_bytes(_proof_v3_edge_f_lower, 'big', signed=True)
         _proof_v3_edge_f_upper = int.from_bytes(_proof_v3_edge_f_upper, 'big', signed=True)
         if not (_proof_v3_edge_f_flags & 4 or (_proof_v3_edge_f_lower == 0 and _proof_v3_edge_f_upper == 0)):
-            raise IndexError
+            raise ConstraintError('proof v3 validity bounds set without bit 2')
         _proof_v3_edge__obj = _new(ProofV3Edge)
         _proof_v3_edge__obj.capability = _proof_v3_edge_f_capability
         _proof_v3_edge__obj.flags = _proof_v3_edge_f_flags
@@ -9166,7 +9166,7 @@ def _u_proof_v3_content(mv, pos, end):
         _proof_v3_edge__obj.delegate = _proof_v3_edge_f_delegate
         _proof_v3_edge__obj.signature = _proof_v3_edge_f_signature
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_edges.append(_proof_v3_edge__obj)
     _obj = _new(ProofV3Content)
     _obj.magic = f_magic
@@ -9197,11 +9197,11 @@ def _m_proof_v3_content(mv, pos, end, _rest=_decode_many):
                 _proof_v3_edge_f_capability, _proof_v3_edge_f_flags, _proof_v3_edge_f_lower, _proof_v3_edge_f_upper, _proof_v3_edge_f_delegate, _proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
                 pos += 161
                 if not _proof_v3_edge_f_flags & 248 == 0:
-                    raise IndexError
+                    raise ConstraintError('bad proof v3 edge flags')
                 _proof_v3_edge_f_lower = int.from_bytes(_proof_v3_edge_f_lower, 'big', signed=True)
                 _proof_v3_edge_f_upper = int.from_bytes(_proof_v3_edge_f_upper, 'big', signed=True)
                 if not (_proof_v3_edge_f_flags & 4 or (_proof_v3_edge_f_lower == 0 and _proof_v3_edge_f_upper == 0)):
-                    raise IndexError
+                    raise ConstraintError('proof v3 validity bounds set without bit 2')
                 _proof_v3_edge__obj = _new(ProofV3Edge)
                 _proof_v3_edge__obj.capability = _proof_v3_edge_f_capability
                 _proof_v3_edge__obj.flags = _proof_v3_edge_f_flags
@@ -9210,7 +9210,7 @@ def _m_proof_v3_content(mv, pos, end, _rest=_decode_many):
                 _proof_v3_edge__obj.delegate = _proof_v3_edge_f_delegate
                 _proof_v3_edge__obj.signature = _proof_v3_edge_f_signature
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_edges.append(_proof_v3_edge__obj)
             _obj = _new(ProofV3Content)
             _obj.magic = f_magic
@@ -9346,9 +9346,9 @@ def _u_proof_v3_data(mv, pos, end, p_body_len):
     _isb = mv.__class__ is bytes
     _n = p_body_len
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
     _proof_v3_content__f_magic, _proof_v3_content__f_resource, _proof_v3_content__f_root = _S48.unpack_from(mv, pos)
@@ -9361,11 +9361,11 @@ def _u_proof_v3_data(mv, pos, end, p_body_len):
         _proof_v3_content___proof_v3_edge_f_capability, _proof_v3_content___proof_v3_edge_f_flags, _proof_v3_content___proof_v3_edge_f_lower, _proof_v3_content___proof_v3_edge_f_upper, _proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
         pos += 161
         if not _proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-            raise IndexError
+            raise ConstraintError('bad proof v3 edge flags')
         _proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
         _proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
         if not (_proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_content___proof_v3_edge_f_upper == 0)):
-            raise IndexError
+            raise ConstraintError('proof v3 validity bounds set without bit 2')
         _proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
         _proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_content___proof_v3_edge_f_capability
         _proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_content___proof_v3_edge_f_flags
@@ -9374,7 +9374,7 @@ def _u_proof_v3_data(mv, pos, end, p_body_len):
         _proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_content___proof_v3_edge_f_delegate
         _proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_content___proof_v3_edge_f_signature
         if pos <= _proof_v3_content___ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v3_content__f_edges.append(_proof_v3_content___proof_v3_edge__obj)
     _proof_v3_content___obj = _new(ProofV3Content)
     _proof_v3_content___obj.magic = _proof_v3_content__f_magic
@@ -9382,16 +9382,16 @@ def _u_proof_v3_data(mv, pos, end, p_body_len):
     _proof_v3_content___obj.root = _proof_v3_content__f_root
     _proof_v3_content___obj.edges = _proof_v3_content__f_edges
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise IndexError
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _obj = _new(ProofV3Data)
     _obj.body = _proof_v3_content___obj
     _obj.tail = f_tail
@@ -9412,9 +9412,9 @@ def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _rs = pos
             _n = p_body_len
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
             _proof_v3_content__f_magic, _proof_v3_content__f_resource, _proof_v3_content__f_root = _S48_unpack_from(mv, pos)
@@ -9427,11 +9427,11 @@ def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
                 _proof_v3_content___proof_v3_edge_f_capability, _proof_v3_content___proof_v3_edge_f_flags, _proof_v3_content___proof_v3_edge_f_lower, _proof_v3_content___proof_v3_edge_f_upper, _proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
                 pos += 161
                 if not _proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                    raise IndexError
+                    raise ConstraintError('bad proof v3 edge flags')
                 _proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
                 _proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
                 if not (_proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_content___proof_v3_edge_f_upper == 0)):
-                    raise IndexError
+                    raise ConstraintError('proof v3 validity bounds set without bit 2')
                 _proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
                 _proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_content___proof_v3_edge_f_capability
                 _proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_content___proof_v3_edge_f_flags
@@ -9440,7 +9440,7 @@ def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
                 _proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_content___proof_v3_edge_f_delegate
                 _proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_content___proof_v3_edge_f_signature
                 if pos <= _proof_v3_content___ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v3_content__f_edges.append(_proof_v3_content___proof_v3_edge__obj)
             _proof_v3_content___obj = _new(ProofV3Content)
             _proof_v3_content___obj.magic = _proof_v3_content__f_magic
@@ -9448,16 +9448,16 @@ def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _proof_v3_content___obj.root = _proof_v3_content__f_root
             _proof_v3_content___obj.edges = _proof_v3_content__f_edges
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise IndexError
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _obj = _new(ProofV3Data)
             _obj.body = _proof_v3_content___obj
             _obj.tail = f_tail
@@ -9625,13 +9625,13 @@ def _u_proof_v3_body(mv, pos, end, p_span):
     f_body_len, f_reserved, _proof_v3_data___proof_v3_content__f_magic, _proof_v3_data___proof_v3_content__f_resource, _proof_v3_data___proof_v3_content__f_root = _S105.unpack_from(mv, pos)
     pos += 32
     if not (f_body_len >= 241 and (f_body_len - 80) % 161 == 0):
-        raise IndexError
+        raise ConstraintError('bad proof v3 body length')
     if not p_span == (96 + f_body_len + 255) // 256:
-        raise IndexError
+        raise ConstraintError('proof span is not minimal')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_body_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
     _proof_v3_data___outer_end_body = end
     end = pos + f_body_len
     pos += 80
@@ -9643,11 +9643,11 @@ def _u_proof_v3_body(mv, pos, end, p_span):
         _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
         pos += 161
         if not _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-            raise IndexError
+            raise ConstraintError('bad proof v3 edge flags')
         _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
         _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
         if not (_proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-            raise IndexError
+            raise ConstraintError('proof v3 validity bounds set without bit 2')
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
@@ -9656,7 +9656,7 @@ def _u_proof_v3_body(mv, pos, end, p_span):
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
         if pos <= _proof_v3_data___proof_v3_content___ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_data___proof_v3_content___proof_v3_edge__obj)
     _proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
     _proof_v3_data___proof_v3_content___obj.magic = _proof_v3_data___proof_v3_content__f_magic
@@ -9664,16 +9664,16 @@ def _u_proof_v3_body(mv, pos, end, p_span):
     _proof_v3_data___proof_v3_content___obj.root = _proof_v3_data___proof_v3_content__f_root
     _proof_v3_data___proof_v3_content___obj.edges = _proof_v3_data___proof_v3_content__f_edges
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _proof_v3_data___outer_end_body
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     _proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(_proof_v3_data__f_tail) < 256 and (len(_proof_v3_data__f_tail) == 0 or max(_proof_v3_data__f_tail) == 0)):
-        raise IndexError
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _proof_v3_data___obj = _new(ProofV3Data)
     _proof_v3_data___obj.body = _proof_v3_data___proof_v3_content___obj
     _proof_v3_data___obj.tail = _proof_v3_data__f_tail
@@ -9698,13 +9698,13 @@ def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
             f_body_len, f_reserved, _proof_v3_data___proof_v3_content__f_magic, _proof_v3_data___proof_v3_content__f_resource, _proof_v3_data___proof_v3_content__f_root = _S105_unpack_from(mv, pos)
             pos += 32
             if not (f_body_len >= 241 and (f_body_len - 80) % 161 == 0):
-                raise IndexError
+                raise ConstraintError('bad proof v3 body length')
             if not p_span == (96 + f_body_len + 255) // 256:
-                raise IndexError
+                raise ConstraintError('proof span is not minimal')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_body_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
             _proof_v3_data___outer_end_body = end
             end = pos + f_body_len
             pos += 80
@@ -9716,11 +9716,11 @@ def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
                 pos += 161
                 if not _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                    raise IndexError
+                    raise ConstraintError('bad proof v3 edge flags')
                 _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
                 _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
                 if not (_proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                    raise IndexError
+                    raise ConstraintError('proof v3 validity bounds set without bit 2')
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
@@ -9729,7 +9729,7 @@ def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
                 if pos <= _proof_v3_data___proof_v3_content___ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_data___proof_v3_content___proof_v3_edge__obj)
             _proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
             _proof_v3_data___proof_v3_content___obj.magic = _proof_v3_data___proof_v3_content__f_magic
@@ -9737,16 +9737,16 @@ def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
             _proof_v3_data___proof_v3_content___obj.root = _proof_v3_data___proof_v3_content__f_root
             _proof_v3_data___proof_v3_content___obj.edges = _proof_v3_data___proof_v3_content__f_edges
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _proof_v3_data___outer_end_body
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             _proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(_proof_v3_data__f_tail) < 256 and (len(_proof_v3_data__f_tail) == 0 or max(_proof_v3_data__f_tail) == 0)):
-                raise IndexError
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _proof_v3_data___obj = _new(ProofV3Data)
             _proof_v3_data___obj.body = _proof_v3_data___proof_v3_content___obj
             _proof_v3_data___obj.tail = _proof_v3_data__f_tail
@@ -9862,7 +9862,7 @@ def _u_v1_blob_data(mv, pos, end, p_length):
     start = pos
     _n = p_length
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _n = -(pos - start) % 64
@@ -9885,7 +9885,7 @@ def _m_v1_blob_data(mv, pos, end, p_length, _rest=_decode_many):
             start = pos
             _n = p_length
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _n = -(pos - start) % 64
@@ -10058,7 +10058,7 @@ def _u_v1_branch(mv, pos, end):
     f_branch, f_head = _S75.unpack_from(mv, pos)
     pos += 48
     if not max(f_branch) > 0:
-        raise IndexError
+        raise ConstraintError('nil branch id')
     _obj = _new(V1Branch)
     _obj.branch = f_branch
     _obj.head = f_head
@@ -10078,7 +10078,7 @@ def _m_v1_branch(mv, pos, end, _rest=_decode_many):
             f_branch, f_head = _S75_unpack_from(mv, pos)
             pos += 48
             if not max(f_branch) > 0:
-                raise IndexError
+                raise ConstraintError('nil branch id')
             _obj = _new(V1Branch)
             _obj.branch = f_branch
             _obj.head = f_head
@@ -10130,7 +10130,7 @@ def _u_v1_tombstone(mv, pos, end):
     f_branch, f_unchecked = _S75.unpack_from(mv, pos)
     pos += 48
     if not max(f_branch) > 0:
-        raise IndexError
+        raise ConstraintError('nil branch id')
     _obj = _new(V1Tombstone)
     _obj.branch = f_branch
     _obj.unchecked = f_unchecked
@@ -10150,7 +10150,7 @@ def _m_v1_tombstone(mv, pos, end, _rest=_decode_many):
             f_branch, f_unchecked = _S75_unpack_from(mv, pos)
             pos += 48
             if not max(f_branch) > 0:
-                raise IndexError
+                raise ConstraintError('nil branch id')
             _obj = _new(V1Tombstone)
             _obj.branch = f_branch
             _obj.unchecked = f_unchecked
@@ -10330,7 +10330,7 @@ def _u_v3_branch(mv, pos, end):
     f_branch, f_head, f_unchecked = _S80.unpack_from(mv, pos)
     pos += 240
     if not max(f_branch) > 0:
-        raise IndexError
+        raise ConstraintError('nil branch id')
     _obj = _new(V3Branch)
     _obj.branch = f_branch
     _obj.head = f_head
@@ -10351,7 +10351,7 @@ def _m_v3_branch(mv, pos, end, _rest=_decode_many):
             f_branch, f_head, f_unchecked = _S80_unpack_from(mv, pos)
             pos += 240
             if not max(f_branch) > 0:
-                raise IndexError
+                raise ConstraintError('nil branch id')
             _obj = _new(V3Branch)
             _obj.branch = f_branch
             _obj.head = f_head
@@ -10408,7 +10408,7 @@ def _u_v3_tombstone(mv, pos, end):
     f_branch, f_unchecked = _S82.unpack_from(mv, pos)
     pos += 240
     if not max(f_branch) > 0:
-        raise IndexError
+        raise ConstraintError('nil branch id')
     _obj = _new(V3Tombstone)
     _obj.branch = f_branch
     _obj.unchecked = f_unchecked
@@ -10428,7 +10428,7 @@ def _m_v3_tombstone(mv, pos, end, _rest=_decode_many):
             f_branch, f_unchecked = _S82_unpack_from(mv, pos)
             pos += 240
             if not max(f_branch) > 0:
-                raise IndexError
+                raise ConstraintError('nil branch id')
             _obj = _new(V3Tombstone)
             _obj.branch = f_branch
             _obj.unchecked = f_unchecked
@@ -10609,13 +10609,13 @@ def _u_v3_collection_definition(mv, pos, end):
     f_scope, f_representation, f_recipe, f_reserved = _S87.unpack_from(mv, pos)
     pos += 240
     if not max(f_scope) > 0:
-        raise IndexError
+        raise ConstraintError('nil id')
     if not max(f_representation) > 0:
-        raise IndexError
+        raise ConstraintError('nil id')
     if not max(f_recipe) > 0:
-        raise IndexError
+        raise ConstraintError('nil id')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V3CollectionDefinition)
     _obj.scope = f_scope
     _obj.representation = f_representation
@@ -10636,13 +10636,13 @@ def _m_v3_collection_definition(mv, pos, end, _rest=_decode_many):
             f_scope, f_representation, f_recipe, f_reserved = _S87_unpack_from(mv, pos)
             pos += 240
             if not max(f_scope) > 0:
-                raise IndexError
+                raise ConstraintError('nil id')
             if not max(f_representation) > 0:
-                raise IndexError
+                raise ConstraintError('nil id')
             if not max(f_recipe) > 0:
-                raise IndexError
+                raise ConstraintError('nil id')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V3CollectionDefinition)
             _obj.scope = f_scope
             _obj.representation = f_representation
@@ -10711,7 +10711,7 @@ def _u_v3_commit(mv, pos, end):
     f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S89.unpack_from(mv, pos)
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V3Commit)
     _obj.definition = f_definition
     _obj.data = f_data
@@ -10735,7 +10735,7 @@ def _m_v3_commit(mv, pos, end, _rest=_decode_many):
             f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S89_unpack_from(mv, pos)
             pos += 240
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V3Commit)
             _obj.definition = f_definition
             _obj.data = f_data
@@ -10807,9 +10807,9 @@ def _u_v3_merge(mv, pos, end):
     f_definition, f_low, f_high, f_result, f_reserved = _S91.unpack_from(mv, pos)
     pos += 240
     if not f_high >= f_low:
-        raise IndexError
+        raise ConstraintError('merge high < low')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V3Merge)
     _obj.definition = f_definition
     _obj.low = f_low
@@ -10831,9 +10831,9 @@ def _m_v3_merge(mv, pos, end, _rest=_decode_many):
             f_definition, f_low, f_high, f_result, f_reserved = _S91_unpack_from(mv, pos)
             pos += 240
             if not f_high >= f_low:
-                raise IndexError
+                raise ConstraintError('merge high < low')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V3Merge)
             _obj.definition = f_definition
             _obj.low = f_low
@@ -10897,7 +10897,7 @@ def _u_v3_derive(mv, pos, end):
     f_source, f_target, f_input, f_output, f_reserved = _S93.unpack_from(mv, pos)
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V3Derive)
     _obj.source = f_source
     _obj.target = f_target
@@ -10919,7 +10919,7 @@ def _m_v3_derive(mv, pos, end, _rest=_decode_many):
             f_source, f_target, f_input, f_output, f_reserved = _S93_unpack_from(mv, pos)
             pos += 240
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V3Derive)
             _obj.source = f_source
             _obj.target = f_target
@@ -10981,7 +10981,7 @@ def _u_v4_commit(mv, pos, end):
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S95.unpack_from(mv, pos)
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V4Commit)
     _obj.collection = f_collection
     _obj.data = f_data
@@ -11005,7 +11005,7 @@ def _m_v4_commit(mv, pos, end, _rest=_decode_many):
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S95_unpack_from(mv, pos)
             pos += 240
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V4Commit)
             _obj.collection = f_collection
             _obj.data = f_data
@@ -11077,9 +11077,9 @@ def _u_v4_merge(mv, pos, end):
     f_collection, f_low, f_high, f_result, f_reserved = _S97.unpack_from(mv, pos)
     pos += 240
     if not f_high >= f_low:
-        raise IndexError
+        raise ConstraintError('merge high < low')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V4Merge)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -11101,9 +11101,9 @@ def _m_v4_merge(mv, pos, end, _rest=_decode_many):
             f_collection, f_low, f_high, f_result, f_reserved = _S97_unpack_from(mv, pos)
             pos += 240
             if not f_high >= f_low:
-                raise IndexError
+                raise ConstraintError('merge high < low')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V4Merge)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -11167,7 +11167,7 @@ def _u_v4_derive(mv, pos, end):
     f_source, f_target, f_input, f_output, f_reserved = _S97.unpack_from(mv, pos)
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V4Derive)
     _obj.source = f_source
     _obj.target = f_target
@@ -11189,7 +11189,7 @@ def _m_v4_derive(mv, pos, end, _rest=_decode_many):
             f_source, f_target, f_input, f_output, f_reserved = _S97_unpack_from(mv, pos)
             pos += 240
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V4Derive)
             _obj.source = f_source
             _obj.target = f_target
@@ -11489,18 +11489,18 @@ def _u_envelope36_rest(mv, pos, end):
     f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S101.unpack_from(mv, pos)
     pos += 20
     if not f_span >= 1:
-        raise IndexError
+        raise ConstraintError('span 0 (CorruptPile)')
     _n = f_span * 256 - 36
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
     if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
         pos += 220
         if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
-            raise IndexError
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)')
         if _env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_blob_body___blob_data__start = pos
         _env_blob_body___blob_data___n = _env_blob_body__f_length
         _env_blob_body___blob_data__f_payload = mv[pos:pos + _env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _env_blob_body___blob_data___n])
@@ -11519,11 +11519,11 @@ def _u_envelope36_rest(mv, pos, end):
         _env_branch_body__f_branch, _env_branch_body__f_head, _env_branch_body__f_reserved = _S58.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not max(_env_branch_body__f_branch) > 0:
-            raise IndexError
+            raise ConstraintError('nil branch id')
         if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_branch_body___obj = _new(EnvBranchBody)
         _env_branch_body___obj.branch = _env_branch_body__f_branch
         _env_branch_body___obj.head = _env_branch_body__f_head
@@ -11532,9 +11532,9 @@ def _u_envelope36_rest(mv, pos, end):
         _env_tombstone_body__f_branch, _env_tombstone_body__f_reserved = _S60.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_tombstone_body___obj = _new(EnvTombstoneBody)
         _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
         f_body = _env_tombstone_body___obj
@@ -11542,9 +11542,9 @@ def _u_envelope36_rest(mv, pos, end):
         _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_blob_want_body___obj = _new(EnvBlobWantBody)
         _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
         f_body = _env_blob_want_body___obj
@@ -11552,9 +11552,9 @@ def _u_envelope36_rest(mv, pos, end):
         _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_blob_want_body___obj = _new(EnvBlobWantBody)
         _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
         f_body = _env_blob_want_body___obj
@@ -11562,11 +11562,11 @@ def _u_envelope36_rest(mv, pos, end):
         _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-            raise IndexError
+            raise ConstraintError('typed want tag must be 2, 3 or 4')
         if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_typed_want_body___obj = _new(EnvTypedWantBody)
         _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
         _env_typed_want_body___obj.a = _env_typed_want_body__f_a
@@ -11577,11 +11577,11 @@ def _u_envelope36_rest(mv, pos, end):
         _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-            raise IndexError
+            raise ConstraintError('typed want tag must be 2, 3 or 4')
         if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_typed_want_body___obj = _new(EnvTypedWantBody)
         _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
         _env_typed_want_body___obj.a = _env_typed_want_body__f_a
@@ -11592,9 +11592,9 @@ def _u_envelope36_rest(mv, pos, end):
         _env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s, _env_commit_body__f_reserved = _S66.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_commit_body___obj = _new(EnvCommitBody)
         _env_commit_body___obj.collection = _env_commit_body__f_collection
         _env_commit_body___obj.data = _env_commit_body__f_data
@@ -11607,11 +11607,11 @@ def _u_envelope36_rest(mv, pos, end):
         _env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result, _env_merge_body__f_reserved = _S68.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if not _env_merge_body__f_high >= _env_merge_body__f_low:
-            raise IndexError
+            raise ConstraintError('merge high < low')
         if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_merge_body___obj = _new(EnvMergeBody)
         _env_merge_body___obj.collection = _env_merge_body__f_collection
         _env_merge_body___obj.low = _env_merge_body__f_low
@@ -11622,9 +11622,9 @@ def _u_envelope36_rest(mv, pos, end):
         _env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output, _env_derive_v4_body__f_reserved = _S68.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
         _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
         _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
@@ -11635,9 +11635,9 @@ def _u_envelope36_rest(mv, pos, end):
         _env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output, _env_derive_v5_body__f_reserved = _S71.unpack_from(mv, pos)
         pos += 220
         if not f_span == 1:
-            raise IndexError
+            raise ConstraintError('kind requires span 1')
         if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
         _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
         _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
@@ -11649,7 +11649,7 @@ def _u_envelope36_rest(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
     _obj = _new(Envelope36Rest)
     _obj.kind = f_kind
@@ -11679,18 +11679,18 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
             f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S101_unpack_from(mv, pos)
             pos += 20
             if not f_span >= 1:
-                raise IndexError
+                raise ConstraintError('span 0 (CorruptPile)')
             _n = f_span * 256 - 36
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
             if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
                 pos += 220
                 if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
-                    raise IndexError
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                 if _env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_blob_body___blob_data__start = pos
                 _env_blob_body___blob_data___n = _env_blob_body__f_length
                 _env_blob_body___blob_data__f_payload = mv[pos:pos + _env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _env_blob_body___blob_data___n])
@@ -11709,11 +11709,11 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_branch_body__f_branch, _env_branch_body__f_head, _env_branch_body__f_reserved = _S58_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not max(_env_branch_body__f_branch) > 0:
-                    raise IndexError
+                    raise ConstraintError('nil branch id')
                 if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_branch_body___obj = _new(EnvBranchBody)
                 _env_branch_body___obj.branch = _env_branch_body__f_branch
                 _env_branch_body___obj.head = _env_branch_body__f_head
@@ -11722,9 +11722,9 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_tombstone_body__f_branch, _env_tombstone_body__f_reserved = _S60_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_tombstone_body___obj = _new(EnvTombstoneBody)
                 _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
                 f_body = _env_tombstone_body___obj
@@ -11732,9 +11732,9 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_blob_want_body___obj = _new(EnvBlobWantBody)
                 _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
                 f_body = _env_blob_want_body___obj
@@ -11742,9 +11742,9 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_blob_want_body___obj = _new(EnvBlobWantBody)
                 _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
                 f_body = _env_blob_want_body___obj
@@ -11752,11 +11752,11 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-                    raise IndexError
+                    raise ConstraintError('typed want tag must be 2, 3 or 4')
                 if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_typed_want_body___obj = _new(EnvTypedWantBody)
                 _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
                 _env_typed_want_body___obj.a = _env_typed_want_body__f_a
@@ -11767,11 +11767,11 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-                    raise IndexError
+                    raise ConstraintError('typed want tag must be 2, 3 or 4')
                 if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_typed_want_body___obj = _new(EnvTypedWantBody)
                 _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
                 _env_typed_want_body___obj.a = _env_typed_want_body__f_a
@@ -11782,9 +11782,9 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s, _env_commit_body__f_reserved = _S66_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_commit_body___obj = _new(EnvCommitBody)
                 _env_commit_body___obj.collection = _env_commit_body__f_collection
                 _env_commit_body___obj.data = _env_commit_body__f_data
@@ -11797,11 +11797,11 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result, _env_merge_body__f_reserved = _S68_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if not _env_merge_body__f_high >= _env_merge_body__f_low:
-                    raise IndexError
+                    raise ConstraintError('merge high < low')
                 if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_merge_body___obj = _new(EnvMergeBody)
                 _env_merge_body___obj.collection = _env_merge_body__f_collection
                 _env_merge_body___obj.low = _env_merge_body__f_low
@@ -11812,9 +11812,9 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output, _env_derive_v4_body__f_reserved = _S68_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
                 _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
                 _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
@@ -11825,9 +11825,9 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output, _env_derive_v5_body__f_reserved = _S71_unpack_from(mv, pos)
                 pos += 220
                 if not f_span == 1:
-                    raise IndexError
+                    raise ConstraintError('kind requires span 1')
                 if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
                 _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
                 _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
@@ -11839,7 +11839,7 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
             _obj = _new(Envelope36Rest)
             _obj.kind = f_kind
@@ -12255,9 +12255,9 @@ def _u_env_blob_body(mv, pos, end, p_span):
     f_timestamp, f_length, f_hash, f_reserved = _S56.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1 + (f_length + 255) // 256:
-        raise IndexError
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _blob_data__start = pos
     _blob_data___n = f_length
     _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
@@ -12288,9 +12288,9 @@ def _m_env_blob_body(mv, pos, end, p_span, _rest=_decode_many):
             f_timestamp, f_length, f_hash, f_reserved = _S56_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1 + (f_length + 255) // 256:
-                raise IndexError
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _blob_data__start = pos
             _blob_data___n = f_length
             _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
@@ -12373,11 +12373,11 @@ def _u_env_branch_body(mv, pos, end, p_span):
     f_branch, f_head, f_reserved = _S58.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if not max(f_branch) > 0:
-        raise IndexError
+        raise ConstraintError('nil branch id')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvBranchBody)
     _obj.branch = f_branch
     _obj.head = f_head
@@ -12397,11 +12397,11 @@ def _m_env_branch_body(mv, pos, end, p_span, _rest=_decode_many):
             f_branch, f_head, f_reserved = _S58_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if not max(f_branch) > 0:
-                raise IndexError
+                raise ConstraintError('nil branch id')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvBranchBody)
             _obj.branch = f_branch
             _obj.head = f_head
@@ -12458,9 +12458,9 @@ def _u_env_tombstone_body(mv, pos, end, p_span):
     f_branch, f_reserved = _S60.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvTombstoneBody)
     _obj.branch = f_branch
     return (_obj, pos)
@@ -12479,9 +12479,9 @@ def _m_env_tombstone_body(mv, pos, end, p_span, _rest=_decode_many):
             f_branch, f_reserved = _S60_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvTombstoneBody)
             _obj.branch = f_branch
             _append(_obj)
@@ -12529,9 +12529,9 @@ def _u_env_blob_want_body(mv, pos, end, p_span):
     f_blob, f_reserved = _S62.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvBlobWantBody)
     _obj.blob = f_blob
     return (_obj, pos)
@@ -12550,9 +12550,9 @@ def _m_env_blob_want_body(mv, pos, end, p_span, _rest=_decode_many):
             f_blob, f_reserved = _S62_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvBlobWantBody)
             _obj.blob = f_blob
             _append(_obj)
@@ -12605,11 +12605,11 @@ def _u_env_typed_want_body(mv, pos, end, p_span):
     f_tag, f_a, f_b, f_c, f_reserved = _S64.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-        raise IndexError
+        raise ConstraintError('typed want tag must be 2, 3 or 4')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvTypedWantBody)
     _obj.tag = f_tag
     _obj.a = f_a
@@ -12631,11 +12631,11 @@ def _m_env_typed_want_body(mv, pos, end, p_span, _rest=_decode_many):
             f_tag, f_a, f_b, f_c, f_reserved = _S64_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-                raise IndexError
+                raise ConstraintError('typed want tag must be 2, 3 or 4')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvTypedWantBody)
             _obj.tag = f_tag
             _obj.a = f_a
@@ -12703,9 +12703,9 @@ def _u_env_commit_body(mv, pos, end, p_span):
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S66.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvCommitBody)
     _obj.collection = f_collection
     _obj.data = f_data
@@ -12729,9 +12729,9 @@ def _m_env_commit_body(mv, pos, end, p_span, _rest=_decode_many):
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S66_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvCommitBody)
             _obj.collection = f_collection
             _obj.data = f_data
@@ -12809,11 +12809,11 @@ def _u_env_merge_body(mv, pos, end, p_span):
     f_collection, f_low, f_high, f_result, f_reserved = _S68.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if not f_high >= f_low:
-        raise IndexError
+        raise ConstraintError('merge high < low')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvMergeBody)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -12835,11 +12835,11 @@ def _m_env_merge_body(mv, pos, end, p_span, _rest=_decode_many):
             f_collection, f_low, f_high, f_result, f_reserved = _S68_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if not f_high >= f_low:
-                raise IndexError
+                raise ConstraintError('merge high < low')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvMergeBody)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -12909,9 +12909,9 @@ def _u_env_derive_v4_body(mv, pos, end, p_span):
     f_source, f_target, f_input, f_output, f_reserved = _S68.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvDeriveV4Body)
     _obj.source = f_source
     _obj.target = f_target
@@ -12933,9 +12933,9 @@ def _m_env_derive_v4_body(mv, pos, end, p_span, _rest=_decode_many):
             f_source, f_target, f_input, f_output, f_reserved = _S68_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvDeriveV4Body)
             _obj.source = f_source
             _obj.target = f_target
@@ -13000,9 +13000,9 @@ def _u_env_derive_v5_body(mv, pos, end, p_span):
     f_target, f_input, f_output, f_reserved = _S71.unpack_from(mv, pos)
     pos += 220
     if not p_span == 1:
-        raise IndexError
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvDeriveV5Body)
     _obj.target = f_target
     _obj.input = f_input
@@ -13023,9 +13023,9 @@ def _m_env_derive_v5_body(mv, pos, end, p_span, _rest=_decode_many):
             f_target, f_input, f_output, f_reserved = _S71_unpack_from(mv, pos)
             pos += 220
             if not p_span == 1:
-                raise IndexError
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvDeriveV5Body)
             _obj.target = f_target
             _obj.input = f_input
@@ -13088,11 +13088,11 @@ def _u_commit_transcript(mv, pos, end):
     f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S111.unpack_from(mv, pos)
     pos += 188
     if f_domain != b'triblespace.collection.commit.transcript':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_version != 2:
-        raise IndexError
+        raise ConstraintError('bad magic')
     _obj = _new(CommitTranscript)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -13114,11 +13114,11 @@ def _m_commit_transcript(mv, pos, end, _rest=_decode_many):
             f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S111_unpack_from(mv, pos)
             pos += 188
             if f_domain != b'triblespace.collection.commit.transcript':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_version != 2:
-                raise IndexError
+                raise ConstraintError('bad magic')
             _obj = _new(CommitTranscript)
             _obj.author = f_author
             _obj.collection = f_collection
@@ -13183,9 +13183,9 @@ def _u_merge_endorsement(mv, pos, end):
     f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S113.unpack_from(mv, pos)
     pos += 280
     if f_domain != b'triblespace.collection.merge.endorsement':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _obj = _new(MergeEndorsement)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -13210,9 +13210,9 @@ def _m_merge_endorsement(mv, pos, end, _rest=_decode_many):
             f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S113_unpack_from(mv, pos)
             pos += 280
             if f_domain != b'triblespace.collection.merge.endorsement':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _obj = _new(MergeEndorsement)
             _obj.author = f_author
             _obj.collection = f_collection
@@ -13290,9 +13290,9 @@ def _u_derive_endorsement(mv, pos, end):
     f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S115.unpack_from(mv, pos)
     pos += 217
     if f_domain != b'triblespace.collection.derive.endorsement':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _obj = _new(DeriveEndorsement)
     _obj.author = f_author
     _obj.target = f_target
@@ -13315,9 +13315,9 @@ def _m_derive_endorsement(mv, pos, end, _rest=_decode_many):
             f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S115_unpack_from(mv, pos)
             pos += 217
             if f_domain != b'triblespace.collection.derive.endorsement':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _obj = _new(DeriveEndorsement)
             _obj.author = f_author
             _obj.target = f_target
@@ -14199,7 +14199,7 @@ def _u_dense_record(mv, pos, end):
         _dense_witness_derive___obj.sig_s = _dense_witness_derive__f_sig_s
         f_payload = _dense_witness_derive___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(DenseRecord)
     _obj.tag = f_tag
     _obj.payload = f_payload
@@ -14302,7 +14302,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_witness_derive___obj.sig_s = _dense_witness_derive__f_sig_s
                 f_payload = _dense_witness_derive___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(DenseRecord)
             _obj.tag = f_tag
             _obj.payload = f_payload
@@ -14706,22 +14706,22 @@ def _u_pile_file(mv, pos, end):
         if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
             pos += 48
             if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not _pile_record___frame_rest__f_span >= 1:
-                raise IndexError
+                raise ConstraintError('span 0 (CorruptPile)')
             _pile_record___frame_rest___n = _pile_record___frame_rest__f_span * 256 - 64
             if pos + _pile_record___frame_rest___n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes')
             _pile_record___frame_rest___outer_end_body = end
             end = pos + _pile_record___frame_rest___n
             if _pile_record___frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
                 pos += 192
                 if not _pile_record___frame_rest__f_span == 1 + (_pile_record___frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                    raise IndexError
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                 if _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _pile_record___frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _pile_record___frame_rest___blob_body___blob_head___obj = _new(BlobHead)
                 _pile_record___frame_rest___blob_body___blob_head___obj.timestamp = _pile_record___frame_rest___blob_body___blob_head__f_timestamp
                 _pile_record___frame_rest___blob_body___blob_head___obj.length = _pile_record___frame_rest___blob_body___blob_head__f_length
@@ -14738,7 +14738,7 @@ def _u_pile_file(mv, pos, end):
                 _pile_record___frame_rest___blob_body___obj.head = _pile_record___frame_rest___blob_body___blob_head___obj
                 _pile_record___frame_rest___blob_body___obj.data = _pile_record___frame_rest___blob_body___blob_data___obj
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _pile_record___frame_rest___outer_end_body
                 _pile_record___frame_rest___obj = _new(FrameRest)
                 _pile_record___frame_rest___obj.span = _pile_record___frame_rest__f_span
@@ -14765,7 +14765,7 @@ def _u_pile_file(mv, pos, end):
                 raise IndexError
             _x, pos = _u_pile_record(mv, pos, end)
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_records.append(_x)
     _obj = _new(PileFile)
     _obj.records = f_records
@@ -14793,22 +14793,22 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                 if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
                     pos += 48
                     if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                        raise IndexError
+                        raise ConstraintError('bad magic')
                     if not _pile_record___frame_rest__f_span >= 1:
-                        raise IndexError
+                        raise ConstraintError('span 0 (CorruptPile)')
                     _pile_record___frame_rest___n = _pile_record___frame_rest__f_span * 256 - 64
                     if pos + _pile_record___frame_rest___n > end:
-                        raise IndexError
+                        raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes')
                     _pile_record___frame_rest___outer_end_body = end
                     end = pos + _pile_record___frame_rest___n
                     if _pile_record___frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
                         pos += 192
                         if not _pile_record___frame_rest__f_span == 1 + (_pile_record___frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                            raise IndexError
+                            raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                         if _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                            raise IndexError
+                            raise ConstraintError('reserved bytes must be zero')
                         if _pile_record___frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                            raise IndexError
+                            raise ConstraintError('reserved bytes must be zero')
                         _pile_record___frame_rest___blob_body___blob_head___obj = _new(BlobHead)
                         _pile_record___frame_rest___blob_body___blob_head___obj.timestamp = _pile_record___frame_rest___blob_body___blob_head__f_timestamp
                         _pile_record___frame_rest___blob_body___blob_head___obj.length = _pile_record___frame_rest___blob_body___blob_head__f_length
@@ -14825,7 +14825,7 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                         _pile_record___frame_rest___blob_body___obj.head = _pile_record___frame_rest___blob_body___blob_head___obj
                         _pile_record___frame_rest___blob_body___obj.data = _pile_record___frame_rest___blob_body___blob_data___obj
                         if pos != end:
-                            raise IndexError
+                            raise ConstraintError('section size mismatch')
                         end = _pile_record___frame_rest___outer_end_body
                         _pile_record___frame_rest___obj = _new(FrameRest)
                         _pile_record___frame_rest___obj.span = _pile_record___frame_rest__f_span
@@ -14852,7 +14852,7 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _x, pos = _u_pile_record(mv, pos, end)
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_records.append(_x)
             _obj = _new(PileFile)
             _obj.records = f_records

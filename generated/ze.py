@@ -1411,9 +1411,9 @@ def _u_ze_header(mv, pos, end):
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0.unpack_from(mv, pos)
     pos += 32
     if f_magic != b'ZEPEMBED':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_header_length >= 32:
-        raise IndexError
+        raise ConstraintError('header_length must be at least 32')
     _obj = _new(ZeHeader)
     _obj.family_id = f_family_id
     _obj.family_version = f_family_version
@@ -1436,9 +1436,9 @@ def _m_ze_header(mv, pos, end, _rest=_decode_many):
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0_unpack_from(mv, pos)
             pos += 32
             if f_magic != b'ZEPEMBED':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_header_length >= 32:
-                raise IndexError
+                raise ConstraintError('header_length must be at least 32')
             _obj = _new(ZeHeader)
             _obj.family_id = f_family_id
             _obj.family_version = f_family_version
@@ -1485,7 +1485,7 @@ def _u_ze_header_ident(mv, pos, end):
     f_magic, f_family_id, f_family_version = _S2.unpack_from(mv, pos)
     pos += 12
     if f_magic != b'ZEPEMBED':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _obj = _new(ZeHeaderIdent)
     _obj.family_id = f_family_id
     _obj.family_version = f_family_version
@@ -1505,7 +1505,7 @@ def _m_ze_header_ident(mv, pos, end, _rest=_decode_many):
             f_magic, f_family_id, f_family_version = _S2_unpack_from(mv, pos)
             pos += 12
             if f_magic != b'ZEPEMBED':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _obj = _new(ZeHeaderIdent)
             _obj.family_id = f_family_id
             _obj.family_version = f_family_version
@@ -1563,7 +1563,7 @@ def _u_framed_trailer_check(mv, pos, end):
     pos += 32
     _n = f_file_length - 40
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_block = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_block = pos
@@ -1571,7 +1571,7 @@ def _u_framed_trailer_check(mv, pos, end):
     pos += 8
     _ck = _ck_xxh3_64(mv[_r4:_e_block])
     if f_file_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(FramedTrailerCheck)
     _obj.header = f_header
     _obj.block = f_block
@@ -1595,7 +1595,7 @@ def _m_framed_trailer_check(mv, pos, end, _rest=_decode_many):
             pos += 32
             _n = f_file_length - 40
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_block = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_block = pos
@@ -1603,7 +1603,7 @@ def _m_framed_trailer_check(mv, pos, end, _rest=_decode_many):
             pos += 8
             _ck = _ck_xxh3_64(mv[_r4:_e_block])
             if f_file_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(FramedTrailerCheck)
             _obj.header = f_header
             _obj.block = f_block
@@ -1722,15 +1722,15 @@ def _u_wal_file_header(mv, pos, end):
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_first_seq = _S9.unpack_from(mv, pos)
     pos += 40
     if f_magic != b'ZEPEMBED':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_family_id == 11:
-        raise IndexError
+        raise ConstraintError('wrong family id (expected 11, WAL)')
     if not f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL header flags must be zero')
     if not f_header_length == 40:
-        raise IndexError
+        raise ConstraintError('WAL header_length must be exactly 40')
     if not f_file_length == 0:
-        raise IndexError
+        raise ConstraintError('WAL file_length must be zero (append-only)')
     _obj = _new(WalFileHeader)
     _obj.first_seq = f_first_seq
     return (_obj, pos)
@@ -1749,15 +1749,15 @@ def _m_wal_file_header(mv, pos, end, _rest=_decode_many):
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_first_seq = _S9_unpack_from(mv, pos)
             pos += 40
             if f_magic != b'ZEPEMBED':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_family_id == 11:
-                raise IndexError
+                raise ConstraintError('wrong family id (expected 11, WAL)')
             if not f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL header flags must be zero')
             if not f_header_length == 40:
-                raise IndexError
+                raise ConstraintError('WAL header_length must be exactly 40')
             if not f_file_length == 0:
-                raise IndexError
+                raise ConstraintError('WAL file_length must be zero (append-only)')
             _obj = _new(WalFileHeader)
             _obj.first_seq = f_first_seq
             _append(_obj)
@@ -1892,7 +1892,7 @@ def _u_wal_frame(mv, pos, end):
     pos += 8
     _ck = _ck_xxh3_64(mv[_r11:_e_payload])
     if f_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(WalFrame)
     _obj.seq = f_seq
     _obj.op = f_op
@@ -1922,7 +1922,7 @@ def _m_wal_frame(mv, pos, end, _rest=_decode_many):
             pos += 8
             _ck = _ck_xxh3_64(mv[_r11:_e_payload])
             if f_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(WalFrame)
             _obj.seq = f_seq
             _obj.op = f_op
@@ -2039,15 +2039,15 @@ def _u_wal_file(mv, pos, end):
     _wal_file_header__f_magic, _wal_file_header__f_family_id, _wal_file_header__f_family_version, _wal_file_header__f_flags, _wal_file_header__f_header_length, _wal_file_header__f_file_length, _wal_file_header__f_first_seq = _S9.unpack_from(mv, pos)
     pos += 40
     if _wal_file_header__f_magic != b'ZEPEMBED':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not _wal_file_header__f_family_id == 11:
-        raise IndexError
+        raise ConstraintError('wrong family id (expected 11, WAL)')
     if not _wal_file_header__f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL header flags must be zero')
     if not _wal_file_header__f_header_length == 40:
-        raise IndexError
+        raise ConstraintError('WAL header_length must be exactly 40')
     if not _wal_file_header__f_file_length == 0:
-        raise IndexError
+        raise ConstraintError('WAL file_length must be zero (append-only)')
     _wal_file_header___obj = _new(WalFileHeader)
     _wal_file_header___obj.first_seq = _wal_file_header__f_first_seq
     f_records = []
@@ -2065,13 +2065,13 @@ def _u_wal_file(mv, pos, end):
         pos += 8
         _wal_frame___ck = _ck_xxh3_64(mv[_wal_frame___r11:_wal_frame___e_payload])
         if _wal_frame__f_checksum != _wal_frame___ck:
-            raise IndexError
+            raise ChecksumError('xxh3_64 mismatch')
         _wal_frame___obj = _new(WalFrame)
         _wal_frame___obj.seq = _wal_frame__f_seq
         _wal_frame___obj.op = _wal_frame__f_op
         _wal_frame___obj.payload = _wal_frame__f_payload
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_records.append(_wal_frame___obj)
     _obj = _new(WalFile)
     _obj.header = _wal_file_header___obj
@@ -2095,15 +2095,15 @@ def _m_wal_file(mv, pos, end, _rest=_decode_many):
             _wal_file_header__f_magic, _wal_file_header__f_family_id, _wal_file_header__f_family_version, _wal_file_header__f_flags, _wal_file_header__f_header_length, _wal_file_header__f_file_length, _wal_file_header__f_first_seq = _S9_unpack_from(mv, pos)
             pos += 40
             if _wal_file_header__f_magic != b'ZEPEMBED':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not _wal_file_header__f_family_id == 11:
-                raise IndexError
+                raise ConstraintError('wrong family id (expected 11, WAL)')
             if not _wal_file_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL header flags must be zero')
             if not _wal_file_header__f_header_length == 40:
-                raise IndexError
+                raise ConstraintError('WAL header_length must be exactly 40')
             if not _wal_file_header__f_file_length == 0:
-                raise IndexError
+                raise ConstraintError('WAL file_length must be zero (append-only)')
             _wal_file_header___obj = _new(WalFileHeader)
             _wal_file_header___obj.first_seq = _wal_file_header__f_first_seq
             f_records = []
@@ -2121,13 +2121,13 @@ def _m_wal_file(mv, pos, end, _rest=_decode_many):
                 pos += 8
                 _wal_frame___ck = _ck_xxh3_64(mv[_wal_frame___r11:_wal_frame___e_payload])
                 if _wal_frame__f_checksum != _wal_frame___ck:
-                    raise IndexError
+                    raise ChecksumError('xxh3_64 mismatch')
                 _wal_frame___obj = _new(WalFrame)
                 _wal_frame___obj.seq = _wal_frame__f_seq
                 _wal_frame___obj.op = _wal_frame__f_op
                 _wal_frame___obj.payload = _wal_frame__f_payload
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_records.append(_wal_frame___obj)
             _obj = _new(WalFile)
             _obj.header = _wal_file_header___obj
@@ -2296,23 +2296,23 @@ def _u_wal_record(mv, pos, end):
     _wal_payload___tag = f_op
     f_op = _WALOP_BY_VALUE[f_op]
     if pos + f_payload_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes')
     _outer_end_payload = end
     end = pos + f_payload_len
     if _wal_payload___tag == 1:
         pos += 4
         if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _wal_payload___op_upsert_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _wal_payload___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 24
         _wal_payload___op_upsert_v1__f_doc_id = int.from_bytes(_wal_payload___op_upsert_v1__f_doc_id, 'little', signed=False)
         pos += 4
         if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims) if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
         _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2333,14 +2333,14 @@ def _u_wal_record(mv, pos, end):
             raise IndexError
         f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _e_payload = pos
     f_checksum, = _S6.unpack_from(mv, pos)
     pos += 8
     _ck = _ck_xxh3_64(mv[_r11:_e_payload])
     if f_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(WalRecord)
     _obj.seq = f_seq
     _obj.op = f_op
@@ -2366,23 +2366,23 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
             _wal_payload___tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
             if pos + f_payload_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes')
             _outer_end_payload = end
             end = pos + f_payload_len
             if _wal_payload___tag == 1:
                 pos += 4
                 if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _wal_payload___op_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _wal_payload___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 24
                 _wal_payload___op_upsert_v1__f_doc_id = int.from_bytes(_wal_payload___op_upsert_v1__f_doc_id, 'little', signed=False)
                 pos += 4
                 if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims) if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
                 _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2403,14 +2403,14 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _e_payload = pos
             f_checksum, = _S6_unpack_from(mv, pos)
             pos += 8
             _ck = _ck_xxh3_64(mv[_r11:_e_payload])
             if f_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(WalRecord)
             _obj.seq = f_seq
             _obj.op = f_op
@@ -3047,17 +3047,17 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S88.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 24
         _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
         pos += 4
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_upsert_v1___f32_vector__f_dims * 4
         _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3072,15 +3072,15 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89.unpack_from(mv, pos)
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 4
         if not _op_delete_v1__f_count >= 1:
-            raise IndexError
+            raise ConstraintError('delete of zero ids (EmptyDelete)')
         if _op_delete_v1__f_count * 16 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -3097,21 +3097,21 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90.unpack_from(mv, pos)
         pos += 4
         if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 28
         _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
         pos += 8
         _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
         if _op_metadata_edit_v1___metadata_value___v is None:
-            raise IndexError
+            raise ConstraintError('unknown value_kind value')
         _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
         if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes')
         _op_metadata_edit_v1___metadata_value___outer_end_value = end
         end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
         _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
@@ -3139,13 +3139,13 @@ def _u_wal_payload(mv, pos, end, p_op):
             _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
             pos += 1
             if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                raise IndexError
+                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
             _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
             _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
         elif _op_metadata_edit_v1___metadata_value___tag == 5:
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('str truncated')
             _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -3161,9 +3161,9 @@ def _u_wal_payload(mv, pos, end, p_op):
             _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
         else:
-            raise IndexError
+            raise ConstraintError('no case for tag')
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _op_metadata_edit_v1___metadata_value___outer_end_value
         _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
         _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
@@ -3179,17 +3179,17 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91.unpack_from(mv, pos)
         pos += 4
         if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 32
         _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
         pos += 4
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
         _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3205,18 +3205,18 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 32
         _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
         if not _op_upsert_metadata_v1__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_metadata_v1__f_dims * 4
         _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -3230,18 +3230,18 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 40
         _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
         if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_ts_metadata_v1__f_dims * 4
         _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -3260,7 +3260,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_batch_member__f_index, _op_batch_member__f_count = _S41.unpack_from(mv, pos)
         pos += 8
         if not (_op_batch_member__f_count >= 2 and _op_batch_member__f_index < _op_batch_member__f_count):
-            raise IndexError
+            raise ConstraintError('batch position out of range (BatchPosition)')
         if pos > end:
             raise IndexError
         _op_batch_member__f_body, pos = _u_op_upsert_v2(mv, pos, end)
@@ -3273,23 +3273,23 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S94.unpack_from(mv, pos)
         pos += 4
         if not _op_prepared_mutation___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_prepared_mutation___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_prepared_mutation___payload_v1_header___obj = PayloadV1Header()
         pos += 64
         _op_prepared_mutation___transaction_binding__f_transaction = int.from_bytes(_op_prepared_mutation___transaction_binding__f_transaction, 'little', signed=False)
         if not _op_prepared_mutation___transaction_binding__f_transaction != 0:
-            raise IndexError
+            raise ConstraintError('transaction id must be non-zero')
         _op_prepared_mutation___transaction_binding__f_participant = int.from_bytes(_op_prepared_mutation___transaction_binding__f_participant, 'little', signed=False)
         if not _op_prepared_mutation___transaction_binding__f_participant != 0:
-            raise IndexError
+            raise ConstraintError('participant id must be non-zero')
         if not _op_prepared_mutation___transaction_binding__f_first_seq != 0:
-            raise IndexError
+            raise ConstraintError('first_seq must be non-zero')
         if not (_op_prepared_mutation___transaction_binding__f_last_seq >= _op_prepared_mutation___transaction_binding__f_first_seq and _op_prepared_mutation___transaction_binding__f_last_seq - _op_prepared_mutation___transaction_binding__f_first_seq < 4294967295):
-            raise IndexError
+            raise ConstraintError('binding sequence span must fit u32')
         if not _op_prepared_mutation___transaction_binding__f_final_generation != 0:
-            raise IndexError
+            raise ConstraintError('final_generation must be non-zero')
         _op_prepared_mutation___transaction_binding___obj = _new(TransactionBinding)
         _op_prepared_mutation___transaction_binding___obj.transaction = _op_prepared_mutation___transaction_binding__f_transaction
         _op_prepared_mutation___transaction_binding___obj.participant = _op_prepared_mutation___transaction_binding__f_participant
@@ -3299,25 +3299,25 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_prepared_mutation___transaction_binding___obj.final_generation = _op_prepared_mutation___transaction_binding__f_final_generation
         pos += 10
         if not _op_prepared_mutation__f_count == _op_prepared_mutation___transaction_binding___obj.last_seq - _op_prepared_mutation___transaction_binding___obj.first_seq + 1:
-            raise IndexError
+            raise ConstraintError('count must equal last_seq - first_seq + 1')
         if not _op_prepared_mutation__f_index < _op_prepared_mutation__f_count:
-            raise IndexError
+            raise ConstraintError('batch position out of range (BatchPosition)')
         if not (_op_prepared_mutation__f_inner_op >= 1 and _op_prepared_mutation__f_inner_op <= 7):
-            raise IndexError
+            raise ConstraintError('prepared mutation inner op must be 1..7')
         if _op_prepared_mutation__f_inner_op == 1:
             pos += 4
             if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
             pos += 24
             _op_prepared_mutation___op_upsert_v1__f_doc_id = int.from_bytes(_op_prepared_mutation___op_upsert_v1__f_doc_id, 'little', signed=False)
             pos += 4
             if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
-                raise IndexError
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
             _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
             pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
             _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3350,21 +3350,21 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags, _op_mixed_member___op_delete_v1__f_count = _S95.unpack_from(mv, pos)
         pos += 10
         if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
-            raise IndexError
+            raise ConstraintError('batch position out of range (BatchPosition)')
         if not (_op_mixed_member__f_inner_op == 2 or _op_mixed_member__f_inner_op == 7 or _op_mixed_member__f_inner_op == 10):
-            raise IndexError
+            raise ConstraintError('mixed batch inner op must be 2, 7 or 10')
         if _op_mixed_member__f_inner_op == 2:
             pos += 4
             if not _op_mixed_member___op_delete_v1___payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _op_mixed_member___op_delete_v1___payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _op_mixed_member___op_delete_v1___payload_v1_header___obj = PayloadV1Header()
             pos += 4
             if not _op_mixed_member___op_delete_v1__f_count >= 1:
-                raise IndexError
+                raise ConstraintError('delete of zero ids (EmptyDelete)')
             if _op_mixed_member___op_delete_v1__f_count * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count) if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
             _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1__f_count)
             if _op_mixed_member___op_delete_v1___st is None:
                 _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1__f_count)
@@ -3386,7 +3386,7 @@ def _u_wal_payload(mv, pos, end, p_op):
                 raise IndexError
             _op_mixed_member__f_inner, pos = _u_graph_envelope(mv, pos, end)
         else:
-            raise IndexError
+            raise ConstraintError('no case for tag')
         _op_mixed_member___obj = _new(OpMixedMember)
         _op_mixed_member___obj.index = _op_mixed_member__f_index
         _op_mixed_member___obj.count = _op_mixed_member__f_count
@@ -3394,7 +3394,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_mixed_member___obj.inner = _op_mixed_member__f_inner
         f_body = _op_mixed_member___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(WalPayload)
     _obj.body = f_body
     return (_obj, pos)
@@ -3427,17 +3427,17 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S88_unpack_from(mv, pos)
                 pos += 4
                 if not _op_upsert_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 24
                 _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
                 pos += 4
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector__f_dims * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3452,15 +3452,15 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89_unpack_from(mv, pos)
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
-                    raise IndexError
+                    raise ConstraintError('delete of zero ids (EmptyDelete)')
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -3477,21 +3477,21 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90_unpack_from(mv, pos)
                 pos += 4
                 if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 28
                 _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
                 pos += 8
                 _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
                 if _op_metadata_edit_v1___metadata_value___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown value_kind value')
                 _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
                 if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes')
                 _op_metadata_edit_v1___metadata_value___outer_end_value = end
                 end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
                 _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
@@ -3519,13 +3519,13 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
                     pos += 1
                     if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                        raise IndexError
+                        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                     _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
                     _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
                 elif _op_metadata_edit_v1___metadata_value___tag == 5:
                     if pos + (end - pos) > end:
-                        raise IndexError
+                        raise TruncatedError('str truncated')
                     _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                     if pos > end:
                         raise IndexError
@@ -3541,9 +3541,9 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
                 else:
-                    raise IndexError
+                    raise ConstraintError('no case for tag')
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _op_metadata_edit_v1___metadata_value___outer_end_value
                 _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
                 _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
@@ -3559,17 +3559,17 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91_unpack_from(mv, pos)
                 pos += 4
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 32
                 _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
                 pos += 4
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3585,18 +3585,18 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92_unpack_from(mv, pos)
                 pos += 4
                 if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 32
                 _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
                 if not _op_upsert_metadata_v1__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_metadata_v1__f_dims * 4
                 _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -3610,18 +3610,18 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93_unpack_from(mv, pos)
                 pos += 4
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 40
                 _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
                 if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_ts_metadata_v1__f_dims * 4
                 _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -3640,7 +3640,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_batch_member__f_index, _op_batch_member__f_count = _S41_unpack_from(mv, pos)
                 pos += 8
                 if not (_op_batch_member__f_count >= 2 and _op_batch_member__f_index < _op_batch_member__f_count):
-                    raise IndexError
+                    raise ConstraintError('batch position out of range (BatchPosition)')
                 if pos > end:
                     raise IndexError
                 _op_batch_member__f_body, pos = _u_op_upsert_v2(mv, pos, end)
@@ -3653,23 +3653,23 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S94_unpack_from(mv, pos)
                 pos += 4
                 if not _op_prepared_mutation___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_prepared_mutation___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_prepared_mutation___payload_v1_header___obj = PayloadV1Header()
                 pos += 64
                 _op_prepared_mutation___transaction_binding__f_transaction = int.from_bytes(_op_prepared_mutation___transaction_binding__f_transaction, 'little', signed=False)
                 if not _op_prepared_mutation___transaction_binding__f_transaction != 0:
-                    raise IndexError
+                    raise ConstraintError('transaction id must be non-zero')
                 _op_prepared_mutation___transaction_binding__f_participant = int.from_bytes(_op_prepared_mutation___transaction_binding__f_participant, 'little', signed=False)
                 if not _op_prepared_mutation___transaction_binding__f_participant != 0:
-                    raise IndexError
+                    raise ConstraintError('participant id must be non-zero')
                 if not _op_prepared_mutation___transaction_binding__f_first_seq != 0:
-                    raise IndexError
+                    raise ConstraintError('first_seq must be non-zero')
                 if not (_op_prepared_mutation___transaction_binding__f_last_seq >= _op_prepared_mutation___transaction_binding__f_first_seq and _op_prepared_mutation___transaction_binding__f_last_seq - _op_prepared_mutation___transaction_binding__f_first_seq < 4294967295):
-                    raise IndexError
+                    raise ConstraintError('binding sequence span must fit u32')
                 if not _op_prepared_mutation___transaction_binding__f_final_generation != 0:
-                    raise IndexError
+                    raise ConstraintError('final_generation must be non-zero')
                 _op_prepared_mutation___transaction_binding___obj = _new(TransactionBinding)
                 _op_prepared_mutation___transaction_binding___obj.transaction = _op_prepared_mutation___transaction_binding__f_transaction
                 _op_prepared_mutation___transaction_binding___obj.participant = _op_prepared_mutation___transaction_binding__f_participant
@@ -3679,25 +3679,25 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_prepared_mutation___transaction_binding___obj.final_generation = _op_prepared_mutation___transaction_binding__f_final_generation
                 pos += 10
                 if not _op_prepared_mutation__f_count == _op_prepared_mutation___transaction_binding___obj.last_seq - _op_prepared_mutation___transaction_binding___obj.first_seq + 1:
-                    raise IndexError
+                    raise ConstraintError('count must equal last_seq - first_seq + 1')
                 if not _op_prepared_mutation__f_index < _op_prepared_mutation__f_count:
-                    raise IndexError
+                    raise ConstraintError('batch position out of range (BatchPosition)')
                 if not (_op_prepared_mutation__f_inner_op >= 1 and _op_prepared_mutation__f_inner_op <= 7):
-                    raise IndexError
+                    raise ConstraintError('prepared mutation inner op must be 1..7')
                 if _op_prepared_mutation__f_inner_op == 1:
                     pos += 4
                     if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version == 1:
-                        raise IndexError
+                        raise UnsupportedError('unsupported WAL payload version (Version)')
                     if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags == 0:
-                        raise IndexError
+                        raise ConstraintError('WAL payload flags must be zero (Flags)')
                     _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                     pos += 24
                     _op_prepared_mutation___op_upsert_v1__f_doc_id = int.from_bytes(_op_prepared_mutation___op_upsert_v1__f_doc_id, 'little', signed=False)
                     pos += 4
                     if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
-                        raise IndexError
+                        raise ConstraintError('vector has zero dims (EmptyVector)')
                     if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                     _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                     pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
                     _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3730,21 +3730,21 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags, _op_mixed_member___op_delete_v1__f_count = _S95_unpack_from(mv, pos)
                 pos += 10
                 if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
-                    raise IndexError
+                    raise ConstraintError('batch position out of range (BatchPosition)')
                 if not (_op_mixed_member__f_inner_op == 2 or _op_mixed_member__f_inner_op == 7 or _op_mixed_member__f_inner_op == 10):
-                    raise IndexError
+                    raise ConstraintError('mixed batch inner op must be 2, 7 or 10')
                 if _op_mixed_member__f_inner_op == 2:
                     pos += 4
                     if not _op_mixed_member___op_delete_v1___payload_v1_header__f_version == 1:
-                        raise IndexError
+                        raise UnsupportedError('unsupported WAL payload version (Version)')
                     if not _op_mixed_member___op_delete_v1___payload_v1_header__f_flags == 0:
-                        raise IndexError
+                        raise ConstraintError('WAL payload flags must be zero (Flags)')
                     _op_mixed_member___op_delete_v1___payload_v1_header___obj = PayloadV1Header()
                     pos += 4
                     if not _op_mixed_member___op_delete_v1__f_count >= 1:
-                        raise IndexError
+                        raise ConstraintError('delete of zero ids (EmptyDelete)')
                     if _op_mixed_member___op_delete_v1__f_count * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count) if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
                     _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1__f_count)
                     if _op_mixed_member___op_delete_v1___st is None:
                         _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1__f_count)
@@ -3766,7 +3766,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                         raise IndexError
                     _op_mixed_member__f_inner, pos = _u_graph_envelope(mv, pos, end)
                 else:
-                    raise IndexError
+                    raise ConstraintError('no case for tag')
                 _op_mixed_member___obj = _new(OpMixedMember)
                 _op_mixed_member___obj.index = _op_mixed_member__f_index
                 _op_mixed_member___obj.count = _op_mixed_member__f_count
@@ -3774,7 +3774,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_mixed_member___obj.inner = _op_mixed_member__f_inner
                 f_body = _op_mixed_member___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(WalPayload)
             _obj.body = f_body
             _append(_obj)
@@ -4788,9 +4788,9 @@ def _u_payload_v1_header(mv, pos, end):
     f_version, f_flags = _S14.unpack_from(mv, pos)
     pos += 4
     if not f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _obj = PayloadV1Header()
     return (_obj, pos)
 
@@ -4808,9 +4808,9 @@ def _m_payload_v1_header(mv, pos, end, _rest=_decode_many):
             f_version, f_flags = _S14_unpack_from(mv, pos)
             pos += 4
             if not f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _obj = PayloadV1Header()
             _append(_obj)
     except Exception:
@@ -4861,9 +4861,9 @@ def _u_f32_vector(mv, pos, end):
     f_dims, = _S13.unpack_from(mv, pos)
     pos += 4
     if not f_dims >= 1:
-        raise IndexError
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     if f_dims * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
     f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(F32Vector)
@@ -4885,9 +4885,9 @@ def _m_f32_vector(mv, pos, end, _rest=_decode_many):
             f_dims, = _S13_unpack_from(mv, pos)
             pos += 4
             if not f_dims >= 1:
-                raise IndexError
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             if f_dims * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
             f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(F32Vector)
@@ -4983,17 +4983,17 @@ def _u_op_upsert_v1(mv, pos, end):
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, _f32_vector__f_dims = _S88.unpack_from(mv, pos)
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 24
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     pos += 4
     if not _f32_vector__f_dims >= 1:
-        raise IndexError
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     if _f32_vector__f_dims * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
     _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
     pos += _f32_vector__f_dims * 4
     _f32_vector___obj = _new(F32Vector)
@@ -5020,17 +5020,17 @@ def _m_op_upsert_v1(mv, pos, end, _rest=_decode_many):
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, _f32_vector__f_dims = _S88_unpack_from(mv, pos)
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 24
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             pos += 4
             if not _f32_vector__f_dims >= 1:
-                raise IndexError
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             if _f32_vector__f_dims * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
             pos += _f32_vector__f_dims * 4
             _f32_vector___obj = _new(F32Vector)
@@ -5139,15 +5139,15 @@ def _u_op_delete_v1(mv, pos, end):
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_count = _S89.unpack_from(mv, pos)
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 4
     if not f_count >= 1:
-        raise IndexError
+        raise ConstraintError('delete of zero ids (EmptyDelete)')
     if f_count * 16 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
     _st = _RC21.get(f_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_count)
@@ -5175,15 +5175,15 @@ def _m_op_delete_v1(mv, pos, end, _rest=_decode_many):
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_count = _S89_unpack_from(mv, pos)
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 4
             if not f_count >= 1:
-                raise IndexError
+                raise ConstraintError('delete of zero ids (EmptyDelete)')
             if f_count * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
             _st = _RC21.get(f_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_count)
@@ -5348,9 +5348,9 @@ def _u_metadata_value(mv, pos, end):
     _tag = f_kind
     f_kind = _VALUEKIND_BY_VALUE[f_kind]
     if f_reserved != b'\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_value_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_value_len) + ' bytes')
     _outer_end_value = end
     end = pos + f_value_len
     if _tag == 0:
@@ -5377,13 +5377,13 @@ def _u_metadata_value(mv, pos, end):
         _value_bool__f_value = mv[pos]
         pos += 1
         if not (_value_bool__f_value == 0 or _value_bool__f_value == 1):
-            raise IndexError
+            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
         _value_bool___obj = _new(ValueBool)
         _value_bool___obj.value = _value_bool__f_value
         f_value = _value_bool___obj
     elif _tag == 5:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('str truncated')
         _value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
@@ -5399,9 +5399,9 @@ def _u_metadata_value(mv, pos, end):
         _value_id128___obj.value = _value_id128__f_value
         f_value = _value_id128___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_value
     _obj = _new(MetadataValue)
     _obj.kind = f_kind
@@ -5428,9 +5428,9 @@ def _m_metadata_value(mv, pos, end, _rest=_decode_many):
             _tag = f_kind
             f_kind = _VALUEKIND_BY_VALUE[f_kind]
             if f_reserved != b'\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_value_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_value_len) + ' bytes')
             _outer_end_value = end
             end = pos + f_value_len
             if _tag == 0:
@@ -5457,13 +5457,13 @@ def _m_metadata_value(mv, pos, end, _rest=_decode_many):
                 _value_bool__f_value = mv[pos]
                 pos += 1
                 if not (_value_bool__f_value == 0 or _value_bool__f_value == 1):
-                    raise IndexError
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                 _value_bool___obj = _new(ValueBool)
                 _value_bool___obj.value = _value_bool__f_value
                 f_value = _value_bool___obj
             elif _tag == 5:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('str truncated')
                 _value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -5479,9 +5479,9 @@ def _m_metadata_value(mv, pos, end, _rest=_decode_many):
                 _value_id128___obj.value = _value_id128__f_value
                 f_value = _value_id128___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_value
             _obj = _new(MetadataValue)
             _obj.kind = f_kind
@@ -5761,7 +5761,7 @@ def _u_value_bool(mv, pos, end):
     f_value = mv[pos]
     pos += 1
     if not (f_value == 0 or f_value == 1):
-        raise IndexError
+        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
     _obj = _new(ValueBool)
     _obj.value = f_value
     return (_obj, pos)
@@ -5779,7 +5779,7 @@ def _m_value_bool(mv, pos, end, _rest=_decode_many):
             f_value = mv[pos]
             pos += 1
             if not (f_value == 0 or f_value == 1):
-                raise IndexError
+                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
             _obj = _new(ValueBool)
             _obj.value = f_value
             _append(_obj)
@@ -5820,7 +5820,7 @@ def _d_value_string(mv, pos, end):
 def _u_value_string(mv, pos, end):
     _isb = mv.__class__ is bytes
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('str truncated')
     f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
     if pos > end:
         raise IndexError
@@ -5841,7 +5841,7 @@ def _m_value_string(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('str truncated')
             f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -6063,21 +6063,21 @@ def _u_op_metadata_edit_v1(mv, pos, end):
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S90.unpack_from(mv, pos)
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 28
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     pos += 8
     _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
     if _metadata_value___v is None:
-        raise IndexError
+        raise ConstraintError('unknown value_kind value')
     _metadata_value__f_kind = _metadata_value___v
     if _metadata_value__f_reserved != b'\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + _metadata_value__f_value_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes')
     _metadata_value___outer_end_value = end
     end = pos + _metadata_value__f_value_len
     _metadata_value___tag = _metadata_value__f_kind
@@ -6105,13 +6105,13 @@ def _u_op_metadata_edit_v1(mv, pos, end):
         _metadata_value___value_bool__f_value = mv[pos]
         pos += 1
         if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-            raise IndexError
+            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
         _metadata_value___value_bool___obj = _new(ValueBool)
         _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
         _metadata_value__f_value = _metadata_value___value_bool___obj
     elif _metadata_value___tag == 5:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('str truncated')
         _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
@@ -6127,9 +6127,9 @@ def _u_op_metadata_edit_v1(mv, pos, end):
         _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
         _metadata_value__f_value = _metadata_value___value_id128___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _metadata_value___outer_end_value
     _metadata_value___obj = _new(MetadataValue)
     _metadata_value___obj.kind = _metadata_value__f_kind
@@ -6160,21 +6160,21 @@ def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S90_unpack_from(mv, pos)
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 28
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             pos += 8
             _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
             if _metadata_value___v is None:
-                raise IndexError
+                raise ConstraintError('unknown value_kind value')
             _metadata_value__f_kind = _metadata_value___v
             if _metadata_value__f_reserved != b'\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + _metadata_value__f_value_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes')
             _metadata_value___outer_end_value = end
             end = pos + _metadata_value__f_value_len
             _metadata_value___tag = _metadata_value__f_kind
@@ -6202,13 +6202,13 @@ def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
                 _metadata_value___value_bool__f_value = mv[pos]
                 pos += 1
                 if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-                    raise IndexError
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                 _metadata_value___value_bool___obj = _new(ValueBool)
                 _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
                 _metadata_value__f_value = _metadata_value___value_bool___obj
             elif _metadata_value___tag == 5:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('str truncated')
                 _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -6224,9 +6224,9 @@ def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
                 _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
                 _metadata_value__f_value = _metadata_value___value_id128___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _metadata_value___outer_end_value
             _metadata_value___obj = _new(MetadataValue)
             _metadata_value___obj.kind = _metadata_value__f_kind
@@ -6413,17 +6413,17 @@ def _u_op_timestamped_upsert_v1(mv, pos, end):
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, _f32_vector__f_dims = _S91.unpack_from(mv, pos)
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     pos += 4
     if not _f32_vector__f_dims >= 1:
-        raise IndexError
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     if _f32_vector__f_dims * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
     _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
     pos += _f32_vector__f_dims * 4
     _f32_vector___obj = _new(F32Vector)
@@ -6451,17 +6451,17 @@ def _m_op_timestamped_upsert_v1(mv, pos, end, _rest=_decode_many):
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, _f32_vector__f_dims = _S91_unpack_from(mv, pos)
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 32
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             pos += 4
             if not _f32_vector__f_dims >= 1:
-                raise IndexError
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             if _f32_vector__f_dims * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
             pos += _f32_vector__f_dims * 4
             _f32_vector___obj = _new(F32Vector)
@@ -6577,18 +6577,18 @@ def _u_op_upsert_metadata_v1(mv, pos, end):
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_metadata_len, f_dims = _S92.unpack_from(mv, pos)
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if not f_dims >= 1:
-        raise IndexError
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
     f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(OpUpsertMetadataV1)
@@ -6614,18 +6614,18 @@ def _m_op_upsert_metadata_v1(mv, pos, end, _rest=_decode_many):
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_metadata_len, f_dims = _S92_unpack_from(mv, pos)
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 32
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             if not f_dims >= 1:
-                raise IndexError
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
             f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(OpUpsertMetadataV1)
@@ -6743,18 +6743,18 @@ def _u_op_upsert_ts_metadata_v1(mv, pos, end):
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S93.unpack_from(mv, pos)
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 40
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if not f_dims >= 1:
-        raise IndexError
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
     f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(OpUpsertTsMetadataV1)
@@ -6781,18 +6781,18 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end, _rest=_decode_many):
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S93_unpack_from(mv, pos)
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 40
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             if not f_dims >= 1:
-                raise IndexError
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
             f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(OpUpsertTsMetadataV1)
@@ -6989,12 +6989,12 @@ def _u_typed_column(mv, pos, end):
     pos += 8
     _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
     if _metadata_value___v is None:
-        raise IndexError
+        raise ConstraintError('unknown value_kind value')
     _metadata_value__f_kind = _metadata_value___v
     if _metadata_value__f_reserved != b'\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + _metadata_value__f_value_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes')
     _metadata_value___outer_end_value = end
     end = pos + _metadata_value__f_value_len
     _metadata_value___tag = _metadata_value__f_kind
@@ -7022,13 +7022,13 @@ def _u_typed_column(mv, pos, end):
         _metadata_value___value_bool__f_value = mv[pos]
         pos += 1
         if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-            raise IndexError
+            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
         _metadata_value___value_bool___obj = _new(ValueBool)
         _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
         _metadata_value__f_value = _metadata_value___value_bool___obj
     elif _metadata_value___tag == 5:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('str truncated')
         _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
@@ -7044,15 +7044,15 @@ def _u_typed_column(mv, pos, end):
         _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
         _metadata_value__f_value = _metadata_value___value_id128___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _metadata_value___outer_end_value
     _metadata_value___obj = _new(MetadataValue)
     _metadata_value___obj.kind = _metadata_value__f_kind
     _metadata_value___obj.value = _metadata_value__f_value
     if not _metadata_value___obj.kind != 0:
-        raise IndexError
+        raise ConstraintError('typed columns cannot carry Null')
     _obj = _new(TypedColumn)
     _obj.column_id = f_column_id
     _obj.value = _metadata_value___obj
@@ -7078,12 +7078,12 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
             pos += 8
             _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
             if _metadata_value___v is None:
-                raise IndexError
+                raise ConstraintError('unknown value_kind value')
             _metadata_value__f_kind = _metadata_value___v
             if _metadata_value__f_reserved != b'\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + _metadata_value__f_value_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes')
             _metadata_value___outer_end_value = end
             end = pos + _metadata_value__f_value_len
             _metadata_value___tag = _metadata_value__f_kind
@@ -7111,13 +7111,13 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
                 _metadata_value___value_bool__f_value = mv[pos]
                 pos += 1
                 if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-                    raise IndexError
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                 _metadata_value___value_bool___obj = _new(ValueBool)
                 _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
                 _metadata_value__f_value = _metadata_value___value_bool___obj
             elif _metadata_value___tag == 5:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('str truncated')
                 _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -7133,15 +7133,15 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
                 _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
                 _metadata_value__f_value = _metadata_value___value_id128___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _metadata_value___outer_end_value
             _metadata_value___obj = _new(MetadataValue)
             _metadata_value___obj.kind = _metadata_value__f_kind
             _metadata_value___obj.value = _metadata_value__f_value
             if not _metadata_value___obj.kind != 0:
-                raise IndexError
+                raise ConstraintError('typed columns cannot carry Null')
             _obj = _new(TypedColumn)
             _obj.column_id = f_column_id
             _obj.value = _metadata_value___obj
@@ -7479,15 +7479,15 @@ def _u_op_upsert_v2(mv, pos, end):
     f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S102.unpack_from(mv, pos)
     pos += 28
     if f_fields & 4294967264:
-        raise IndexError
+        raise ConstraintError('undefined upsert_fields bits set')
     f_fields = UpsertFields.from_int(f_fields)
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if _attr(f_fields, 'vector', pos, 'vector'):
         pos += 4
         if not _f32_vector__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _f32_vector__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
         _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
         pos += _f32_vector__f_dims * 4
         _f32_vector___obj = _new(F32Vector)
@@ -7518,7 +7518,7 @@ def _u_op_upsert_v2(mv, pos, end):
         _c = _S13.unpack_from(mv, pos)[0]
         pos += 4
         if _c * 12 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
         f_columns = []
         for _i in range(_c):
             _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S101.unpack_from(mv, pos)
@@ -7526,12 +7526,12 @@ def _u_op_upsert_v2(mv, pos, end):
             pos += 8
             _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
             if _typed_column___metadata_value___v is None:
-                raise IndexError
+                raise ConstraintError('unknown value_kind value')
             _typed_column___metadata_value__f_kind = _typed_column___metadata_value___v
             if _typed_column___metadata_value__f_reserved != b'\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + _typed_column___metadata_value__f_value_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_typed_column___metadata_value__f_value_len) + ' bytes')
             _typed_column___metadata_value___outer_end_value = end
             end = pos + _typed_column___metadata_value__f_value_len
             _typed_column___metadata_value___tag = _typed_column___metadata_value__f_kind
@@ -7559,13 +7559,13 @@ def _u_op_upsert_v2(mv, pos, end):
                 _typed_column___metadata_value___value_bool__f_value = mv[pos]
                 pos += 1
                 if not (_typed_column___metadata_value___value_bool__f_value == 0 or _typed_column___metadata_value___value_bool__f_value == 1):
-                    raise IndexError
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                 _typed_column___metadata_value___value_bool___obj = _new(ValueBool)
                 _typed_column___metadata_value___value_bool___obj.value = _typed_column___metadata_value___value_bool__f_value
                 _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_bool___obj
             elif _typed_column___metadata_value___tag == 5:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('str truncated')
                 _typed_column___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -7581,15 +7581,15 @@ def _u_op_upsert_v2(mv, pos, end):
                 _typed_column___metadata_value___value_id128___obj.value = _typed_column___metadata_value___value_id128__f_value
                 _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_id128___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _typed_column___metadata_value___outer_end_value
             _typed_column___metadata_value___obj = _new(MetadataValue)
             _typed_column___metadata_value___obj.kind = _typed_column___metadata_value__f_kind
             _typed_column___metadata_value___obj.value = _typed_column___metadata_value__f_value
             if not _typed_column___metadata_value___obj.kind != 0:
-                raise IndexError
+                raise ConstraintError('typed columns cannot carry Null')
             _typed_column___obj = _new(TypedColumn)
             _typed_column___obj.column_id = _typed_column__f_column_id
             _typed_column___obj.value = _typed_column___metadata_value___obj
@@ -7627,15 +7627,15 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
             f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S102_unpack_from(mv, pos)
             pos += 28
             if f_fields & 4294967264:
-                raise IndexError
+                raise ConstraintError('undefined upsert_fields bits set')
             f_fields = UpsertFields.from_int(f_fields)
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             if _attr(f_fields, 'vector', pos, 'vector'):
                 pos += 4
                 if not _f32_vector__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _f32_vector__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
                 _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
                 pos += _f32_vector__f_dims * 4
                 _f32_vector___obj = _new(F32Vector)
@@ -7666,7 +7666,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                 _c = _S13_unpack_from(mv, pos)[0]
                 pos += 4
                 if _c * 12 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
                 f_columns = []
                 for _i in range(_c):
                     _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S101_unpack_from(mv, pos)
@@ -7674,12 +7674,12 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                     pos += 8
                     _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
                     if _typed_column___metadata_value___v is None:
-                        raise IndexError
+                        raise ConstraintError('unknown value_kind value')
                     _typed_column___metadata_value__f_kind = _typed_column___metadata_value___v
                     if _typed_column___metadata_value__f_reserved != b'\x00\x00\x00':
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     if pos + _typed_column___metadata_value__f_value_len > end:
-                        raise IndexError
+                        raise TruncatedError('section needs ' + str(_typed_column___metadata_value__f_value_len) + ' bytes')
                     _typed_column___metadata_value___outer_end_value = end
                     end = pos + _typed_column___metadata_value__f_value_len
                     _typed_column___metadata_value___tag = _typed_column___metadata_value__f_kind
@@ -7707,13 +7707,13 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                         _typed_column___metadata_value___value_bool__f_value = mv[pos]
                         pos += 1
                         if not (_typed_column___metadata_value___value_bool__f_value == 0 or _typed_column___metadata_value___value_bool__f_value == 1):
-                            raise IndexError
+                            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                         _typed_column___metadata_value___value_bool___obj = _new(ValueBool)
                         _typed_column___metadata_value___value_bool___obj.value = _typed_column___metadata_value___value_bool__f_value
                         _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_bool___obj
                     elif _typed_column___metadata_value___tag == 5:
                         if pos + (end - pos) > end:
-                            raise IndexError
+                            raise TruncatedError('str truncated')
                         _typed_column___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                         if pos > end:
                             raise IndexError
@@ -7729,15 +7729,15 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                         _typed_column___metadata_value___value_id128___obj.value = _typed_column___metadata_value___value_id128__f_value
                         _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_id128___obj
                     else:
-                        raise IndexError
+                        raise ConstraintError('no case for tag')
                     if pos != end:
-                        raise IndexError
+                        raise ConstraintError('section size mismatch')
                     end = _typed_column___metadata_value___outer_end_value
                     _typed_column___metadata_value___obj = _new(MetadataValue)
                     _typed_column___metadata_value___obj.kind = _typed_column___metadata_value__f_kind
                     _typed_column___metadata_value___obj.value = _typed_column___metadata_value__f_value
                     if not _typed_column___metadata_value___obj.kind != 0:
-                        raise IndexError
+                        raise ConstraintError('typed columns cannot carry Null')
                     _typed_column___obj = _new(TypedColumn)
                     _typed_column___obj.column_id = _typed_column__f_column_id
                     _typed_column___obj.value = _typed_column___metadata_value___obj
@@ -7964,7 +7964,7 @@ def _u_op_batch_member(mv, pos, end):
     f_index, f_count = _S41.unpack_from(mv, pos)
     pos += 8
     if not (f_count >= 2 and f_index < f_count):
-        raise IndexError
+        raise ConstraintError('batch position out of range (BatchPosition)')
     if pos > end:
         raise IndexError
     f_body, pos = _u_op_upsert_v2(mv, pos, end)
@@ -7988,7 +7988,7 @@ def _m_op_batch_member(mv, pos, end, _rest=_decode_many):
             f_index, f_count = _S41_unpack_from(mv, pos)
             pos += 8
             if not (f_count >= 2 and f_index < f_count):
-                raise IndexError
+                raise ConstraintError('batch position out of range (BatchPosition)')
             if pos > end:
                 raise IndexError
             f_body, pos = _u_op_upsert_v2(mv, pos, end)
@@ -8224,16 +8224,16 @@ def _u_transaction_binding(mv, pos, end):
     pos += 64
     f_transaction = int.from_bytes(f_transaction, 'little', signed=False)
     if not f_transaction != 0:
-        raise IndexError
+        raise ConstraintError('transaction id must be non-zero')
     f_participant = int.from_bytes(f_participant, 'little', signed=False)
     if not f_participant != 0:
-        raise IndexError
+        raise ConstraintError('participant id must be non-zero')
     if not f_first_seq != 0:
-        raise IndexError
+        raise ConstraintError('first_seq must be non-zero')
     if not (f_last_seq >= f_first_seq and f_last_seq - f_first_seq < 4294967295):
-        raise IndexError
+        raise ConstraintError('binding sequence span must fit u32')
     if not f_final_generation != 0:
-        raise IndexError
+        raise ConstraintError('final_generation must be non-zero')
     _obj = _new(TransactionBinding)
     _obj.transaction = f_transaction
     _obj.participant = f_participant
@@ -8258,16 +8258,16 @@ def _m_transaction_binding(mv, pos, end, _rest=_decode_many):
             pos += 64
             f_transaction = int.from_bytes(f_transaction, 'little', signed=False)
             if not f_transaction != 0:
-                raise IndexError
+                raise ConstraintError('transaction id must be non-zero')
             f_participant = int.from_bytes(f_participant, 'little', signed=False)
             if not f_participant != 0:
-                raise IndexError
+                raise ConstraintError('participant id must be non-zero')
             if not f_first_seq != 0:
-                raise IndexError
+                raise ConstraintError('first_seq must be non-zero')
             if not (f_last_seq >= f_first_seq and f_last_seq - f_first_seq < 4294967295):
-                raise IndexError
+                raise ConstraintError('binding sequence span must fit u32')
             if not f_final_generation != 0:
-                raise IndexError
+                raise ConstraintError('final_generation must be non-zero')
             _obj = _new(TransactionBinding)
             _obj.transaction = f_transaction
             _obj.participant = f_participant
@@ -8753,23 +8753,23 @@ def _u_op_prepared_mutation(mv, pos, end):
     _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S94.unpack_from(mv, pos)
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise IndexError
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 64
     _transaction_binding__f_transaction = int.from_bytes(_transaction_binding__f_transaction, 'little', signed=False)
     if not _transaction_binding__f_transaction != 0:
-        raise IndexError
+        raise ConstraintError('transaction id must be non-zero')
     _transaction_binding__f_participant = int.from_bytes(_transaction_binding__f_participant, 'little', signed=False)
     if not _transaction_binding__f_participant != 0:
-        raise IndexError
+        raise ConstraintError('participant id must be non-zero')
     if not _transaction_binding__f_first_seq != 0:
-        raise IndexError
+        raise ConstraintError('first_seq must be non-zero')
     if not (_transaction_binding__f_last_seq >= _transaction_binding__f_first_seq and _transaction_binding__f_last_seq - _transaction_binding__f_first_seq < 4294967295):
-        raise IndexError
+        raise ConstraintError('binding sequence span must fit u32')
     if not _transaction_binding__f_final_generation != 0:
-        raise IndexError
+        raise ConstraintError('final_generation must be non-zero')
     _transaction_binding___obj = _new(TransactionBinding)
     _transaction_binding___obj.transaction = _transaction_binding__f_transaction
     _transaction_binding___obj.participant = _transaction_binding__f_participant
@@ -8779,25 +8779,25 @@ def _u_op_prepared_mutation(mv, pos, end):
     _transaction_binding___obj.final_generation = _transaction_binding__f_final_generation
     pos += 10
     if not f_count == _transaction_binding___obj.last_seq - _transaction_binding___obj.first_seq + 1:
-        raise IndexError
+        raise ConstraintError('count must equal last_seq - first_seq + 1')
     if not f_index < f_count:
-        raise IndexError
+        raise ConstraintError('batch position out of range (BatchPosition)')
     if not (f_inner_op >= 1 and f_inner_op <= 7):
-        raise IndexError
+        raise ConstraintError('prepared mutation inner op must be 1..7')
     if f_inner_op == 1:
         pos += 4
         if not _op_upsert_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 24
         _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
         pos += 4
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_upsert_v1___f32_vector__f_dims * 4
         _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -8812,15 +8812,15 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89.unpack_from(mv, pos)
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 4
         if not _op_delete_v1__f_count >= 1:
-            raise IndexError
+            raise ConstraintError('delete of zero ids (EmptyDelete)')
         if _op_delete_v1__f_count * 16 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -8837,21 +8837,21 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90.unpack_from(mv, pos)
         pos += 4
         if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 28
         _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
         pos += 8
         _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
         if _op_metadata_edit_v1___metadata_value___v is None:
-            raise IndexError
+            raise ConstraintError('unknown value_kind value')
         _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
         if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes')
         _op_metadata_edit_v1___metadata_value___outer_end_value = end
         end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
         _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
@@ -8879,13 +8879,13 @@ def _u_op_prepared_mutation(mv, pos, end):
             _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
             pos += 1
             if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                raise IndexError
+                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
             _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
             _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
         elif _op_metadata_edit_v1___metadata_value___tag == 5:
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('str truncated')
             _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -8901,9 +8901,9 @@ def _u_op_prepared_mutation(mv, pos, end):
             _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
         else:
-            raise IndexError
+            raise ConstraintError('no case for tag')
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _op_metadata_edit_v1___metadata_value___outer_end_value
         _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
         _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
@@ -8919,17 +8919,17 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91.unpack_from(mv, pos)
         pos += 4
         if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 32
         _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
         pos += 4
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
         _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -8945,18 +8945,18 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 32
         _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
         if not _op_upsert_metadata_v1__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_metadata_v1__f_dims * 4
         _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -8970,18 +8970,18 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 40
         _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
         if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-            raise IndexError
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_ts_metadata_v1__f_dims * 4
         _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -8997,7 +8997,7 @@ def _u_op_prepared_mutation(mv, pos, end):
             raise IndexError
         f_inner, pos = _u_op_upsert_v2(mv, pos, end)
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(OpPreparedMutation)
     _obj.header = _payload_v1_header___obj
     _obj.binding = _transaction_binding___obj
@@ -9030,23 +9030,23 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
             _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S94_unpack_from(mv, pos)
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise IndexError
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 64
             _transaction_binding__f_transaction = int.from_bytes(_transaction_binding__f_transaction, 'little', signed=False)
             if not _transaction_binding__f_transaction != 0:
-                raise IndexError
+                raise ConstraintError('transaction id must be non-zero')
             _transaction_binding__f_participant = int.from_bytes(_transaction_binding__f_participant, 'little', signed=False)
             if not _transaction_binding__f_participant != 0:
-                raise IndexError
+                raise ConstraintError('participant id must be non-zero')
             if not _transaction_binding__f_first_seq != 0:
-                raise IndexError
+                raise ConstraintError('first_seq must be non-zero')
             if not (_transaction_binding__f_last_seq >= _transaction_binding__f_first_seq and _transaction_binding__f_last_seq - _transaction_binding__f_first_seq < 4294967295):
-                raise IndexError
+                raise ConstraintError('binding sequence span must fit u32')
             if not _transaction_binding__f_final_generation != 0:
-                raise IndexError
+                raise ConstraintError('final_generation must be non-zero')
             _transaction_binding___obj = _new(TransactionBinding)
             _transaction_binding___obj.transaction = _transaction_binding__f_transaction
             _transaction_binding___obj.participant = _transaction_binding__f_participant
@@ -9056,25 +9056,25 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
             _transaction_binding___obj.final_generation = _transaction_binding__f_final_generation
             pos += 10
             if not f_count == _transaction_binding___obj.last_seq - _transaction_binding___obj.first_seq + 1:
-                raise IndexError
+                raise ConstraintError('count must equal last_seq - first_seq + 1')
             if not f_index < f_count:
-                raise IndexError
+                raise ConstraintError('batch position out of range (BatchPosition)')
             if not (f_inner_op >= 1 and f_inner_op <= 7):
-                raise IndexError
+                raise ConstraintError('prepared mutation inner op must be 1..7')
             if f_inner_op == 1:
                 pos += 4
                 if not _op_upsert_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 24
                 _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
                 pos += 4
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector__f_dims * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9089,15 +9089,15 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89_unpack_from(mv, pos)
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
-                    raise IndexError
+                    raise ConstraintError('delete of zero ids (EmptyDelete)')
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -9114,21 +9114,21 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90_unpack_from(mv, pos)
                 pos += 4
                 if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 28
                 _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
                 pos += 8
                 _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
                 if _op_metadata_edit_v1___metadata_value___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown value_kind value')
                 _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
                 if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes')
                 _op_metadata_edit_v1___metadata_value___outer_end_value = end
                 end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
                 _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
@@ -9156,13 +9156,13 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
                     pos += 1
                     if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                        raise IndexError
+                        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                     _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
                     _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
                 elif _op_metadata_edit_v1___metadata_value___tag == 5:
                     if pos + (end - pos) > end:
-                        raise IndexError
+                        raise TruncatedError('str truncated')
                     _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                     if pos > end:
                         raise IndexError
@@ -9178,9 +9178,9 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
                 else:
-                    raise IndexError
+                    raise ConstraintError('no case for tag')
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _op_metadata_edit_v1___metadata_value___outer_end_value
                 _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
                 _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
@@ -9196,17 +9196,17 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91_unpack_from(mv, pos)
                 pos += 4
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 32
                 _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
                 pos += 4
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9222,18 +9222,18 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92_unpack_from(mv, pos)
                 pos += 4
                 if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 32
                 _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
                 if not _op_upsert_metadata_v1__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_metadata_v1__f_dims * 4
                 _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -9247,18 +9247,18 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93_unpack_from(mv, pos)
                 pos += 4
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 40
                 _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
                 if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-                    raise IndexError
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_ts_metadata_v1__f_dims * 4
                 _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -9274,7 +9274,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_inner, pos = _u_op_upsert_v2(mv, pos, end)
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(OpPreparedMutation)
             _obj.header = _payload_v1_header___obj
             _obj.binding = _transaction_binding___obj
@@ -9940,21 +9940,21 @@ def _u_op_mixed_member(mv, pos, end):
     f_index, f_count, f_inner_op, _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S95.unpack_from(mv, pos)
     pos += 10
     if not (f_count >= 2 and f_index < f_count):
-        raise IndexError
+        raise ConstraintError('batch position out of range (BatchPosition)')
     if not (f_inner_op == 2 or f_inner_op == 7 or f_inner_op == 10):
-        raise IndexError
+        raise ConstraintError('mixed batch inner op must be 2, 7 or 10')
     if f_inner_op == 2:
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
-            raise IndexError
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 4
         if not _op_delete_v1__f_count >= 1:
-            raise IndexError
+            raise ConstraintError('delete of zero ids (EmptyDelete)')
         if _op_delete_v1__f_count * 16 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -9976,7 +9976,7 @@ def _u_op_mixed_member(mv, pos, end):
             raise IndexError
         f_inner, pos = _u_graph_envelope(mv, pos, end)
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(OpMixedMember)
     _obj.index = f_index
     _obj.count = f_count
@@ -9998,21 +9998,21 @@ def _m_op_mixed_member(mv, pos, end, _rest=_decode_many):
             f_index, f_count, f_inner_op, _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S95_unpack_from(mv, pos)
             pos += 10
             if not (f_count >= 2 and f_index < f_count):
-                raise IndexError
+                raise ConstraintError('batch position out of range (BatchPosition)')
             if not (f_inner_op == 2 or f_inner_op == 7 or f_inner_op == 10):
-                raise IndexError
+                raise ConstraintError('mixed batch inner op must be 2, 7 or 10')
             if f_inner_op == 2:
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
-                    raise IndexError
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
-                    raise IndexError
+                    raise ConstraintError('delete of zero ids (EmptyDelete)')
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -10034,7 +10034,7 @@ def _m_op_mixed_member(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_inner, pos = _u_graph_envelope(mv, pos, end)
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(OpMixedMember)
             _obj.index = f_index
             _obj.count = f_count
@@ -10347,25 +10347,25 @@ def _u_zgw_file_header(mv, pos, end):
     _r104 = pos
     pos += 56
     if f_magic != b'ZEPEMBED':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_family_id == 19:
-        raise IndexError
+        raise ConstraintError('wrong family id (expected 19, graph WAL)')
     if not f_flags == 0:
-        raise IndexError
+        raise ConstraintError('graph WAL header flags must be zero')
     if not f_header_length == 64:
-        raise IndexError
+        raise ConstraintError('graph WAL header_length must be exactly 64')
     if not f_file_length == 0:
-        raise IndexError
+        raise ConstraintError('graph WAL file_length must be zero')
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not f_store != 0:
-        raise IndexError
+        raise ConstraintError('store instance id must be non-zero')
     _e_first_commit_sequence = _r104 + 56
     if not f_first_commit_sequence != 0:
-        raise IndexError
+        raise ConstraintError('first commit sequence must be non-zero')
     pos += 8
     _ck = _ck_xxh3_64(mv[_r104:_e_first_commit_sequence])
     if f_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ZgwFileHeader)
     _obj.store = f_store
     _obj.first_commit_sequence = f_first_commit_sequence
@@ -10386,25 +10386,25 @@ def _m_zgw_file_header(mv, pos, end, _rest=_decode_many):
             _r104 = pos
             pos += 56
             if f_magic != b'ZEPEMBED':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_family_id == 19:
-                raise IndexError
+                raise ConstraintError('wrong family id (expected 19, graph WAL)')
             if not f_flags == 0:
-                raise IndexError
+                raise ConstraintError('graph WAL header flags must be zero')
             if not f_header_length == 64:
-                raise IndexError
+                raise ConstraintError('graph WAL header_length must be exactly 64')
             if not f_file_length == 0:
-                raise IndexError
+                raise ConstraintError('graph WAL file_length must be zero')
             f_store = int.from_bytes(f_store, 'little', signed=False)
             if not f_store != 0:
-                raise IndexError
+                raise ConstraintError('store instance id must be non-zero')
             _e_first_commit_sequence = _r104 + 56
             if not f_first_commit_sequence != 0:
-                raise IndexError
+                raise ConstraintError('first commit sequence must be non-zero')
             pos += 8
             _ck = _ck_xxh3_64(mv[_r104:_e_first_commit_sequence])
             if f_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ZgwFileHeader)
             _obj.store = f_store
             _obj.first_commit_sequence = f_first_commit_sequence
@@ -10900,23 +10900,23 @@ def _u_zgw_frame(mv, pos, end):
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _tag = f_kind
     f_kind = _ZGWFRAMEKIND_BY_VALUE[f_kind]
     if not f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported graph frame version')
     f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
     if not f_batch_id != 0:
-        raise IndexError
+        raise ConstraintError('batch id must be non-zero')
     _e_reserved = _r47 + 56
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     pos += 8
     _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
     if f_header_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     if pos + f_payload_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes')
     _outer_end_payload = end
     end = pos + f_payload_len
     if _tag == 1:
@@ -10924,18 +10924,18 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_begin__f_store = int.from_bytes(_zgw_begin__f_store, 'little', signed=False)
         _zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_begin__f_envelope_kind)
         if _zgw_begin___v is None:
-            raise IndexError
+            raise ConstraintError('unknown envelope_kind value')
         _zgw_begin__f_envelope_kind = _zgw_begin___v
         if _zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if not _zgw_begin__f_target_generation == _zgw_begin__f_base_generation + 1:
-            raise IndexError
+            raise ConstraintError('target generation must be base + 1')
         if _zgw_begin__f_change_count > 16384:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _zgw_begin__f_reserved2 != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _zgw_begin__f_complete_envelope_bytes > 16777216:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _zgw_begin___obj = _new(ZgwBegin)
         _zgw_begin___obj.store = _zgw_begin__f_store
         _zgw_begin___obj.envelope_kind = _zgw_begin__f_envelope_kind
@@ -10965,13 +10965,13 @@ def _u_zgw_frame(mv, pos, end):
         pos += 24
         _zgw_inventory___v = _INVENTORYSTATE_BY_VALUE.get(_zgw_inventory__f_state)
         if _zgw_inventory___v is None:
-            raise IndexError
+            raise ConstraintError('unknown inventory_state value')
         _zgw_inventory__f_state = _zgw_inventory___v
         if _zgw_inventory__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _zgw_inventory__f_intent = int.from_bytes(_zgw_inventory__f_intent, 'little', signed=False)
         if not (_zgw_inventory__f_intent == 0) == (_zgw_inventory__f_state <= 2):
-            raise IndexError
+            raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise')
         _zgw_inventory___obj = _new(ZgwInventory)
         _zgw_inventory___obj.descriptor = _zgw_inventory___artifact_descriptor___obj
         _zgw_inventory___obj.state = _zgw_inventory__f_state
@@ -10982,9 +10982,9 @@ def _u_zgw_frame(mv, pos, end):
         pos += 48
         _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
         if not _zgw_reclaim_intent__f_completed_mark_state == 1:
-            raise IndexError
+            raise ConstraintError('completed-mark state must be 1')
         if _zgw_reclaim_intent__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         pos += 64
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -11001,7 +11001,7 @@ def _u_zgw_frame(mv, pos, end):
         pos += 32
         _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
         if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
         _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
         _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
@@ -11028,7 +11028,7 @@ def _u_zgw_frame(mv, pos, end):
         pos += 32
         _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
         if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
         _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
         _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
@@ -11039,9 +11039,9 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent__f_completed_mark = _zgw_reclaim_intent___required_ref___obj
         pos += 16
         if _zgw_reclaim_intent__f_reserved2 != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _zgw_reclaim_intent__f_candidate_count * 64 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count) if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
         _zgw_reclaim_intent__f_candidates = []
         for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent__f_candidate_count):
             _zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11089,7 +11089,7 @@ def _u_zgw_frame(mv, pos, end):
         pos += 32
         _zgw_reclaim_complete___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref__f_artifact, 'little', signed=False)
         if not _zgw_reclaim_complete___required_ref__f_artifact == _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _zgw_reclaim_complete___required_ref___obj = _new(RequiredRef)
         _zgw_reclaim_complete___required_ref___obj.descriptor = _zgw_reclaim_complete___required_ref___artifact_descriptor___obj
         _zgw_reclaim_complete___required_ref___obj.artifact = _zgw_reclaim_complete___required_ref__f_artifact
@@ -11099,15 +11099,15 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_complete___required_ref___obj.block_version = _zgw_reclaim_complete___required_ref__f_block_version
         pos += 8
         if not _zgw_reclaim_complete__f_durable_state == 3:
-            raise IndexError
+            raise ConstraintError('durable state must be 3')
         if _zgw_reclaim_complete__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         pos += 8
         if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
         if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
         _zgw_reclaim_complete___descriptor_list__f_rows = []
         for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
             _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11131,10 +11131,10 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S41.unpack_from(mv, pos)
         pos += 8
         if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
         if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
         _zgw_reclaim_complete___descriptor_list__f_rows = []
         for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
             _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11166,7 +11166,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_commit__f_change_count, _zgw_commit__f_reserved, _zgw_commit__f_digest = _S80.unpack_from(mv, pos)
         pos += 16
         if _zgw_commit__f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if pos > end:
             raise IndexError
         _zgw_commit__f_state, pos = _u_commit_state(mv, pos, end)
@@ -11176,16 +11176,16 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_commit___obj.state = _zgw_commit__f_state
         f_payload = _zgw_commit___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _e_payload = pos
     f_checksum, = _S6.unpack_from(mv, pos)
     pos += 8
     _ck = _ck_xxh3_64(mv[_r47:_e_payload])
     if f_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ZgwFrame)
     _obj.kind = f_kind
     _obj.frame_index = f_frame_index
@@ -11217,23 +11217,23 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _tag = f_kind
             f_kind = _ZGWFRAMEKIND_BY_VALUE[f_kind]
             if not f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported graph frame version')
             f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
             if not f_batch_id != 0:
-                raise IndexError
+                raise ConstraintError('batch id must be non-zero')
             _e_reserved = _r47 + 56
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             pos += 8
             _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
             if f_header_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             if pos + f_payload_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes')
             _outer_end_payload = end
             end = pos + f_payload_len
             if _tag == 1:
@@ -11241,18 +11241,18 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_begin__f_store = int.from_bytes(_zgw_begin__f_store, 'little', signed=False)
                 _zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_begin__f_envelope_kind)
                 if _zgw_begin___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown envelope_kind value')
                 _zgw_begin__f_envelope_kind = _zgw_begin___v
                 if _zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if not _zgw_begin__f_target_generation == _zgw_begin__f_base_generation + 1:
-                    raise IndexError
+                    raise ConstraintError('target generation must be base + 1')
                 if _zgw_begin__f_change_count > 16384:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _zgw_begin__f_reserved2 != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgw_begin__f_complete_envelope_bytes > 16777216:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _zgw_begin___obj = _new(ZgwBegin)
                 _zgw_begin___obj.store = _zgw_begin__f_store
                 _zgw_begin___obj.envelope_kind = _zgw_begin__f_envelope_kind
@@ -11282,13 +11282,13 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 pos += 24
                 _zgw_inventory___v = _INVENTORYSTATE_BY_VALUE.get(_zgw_inventory__f_state)
                 if _zgw_inventory___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown inventory_state value')
                 _zgw_inventory__f_state = _zgw_inventory___v
                 if _zgw_inventory__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _zgw_inventory__f_intent = int.from_bytes(_zgw_inventory__f_intent, 'little', signed=False)
                 if not (_zgw_inventory__f_intent == 0) == (_zgw_inventory__f_state <= 2):
-                    raise IndexError
+                    raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise')
                 _zgw_inventory___obj = _new(ZgwInventory)
                 _zgw_inventory___obj.descriptor = _zgw_inventory___artifact_descriptor___obj
                 _zgw_inventory___obj.state = _zgw_inventory__f_state
@@ -11299,9 +11299,9 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 pos += 48
                 _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
                 if not _zgw_reclaim_intent__f_completed_mark_state == 1:
-                    raise IndexError
+                    raise ConstraintError('completed-mark state must be 1')
                 if _zgw_reclaim_intent__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 pos += 64
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -11318,7 +11318,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
                 if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
                 _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
                 _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
@@ -11345,7 +11345,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
                 if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
                 _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
                 _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
@@ -11356,9 +11356,9 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent__f_completed_mark = _zgw_reclaim_intent___required_ref___obj
                 pos += 16
                 if _zgw_reclaim_intent__f_reserved2 != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgw_reclaim_intent__f_candidate_count * 64 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count) if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
                 _zgw_reclaim_intent__f_candidates = []
                 for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent__f_candidate_count):
                     _zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -11406,7 +11406,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _zgw_reclaim_complete___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref__f_artifact, 'little', signed=False)
                 if not _zgw_reclaim_complete___required_ref__f_artifact == _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _zgw_reclaim_complete___required_ref___obj = _new(RequiredRef)
                 _zgw_reclaim_complete___required_ref___obj.descriptor = _zgw_reclaim_complete___required_ref___artifact_descriptor___obj
                 _zgw_reclaim_complete___required_ref___obj.artifact = _zgw_reclaim_complete___required_ref__f_artifact
@@ -11416,15 +11416,15 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_complete___required_ref___obj.block_version = _zgw_reclaim_complete___required_ref__f_block_version
                 pos += 8
                 if not _zgw_reclaim_complete__f_durable_state == 3:
-                    raise IndexError
+                    raise ConstraintError('durable state must be 3')
                 if _zgw_reclaim_complete__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 pos += 8
                 if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
                     _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -11448,10 +11448,10 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S41_unpack_from(mv, pos)
                 pos += 8
                 if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
                     _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -11483,7 +11483,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_commit__f_change_count, _zgw_commit__f_reserved, _zgw_commit__f_digest = _S80_unpack_from(mv, pos)
                 pos += 16
                 if _zgw_commit__f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos > end:
                     raise IndexError
                 _zgw_commit__f_state, pos = _u_commit_state(mv, pos, end)
@@ -11493,16 +11493,16 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_commit___obj.state = _zgw_commit__f_state
                 f_payload = _zgw_commit___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _e_payload = pos
             f_checksum, = _S6_unpack_from(mv, pos)
             pos += 8
             _ck = _ck_xxh3_64(mv[_r47:_e_payload])
             if f_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ZgwFrame)
             _obj.kind = f_kind
             _obj.frame_index = f_frame_index
@@ -12044,13 +12044,13 @@ def _u_zgw_frame_header(mv, pos, end):
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
-        raise IndexError
+        raise ConstraintError('bad magic')
     f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
     _e_reserved = _r47 + 56
     pos += 8
     _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
     if f_header_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ZgwFrameHeader)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -12076,13 +12076,13 @@ def _m_zgw_frame_header(mv, pos, end, _rest=_decode_many):
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
-                raise IndexError
+                raise ConstraintError('bad magic')
             f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
             _e_reserved = _r47 + 56
             pos += 8
             _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
             if f_header_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ZgwFrameHeader)
             _obj.kind = f_kind
             _obj.version = f_version
@@ -12480,26 +12480,26 @@ def _u_graph_envelope(mv, pos, end):
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r47
     if _zgw_frame__f_magic != b'ZGWF':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
     if _zgw_frame___v is None:
-        raise IndexError
+        raise ConstraintError('unknown zgw_frame_kind value')
     _zgw_frame__f_kind = _zgw_frame___v
     if not _zgw_frame__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported graph frame version')
     _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
     if not _zgw_frame__f_batch_id != 0:
-        raise IndexError
+        raise ConstraintError('batch id must be non-zero')
     _zgw_frame___e_reserved = _zgw_frame___r47 + 56
     if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     pos += 8
     _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
     if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _zgw_frame___n = _zgw_frame__f_payload_len
     if pos + _zgw_frame___n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
     _zgw_frame___outer_end_payload = end
     end = pos + _zgw_frame___n
     _zgw_frame___tag = _zgw_frame__f_kind
@@ -12508,18 +12508,18 @@ def _u_graph_envelope(mv, pos, end):
         _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
         _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
         if _zgw_frame___zgw_begin___v is None:
-            raise IndexError
+            raise ConstraintError('unknown envelope_kind value')
         _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
         if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-            raise IndexError
+            raise ConstraintError('target generation must be base + 1')
         if _zgw_frame___zgw_begin__f_change_count > 16384:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _zgw_frame___zgw_begin__f_reserved2 != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
         _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
         _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12529,13 +12529,13 @@ def _u_graph_envelope(mv, pos, end):
         _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
         _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _zgw_frame___outer_end_payload
         _zgw_frame___e_payload = pos
         pos += 8
         _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
         if _zgw_frame__f_checksum != _zgw_frame___ck:
-            raise IndexError
+            raise ChecksumError('xxh3_64 mismatch')
         _zgw_frame___obj = _new(ZgwFrame)
         _zgw_frame___obj.kind = _zgw_frame__f_kind
         _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -12552,7 +12552,7 @@ def _u_graph_envelope(mv, pos, end):
         f_begin, pos = _u_zgw_frame(mv, pos, end)
     _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
     if _c < 0 or _c * 128 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
     f_changes = []
     for _i in range(_c):
         _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
@@ -12561,26 +12561,26 @@ def _u_graph_envelope(mv, pos, end):
         pos += 56
         _zgw_frame___s_magic = _zgw_frame___r47
         if _zgw_frame__f_magic != b'ZGWF':
-            raise IndexError
+            raise ConstraintError('bad magic')
         _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
         if _zgw_frame___v is None:
-            raise IndexError
+            raise ConstraintError('unknown zgw_frame_kind value')
         _zgw_frame__f_kind = _zgw_frame___v
         if not _zgw_frame__f_version == 1:
-            raise IndexError
+            raise UnsupportedError('unsupported graph frame version')
         _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
         if not _zgw_frame__f_batch_id != 0:
-            raise IndexError
+            raise ConstraintError('batch id must be non-zero')
         _zgw_frame___e_reserved = _zgw_frame___r47 + 56
         if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         pos += 8
         _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
         if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-            raise IndexError
+            raise ChecksumError('xxh3_64 mismatch')
         _zgw_frame___n = _zgw_frame__f_payload_len
         if pos + _zgw_frame___n > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
         _zgw_frame___outer_end_payload = end
         end = pos + _zgw_frame___n
         _zgw_frame___tag = _zgw_frame__f_kind
@@ -12589,18 +12589,18 @@ def _u_graph_envelope(mv, pos, end):
             _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
             _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
             if _zgw_frame___zgw_begin___v is None:
-                raise IndexError
+                raise ConstraintError('unknown envelope_kind value')
             _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
             if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                raise IndexError
+                raise ConstraintError('target generation must be base + 1')
             if _zgw_frame___zgw_begin__f_change_count > 16384:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
             _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
             _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12610,13 +12610,13 @@ def _u_graph_envelope(mv, pos, end):
             _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
             _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _zgw_frame___outer_end_payload
             _zgw_frame___e_payload = pos
             pos += 8
             _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
             if _zgw_frame__f_checksum != _zgw_frame___ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _zgw_frame___obj = _new(ZgwFrame)
             _zgw_frame___obj.kind = _zgw_frame__f_kind
             _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -12638,26 +12638,26 @@ def _u_graph_envelope(mv, pos, end):
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r47
     if _zgw_frame__f_magic != b'ZGWF':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
     if _zgw_frame___v is None:
-        raise IndexError
+        raise ConstraintError('unknown zgw_frame_kind value')
     _zgw_frame__f_kind = _zgw_frame___v
     if not _zgw_frame__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported graph frame version')
     _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
     if not _zgw_frame__f_batch_id != 0:
-        raise IndexError
+        raise ConstraintError('batch id must be non-zero')
     _zgw_frame___e_reserved = _zgw_frame___r47 + 56
     if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     pos += 8
     _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
     if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _zgw_frame___n = _zgw_frame__f_payload_len
     if pos + _zgw_frame___n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
     _zgw_frame___outer_end_payload = end
     end = pos + _zgw_frame___n
     _zgw_frame___tag = _zgw_frame__f_kind
@@ -12666,18 +12666,18 @@ def _u_graph_envelope(mv, pos, end):
         _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
         _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
         if _zgw_frame___zgw_begin___v is None:
-            raise IndexError
+            raise ConstraintError('unknown envelope_kind value')
         _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
         if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-            raise IndexError
+            raise ConstraintError('target generation must be base + 1')
         if _zgw_frame___zgw_begin__f_change_count > 16384:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _zgw_frame___zgw_begin__f_reserved2 != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
         _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
         _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12687,13 +12687,13 @@ def _u_graph_envelope(mv, pos, end):
         _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
         _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _zgw_frame___outer_end_payload
         _zgw_frame___e_payload = pos
         pos += 8
         _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
         if _zgw_frame__f_checksum != _zgw_frame___ck:
-            raise IndexError
+            raise ChecksumError('xxh3_64 mismatch')
         _zgw_frame___obj = _new(ZgwFrame)
         _zgw_frame___obj.kind = _zgw_frame__f_kind
         _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -12731,26 +12731,26 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
             pos += 56
             _zgw_frame___s_magic = _zgw_frame___r47
             if _zgw_frame__f_magic != b'ZGWF':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
             if _zgw_frame___v is None:
-                raise IndexError
+                raise ConstraintError('unknown zgw_frame_kind value')
             _zgw_frame__f_kind = _zgw_frame___v
             if not _zgw_frame__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported graph frame version')
             _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
             if not _zgw_frame__f_batch_id != 0:
-                raise IndexError
+                raise ConstraintError('batch id must be non-zero')
             _zgw_frame___e_reserved = _zgw_frame___r47 + 56
             if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             pos += 8
             _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
             if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _zgw_frame___n = _zgw_frame__f_payload_len
             if pos + _zgw_frame___n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
             _zgw_frame___outer_end_payload = end
             end = pos + _zgw_frame___n
             _zgw_frame___tag = _zgw_frame__f_kind
@@ -12759,18 +12759,18 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
                 _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
                 if _zgw_frame___zgw_begin___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown envelope_kind value')
                 _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
                 if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                    raise IndexError
+                    raise ConstraintError('target generation must be base + 1')
                 if _zgw_frame___zgw_begin__f_change_count > 16384:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
                 _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
                 _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12780,13 +12780,13 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
                 _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _zgw_frame___outer_end_payload
                 _zgw_frame___e_payload = pos
                 pos += 8
                 _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
                 if _zgw_frame__f_checksum != _zgw_frame___ck:
-                    raise IndexError
+                    raise ChecksumError('xxh3_64 mismatch')
                 _zgw_frame___obj = _new(ZgwFrame)
                 _zgw_frame___obj.kind = _zgw_frame__f_kind
                 _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -12803,7 +12803,7 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 f_begin, pos = _u_zgw_frame(mv, pos, end)
             _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
             if _c < 0 or _c * 128 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
             f_changes = []
             for _i in range(_c):
                 _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
@@ -12812,26 +12812,26 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 pos += 56
                 _zgw_frame___s_magic = _zgw_frame___r47
                 if _zgw_frame__f_magic != b'ZGWF':
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
                 if _zgw_frame___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown zgw_frame_kind value')
                 _zgw_frame__f_kind = _zgw_frame___v
                 if not _zgw_frame__f_version == 1:
-                    raise IndexError
+                    raise UnsupportedError('unsupported graph frame version')
                 _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
                 if not _zgw_frame__f_batch_id != 0:
-                    raise IndexError
+                    raise ConstraintError('batch id must be non-zero')
                 _zgw_frame___e_reserved = _zgw_frame___r47 + 56
                 if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 pos += 8
                 _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
                 if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-                    raise IndexError
+                    raise ChecksumError('xxh3_64 mismatch')
                 _zgw_frame___n = _zgw_frame__f_payload_len
                 if pos + _zgw_frame___n > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
                 _zgw_frame___outer_end_payload = end
                 end = pos + _zgw_frame___n
                 _zgw_frame___tag = _zgw_frame__f_kind
@@ -12840,18 +12840,18 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                     _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
                     _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
                     if _zgw_frame___zgw_begin___v is None:
-                        raise IndexError
+                        raise ConstraintError('unknown envelope_kind value')
                     _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
                     if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                        raise IndexError
+                        raise ConstraintError('target generation must be base + 1')
                     if _zgw_frame___zgw_begin__f_change_count > 16384:
-                        raise IndexError
+                        raise ConstraintError('value out of range')
                     if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                        raise IndexError
+                        raise ConstraintError('value out of range')
                     _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
                     _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
                     _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12861,13 +12861,13 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                     _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
                     _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
                     if pos != end:
-                        raise IndexError
+                        raise ConstraintError('section size mismatch')
                     end = _zgw_frame___outer_end_payload
                     _zgw_frame___e_payload = pos
                     pos += 8
                     _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
                     if _zgw_frame__f_checksum != _zgw_frame___ck:
-                        raise IndexError
+                        raise ChecksumError('xxh3_64 mismatch')
                     _zgw_frame___obj = _new(ZgwFrame)
                     _zgw_frame___obj.kind = _zgw_frame__f_kind
                     _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -12889,26 +12889,26 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
             pos += 56
             _zgw_frame___s_magic = _zgw_frame___r47
             if _zgw_frame__f_magic != b'ZGWF':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
             if _zgw_frame___v is None:
-                raise IndexError
+                raise ConstraintError('unknown zgw_frame_kind value')
             _zgw_frame__f_kind = _zgw_frame___v
             if not _zgw_frame__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported graph frame version')
             _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
             if not _zgw_frame__f_batch_id != 0:
-                raise IndexError
+                raise ConstraintError('batch id must be non-zero')
             _zgw_frame___e_reserved = _zgw_frame___r47 + 56
             if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             pos += 8
             _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
             if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _zgw_frame___n = _zgw_frame__f_payload_len
             if pos + _zgw_frame___n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
             _zgw_frame___outer_end_payload = end
             end = pos + _zgw_frame___n
             _zgw_frame___tag = _zgw_frame__f_kind
@@ -12917,18 +12917,18 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
                 _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
                 if _zgw_frame___zgw_begin___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown envelope_kind value')
                 _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
                 if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                    raise IndexError
+                    raise ConstraintError('target generation must be base + 1')
                 if _zgw_frame___zgw_begin__f_change_count > 16384:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
                 _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
                 _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12938,13 +12938,13 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
                 _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _zgw_frame___outer_end_payload
                 _zgw_frame___e_payload = pos
                 pos += 8
                 _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
                 if _zgw_frame__f_checksum != _zgw_frame___ck:
-                    raise IndexError
+                    raise ChecksumError('xxh3_64 mismatch')
                 _zgw_frame___obj = _new(ZgwFrame)
                 _zgw_frame___obj.kind = _zgw_frame__f_kind
                 _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -13027,15 +13027,15 @@ def _u_zgw_begin(mv, pos, end):
     f_store = int.from_bytes(f_store, 'little', signed=False)
     f_envelope_kind = _ENVELOPEKIND_BY_VALUE[f_envelope_kind]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not f_target_generation == f_base_generation + 1:
-        raise IndexError
+        raise ConstraintError('target generation must be base + 1')
     if f_change_count > 16384:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_reserved2 != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_complete_envelope_bytes > 16777216:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(ZgwBegin)
     _obj.store = f_store
     _obj.envelope_kind = f_envelope_kind
@@ -13061,15 +13061,15 @@ def _m_zgw_begin(mv, pos, end, _rest=_decode_many):
             f_store = int.from_bytes(f_store, 'little', signed=False)
             f_envelope_kind = _ENVELOPEKIND_BY_VALUE[f_envelope_kind]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not f_target_generation == f_base_generation + 1:
-                raise IndexError
+                raise ConstraintError('target generation must be base + 1')
             if f_change_count > 16384:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_reserved2 != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_complete_envelope_bytes > 16777216:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(ZgwBegin)
             _obj.store = f_store
             _obj.envelope_kind = f_envelope_kind
@@ -13239,7 +13239,7 @@ def _u_required_ref(mv, pos, end):
     pos += 32
     f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
     if not f_artifact == _artifact_descriptor___obj.artifact:
-        raise IndexError
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _obj = _new(RequiredRef)
     _obj.descriptor = _artifact_descriptor___obj
     _obj.artifact = f_artifact
@@ -13276,7 +13276,7 @@ def _m_required_ref(mv, pos, end, _rest=_decode_many):
             pos += 32
             f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
             if not f_artifact == _artifact_descriptor___obj.artifact:
-                raise IndexError
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _obj = _new(RequiredRef)
             _obj.descriptor = _artifact_descriptor___obj
             _obj.artifact = f_artifact
@@ -13370,9 +13370,9 @@ def _u_optional_ref(mv, pos, end):
     f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S122.unpack_from(mv, pos)
     pos += 8
     if not (f_present == 0 or f_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_present == 1:
         pos += 64
         _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -13389,7 +13389,7 @@ def _u_optional_ref(mv, pos, end):
         pos += 32
         _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
         if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _required_ref___obj = _new(RequiredRef)
         _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
         _required_ref___obj.artifact = _required_ref__f_artifact
@@ -13419,9 +13419,9 @@ def _m_optional_ref(mv, pos, end, _rest=_decode_many):
             f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S122_unpack_from(mv, pos)
             pos += 8
             if not (f_present == 0 or f_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_present == 1:
                 pos += 64
                 _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -13438,7 +13438,7 @@ def _m_optional_ref(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
                 if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _required_ref___obj = _new(RequiredRef)
                 _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
                 _required_ref___obj.artifact = _required_ref__f_artifact
@@ -13868,7 +13868,7 @@ def _u_commit_state(mv, pos, end):
     f_relationship_high_water = int.from_bytes(f_relationship_high_water, 'little', signed=False)
     _c = 4
     if _c * 8 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
     _st = _RC84.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -13880,15 +13880,15 @@ def _u_commit_state(mv, pos, end):
     pos += 8
     _c = 8
     if _c * 8 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
     f_roots = []
     for _i in range(_c):
         _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122.unpack_from(mv, pos)
         pos += 8
         if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-            raise IndexError
+            raise ConstraintError('unknown presence tag')
         if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _optional_ref__f_present == 1:
             pos += 64
             _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -13906,7 +13906,7 @@ def _u_commit_state(mv, pos, end):
             pos += 32
             _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
             if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                raise IndexError
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _optional_ref___required_ref___obj = _new(RequiredRef)
             _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
             _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -13939,7 +13939,7 @@ def _u_commit_state(mv, pos, end):
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-        raise IndexError
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref__f_descriptor
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -13950,9 +13950,9 @@ def _u_commit_state(mv, pos, end):
     f_catalog = _required_ref___obj
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag')
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _optional_ref__f_present == 1:
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -13970,7 +13970,7 @@ def _u_commit_state(mv, pos, end):
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
         if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _optional_ref___required_ref___obj = _new(RequiredRef)
         _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
         _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -13988,9 +13988,9 @@ def _u_commit_state(mv, pos, end):
     _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122.unpack_from(mv, pos)
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag')
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _optional_ref__f_present == 1:
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14008,7 +14008,7 @@ def _u_commit_state(mv, pos, end):
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
         if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _optional_ref___required_ref___obj = _new(RequiredRef)
         _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
         _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14026,9 +14026,9 @@ def _u_commit_state(mv, pos, end):
     _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122.unpack_from(mv, pos)
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag')
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _optional_ref__f_present == 1:
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14046,7 +14046,7 @@ def _u_commit_state(mv, pos, end):
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
         if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _optional_ref___required_ref___obj = _new(RequiredRef)
         _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
         _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14064,10 +14064,10 @@ def _u_commit_state(mv, pos, end):
     f_prepared_count, f_reserved = _S41.unpack_from(mv, pos)
     pos += 8
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _c = f_prepared_count
     if _c * 96 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
     f_prepared = []
     for _i in range(_c):
         _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S113.unpack_from(mv, pos)
@@ -14087,7 +14087,7 @@ def _u_commit_state(mv, pos, end):
         pos += 32
         _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
         if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _required_ref___obj = _new(RequiredRef)
         _required_ref___obj.descriptor = _required_ref__f_descriptor
         _required_ref___obj.artifact = _required_ref__f_artifact
@@ -14136,7 +14136,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             f_relationship_high_water = int.from_bytes(f_relationship_high_water, 'little', signed=False)
             _c = 4
             if _c * 8 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
             _st = _RC84.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
@@ -14148,15 +14148,15 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             pos += 8
             _c = 8
             if _c * 8 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
             f_roots = []
             for _i in range(_c):
                 _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122_unpack_from(mv, pos)
                 pos += 8
                 if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                    raise IndexError
+                    raise ConstraintError('unknown presence tag')
                 if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _optional_ref__f_present == 1:
                     pos += 64
                     _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14174,7 +14174,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                     pos += 32
                     _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                     if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                        raise IndexError
+                        raise ConstraintError("physical ref artifact must equal the descriptor's")
                     _optional_ref___required_ref___obj = _new(RequiredRef)
                     _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
                     _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14207,7 +14207,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                raise IndexError
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref__f_descriptor
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -14218,9 +14218,9 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             f_catalog = _required_ref___obj
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag')
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _optional_ref__f_present == 1:
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14238,7 +14238,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                 if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _optional_ref___required_ref___obj = _new(RequiredRef)
                 _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
                 _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14256,9 +14256,9 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122_unpack_from(mv, pos)
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag')
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _optional_ref__f_present == 1:
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14276,7 +14276,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                 if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _optional_ref___required_ref___obj = _new(RequiredRef)
                 _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
                 _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14294,9 +14294,9 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122_unpack_from(mv, pos)
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag')
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _optional_ref__f_present == 1:
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14314,7 +14314,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                 if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _optional_ref___required_ref___obj = _new(RequiredRef)
                 _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
                 _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14332,10 +14332,10 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             f_prepared_count, f_reserved = _S41_unpack_from(mv, pos)
             pos += 8
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _c = f_prepared_count
             if _c * 96 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
             f_prepared = []
             for _i in range(_c):
                 _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S113_unpack_from(mv, pos)
@@ -14355,7 +14355,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
                 if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _required_ref___obj = _new(RequiredRef)
                 _required_ref___obj.descriptor = _required_ref__f_descriptor
                 _required_ref___obj.artifact = _required_ref__f_artifact
@@ -14570,7 +14570,7 @@ def _u_zgw_commit(mv, pos, end):
     f_change_count, f_reserved, f_digest = _S80.unpack_from(mv, pos)
     pos += 16
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos > end:
         raise IndexError
     f_state, pos = _u_commit_state(mv, pos, end)
@@ -14594,7 +14594,7 @@ def _m_zgw_commit(mv, pos, end, _rest=_decode_many):
             f_change_count, f_reserved, f_digest = _S80_unpack_from(mv, pos)
             pos += 16
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos > end:
                 raise IndexError
             f_state, pos = _u_commit_state(mv, pos, end)
@@ -14935,7 +14935,7 @@ def _u_zgop_expected(mv, pos, end):
     f_tag = mv[pos]
     pos += 1
     if not (f_tag >= 1 and f_tag <= 3):
-        raise IndexError
+        raise ConstraintError('unknown expected-state tag')
     if f_tag == 2:
         f_entity = _S28.unpack_from(mv, pos)[0]
         pos += 1
@@ -14976,7 +14976,7 @@ def _m_zgop_expected(mv, pos, end, _rest=_decode_many):
             f_tag = mv[pos]
             pos += 1
             if not (f_tag >= 1 and f_tag <= 3):
-                raise IndexError
+                raise ConstraintError('unknown expected-state tag')
             if f_tag == 2:
                 f_entity = _S28_unpack_from(mv, pos)[0]
                 pos += 1
@@ -15202,17 +15202,17 @@ def _u_zgop(mv, pos, end):
     f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S124.unpack_from(mv, pos)
     pos += 8
     if f_magic != b'ZGOP':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported ZGOP version')
     f_operation = _ZGOPOPERATION_BY_VALUE[f_operation]
     if not (f_key_present == 0 or f_key_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag')
     if f_key_present == 1:
         pos += 9
         _zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop_key__f_entity)
         if _zgop_key___v is None:
-            raise IndexError
+            raise ConstraintError('unknown entity_kind value')
         _zgop_key__f_entity = _zgop_key___v
         _zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
         pos += _zgop_key__n_namespace
@@ -15230,19 +15230,19 @@ def _u_zgop(mv, pos, end):
     f_requested_revision, f_installed_revision = _S59.unpack_from(mv, pos)
     pos += 16
     if not f_requested_revision != 0:
-        raise IndexError
+        raise ConstraintError('requested revision must be non-zero')
     if not f_installed_revision != 0:
-        raise IndexError
+        raise ConstraintError('installed revision must be non-zero')
     _zgop_expected__f_tag = mv[pos]
     pos += 1
     if not (_zgop_expected__f_tag >= 1 and _zgop_expected__f_tag <= 3):
-        raise IndexError
+        raise ConstraintError('unknown expected-state tag')
     if _zgop_expected__f_tag == 2:
         _zgop_expected__f_entity = _S28.unpack_from(mv, pos)[0]
         pos += 1
         _zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop_expected__f_entity)
         if _zgop_expected___v is None:
-            raise IndexError
+            raise ConstraintError('unknown entity_kind value')
         _zgop_expected__f_entity = _zgop_expected___v
     else:
         _zgop_expected__f_entity = None
@@ -15266,12 +15266,12 @@ def _u_zgop(mv, pos, end):
     pos += 26
     f_incarnation_kind = _ENTITYKIND_BY_VALUE[f_incarnation_kind]
     if not (f_key_present == 0 or f_key.entity == f_incarnation_kind):
-        raise IndexError
+        raise ConstraintError('ZGOP key kind must match the incarnation kind')
     if not (_zgop_expected___obj.tag != 2 or _zgop_expected___obj.entity == f_incarnation_kind):
-        raise IndexError
+        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind')
     f_incarnation = int.from_bytes(f_incarnation, 'little', signed=False)
     if not (f_incarnation != 0 or f_incarnation_kind == 1):
-        raise IndexError
+        raise ConstraintError('relationship incarnation must be non-zero')
     f_delete_mode = _DELETEMODE_BY_VALUE[f_delete_mode]
     _obj = _new(Zgop)
     _obj.operation = f_operation
@@ -15306,17 +15306,17 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
             f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S124_unpack_from(mv, pos)
             pos += 8
             if f_magic != b'ZGOP':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported ZGOP version')
             f_operation = _ZGOPOPERATION_BY_VALUE[f_operation]
             if not (f_key_present == 0 or f_key_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag')
             if f_key_present == 1:
                 pos += 9
                 _zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop_key__f_entity)
                 if _zgop_key___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown entity_kind value')
                 _zgop_key__f_entity = _zgop_key___v
                 _zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
                 pos += _zgop_key__n_namespace
@@ -15334,19 +15334,19 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
             f_requested_revision, f_installed_revision = _S59_unpack_from(mv, pos)
             pos += 16
             if not f_requested_revision != 0:
-                raise IndexError
+                raise ConstraintError('requested revision must be non-zero')
             if not f_installed_revision != 0:
-                raise IndexError
+                raise ConstraintError('installed revision must be non-zero')
             _zgop_expected__f_tag = mv[pos]
             pos += 1
             if not (_zgop_expected__f_tag >= 1 and _zgop_expected__f_tag <= 3):
-                raise IndexError
+                raise ConstraintError('unknown expected-state tag')
             if _zgop_expected__f_tag == 2:
                 _zgop_expected__f_entity = _S28_unpack_from(mv, pos)[0]
                 pos += 1
                 _zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop_expected__f_entity)
                 if _zgop_expected___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown entity_kind value')
                 _zgop_expected__f_entity = _zgop_expected___v
             else:
                 _zgop_expected__f_entity = None
@@ -15370,12 +15370,12 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
             pos += 26
             f_incarnation_kind = _ENTITYKIND_BY_VALUE[f_incarnation_kind]
             if not (f_key_present == 0 or f_key.entity == f_incarnation_kind):
-                raise IndexError
+                raise ConstraintError('ZGOP key kind must match the incarnation kind')
             if not (_zgop_expected___obj.tag != 2 or _zgop_expected___obj.entity == f_incarnation_kind):
-                raise IndexError
+                raise ConstraintError('ZGOP expected entity kind must match the incarnation kind')
             f_incarnation = int.from_bytes(f_incarnation, 'little', signed=False)
             if not (f_incarnation != 0 or f_incarnation_kind == 1):
-                raise IndexError
+                raise ConstraintError('relationship incarnation must be non-zero')
             f_delete_mode = _DELETEMODE_BY_VALUE[f_delete_mode]
             _obj = _new(Zgop)
             _obj.operation = f_operation
@@ -15742,34 +15742,34 @@ def _u_zgw_mutation(mv, pos, end):
     f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S125.unpack_from(mv, pos)
     pos += 16
     if not (f_live == 0 or f_live == 1):
-        raise IndexError
+        raise ConstraintError('live must be 0 or 1')
     if f_membership & 240:
-        raise IndexError
+        raise ConstraintError('undefined membership_bits bits set')
     f_membership = MembershipBits.from_int(f_membership)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_zgop_len > 8388608:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if pos + f_zgop_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_zgop_len) + ' bytes')
     _outer_end_zgop = end
     end = pos + f_zgop_len
     pos += 8
     if _zgop__f_magic != b'ZGOP':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not _zgop__f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported ZGOP version')
     _zgop___v = _ZGOPOPERATION_BY_VALUE.get(_zgop__f_operation)
     if _zgop___v is None:
-        raise IndexError
+        raise ConstraintError('unknown zgop_operation value')
     _zgop__f_operation = _zgop___v
     if not (_zgop__f_key_present == 0 or _zgop__f_key_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag')
     if _zgop__f_key_present == 1:
         pos += 9
         _zgop___zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_key__f_entity)
         if _zgop___zgop_key___v is None:
-            raise IndexError
+            raise ConstraintError('unknown entity_kind value')
         _zgop___zgop_key__f_entity = _zgop___zgop_key___v
         _zgop___zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop___zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
         pos += _zgop___zgop_key__n_namespace
@@ -15787,19 +15787,19 @@ def _u_zgw_mutation(mv, pos, end):
     _zgop__f_requested_revision, _zgop__f_installed_revision = _S59.unpack_from(mv, pos)
     pos += 16
     if not _zgop__f_requested_revision != 0:
-        raise IndexError
+        raise ConstraintError('requested revision must be non-zero')
     if not _zgop__f_installed_revision != 0:
-        raise IndexError
+        raise ConstraintError('installed revision must be non-zero')
     _zgop___zgop_expected__f_tag = mv[pos]
     pos += 1
     if not (_zgop___zgop_expected__f_tag >= 1 and _zgop___zgop_expected__f_tag <= 3):
-        raise IndexError
+        raise ConstraintError('unknown expected-state tag')
     if _zgop___zgop_expected__f_tag == 2:
         _zgop___zgop_expected__f_entity = _S28.unpack_from(mv, pos)[0]
         pos += 1
         _zgop___zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_expected__f_entity)
         if _zgop___zgop_expected___v is None:
-            raise IndexError
+            raise ConstraintError('unknown entity_kind value')
         _zgop___zgop_expected__f_entity = _zgop___zgop_expected___v
     else:
         _zgop___zgop_expected__f_entity = None
@@ -15823,18 +15823,18 @@ def _u_zgw_mutation(mv, pos, end):
     pos += 26
     _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
     if _zgop___v is None:
-        raise IndexError
+        raise ConstraintError('unknown entity_kind value')
     _zgop__f_incarnation_kind = _zgop___v
     if not (_zgop__f_key_present == 0 or _zgop__f_key.entity == _zgop__f_incarnation_kind):
-        raise IndexError
+        raise ConstraintError('ZGOP key kind must match the incarnation kind')
     if not (_zgop___zgop_expected___obj.tag != 2 or _zgop___zgop_expected___obj.entity == _zgop__f_incarnation_kind):
-        raise IndexError
+        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind')
     _zgop__f_incarnation = int.from_bytes(_zgop__f_incarnation, 'little', signed=False)
     if not (_zgop__f_incarnation != 0 or _zgop__f_incarnation_kind == 1):
-        raise IndexError
+        raise ConstraintError('relationship incarnation must be non-zero')
     _zgop___v = _DELETEMODE_BY_VALUE.get(_zgop__f_delete_mode)
     if _zgop___v is None:
-        raise IndexError
+        raise ConstraintError('unknown delete_mode value')
     _zgop__f_delete_mode = _zgop___v
     _zgop___obj = _new(Zgop)
     _zgop___obj.operation = _zgop__f_operation
@@ -15848,13 +15848,13 @@ def _u_zgw_mutation(mv, pos, end):
     _zgop___obj.delete_mode = _zgop__f_delete_mode
     _zgop___obj.original_generation = _zgop__f_original_generation
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_zgop
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag')
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _optional_ref__f_present == 1:
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -15871,7 +15871,7 @@ def _u_zgw_mutation(mv, pos, end):
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
         if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref___artifact_descriptor___obj.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _optional_ref___required_ref___obj = _new(RequiredRef)
         _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref___artifact_descriptor___obj
         _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -15912,34 +15912,34 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S125_unpack_from(mv, pos)
             pos += 16
             if not (f_live == 0 or f_live == 1):
-                raise IndexError
+                raise ConstraintError('live must be 0 or 1')
             if f_membership & 240:
-                raise IndexError
+                raise ConstraintError('undefined membership_bits bits set')
             f_membership = MembershipBits.from_int(f_membership)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_zgop_len > 8388608:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if pos + f_zgop_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_zgop_len) + ' bytes')
             _outer_end_zgop = end
             end = pos + f_zgop_len
             pos += 8
             if _zgop__f_magic != b'ZGOP':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not _zgop__f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported ZGOP version')
             _zgop___v = _ZGOPOPERATION_BY_VALUE.get(_zgop__f_operation)
             if _zgop___v is None:
-                raise IndexError
+                raise ConstraintError('unknown zgop_operation value')
             _zgop__f_operation = _zgop___v
             if not (_zgop__f_key_present == 0 or _zgop__f_key_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag')
             if _zgop__f_key_present == 1:
                 pos += 9
                 _zgop___zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_key__f_entity)
                 if _zgop___zgop_key___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown entity_kind value')
                 _zgop___zgop_key__f_entity = _zgop___zgop_key___v
                 _zgop___zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop___zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
                 pos += _zgop___zgop_key__n_namespace
@@ -15957,19 +15957,19 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             _zgop__f_requested_revision, _zgop__f_installed_revision = _S59_unpack_from(mv, pos)
             pos += 16
             if not _zgop__f_requested_revision != 0:
-                raise IndexError
+                raise ConstraintError('requested revision must be non-zero')
             if not _zgop__f_installed_revision != 0:
-                raise IndexError
+                raise ConstraintError('installed revision must be non-zero')
             _zgop___zgop_expected__f_tag = mv[pos]
             pos += 1
             if not (_zgop___zgop_expected__f_tag >= 1 and _zgop___zgop_expected__f_tag <= 3):
-                raise IndexError
+                raise ConstraintError('unknown expected-state tag')
             if _zgop___zgop_expected__f_tag == 2:
                 _zgop___zgop_expected__f_entity = _S28_unpack_from(mv, pos)[0]
                 pos += 1
                 _zgop___zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_expected__f_entity)
                 if _zgop___zgop_expected___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown entity_kind value')
                 _zgop___zgop_expected__f_entity = _zgop___zgop_expected___v
             else:
                 _zgop___zgop_expected__f_entity = None
@@ -15993,18 +15993,18 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             pos += 26
             _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
             if _zgop___v is None:
-                raise IndexError
+                raise ConstraintError('unknown entity_kind value')
             _zgop__f_incarnation_kind = _zgop___v
             if not (_zgop__f_key_present == 0 or _zgop__f_key.entity == _zgop__f_incarnation_kind):
-                raise IndexError
+                raise ConstraintError('ZGOP key kind must match the incarnation kind')
             if not (_zgop___zgop_expected___obj.tag != 2 or _zgop___zgop_expected___obj.entity == _zgop__f_incarnation_kind):
-                raise IndexError
+                raise ConstraintError('ZGOP expected entity kind must match the incarnation kind')
             _zgop__f_incarnation = int.from_bytes(_zgop__f_incarnation, 'little', signed=False)
             if not (_zgop__f_incarnation != 0 or _zgop__f_incarnation_kind == 1):
-                raise IndexError
+                raise ConstraintError('relationship incarnation must be non-zero')
             _zgop___v = _DELETEMODE_BY_VALUE.get(_zgop__f_delete_mode)
             if _zgop___v is None:
-                raise IndexError
+                raise ConstraintError('unknown delete_mode value')
             _zgop__f_delete_mode = _zgop___v
             _zgop___obj = _new(Zgop)
             _zgop___obj.operation = _zgop__f_operation
@@ -16018,13 +16018,13 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             _zgop___obj.delete_mode = _zgop__f_delete_mode
             _zgop___obj.original_generation = _zgop__f_original_generation
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_zgop
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag')
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _optional_ref__f_present == 1:
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -16041,7 +16041,7 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                 if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref___artifact_descriptor___obj.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _optional_ref___required_ref___obj = _new(RequiredRef)
                 _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref___artifact_descriptor___obj
                 _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -16276,10 +16276,10 @@ def _u_zgw_inventory(mv, pos, end):
     pos += 24
     f_state = _INVENTORYSTATE_BY_VALUE[f_state]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     f_intent = int.from_bytes(f_intent, 'little', signed=False)
     if not (f_intent == 0) == (f_state <= 2):
-        raise IndexError
+        raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise')
     _obj = _new(ZgwInventory)
     _obj.descriptor = _artifact_descriptor___obj
     _obj.state = f_state
@@ -16313,10 +16313,10 @@ def _m_zgw_inventory(mv, pos, end, _rest=_decode_many):
             pos += 24
             f_state = _INVENTORYSTATE_BY_VALUE[f_state]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             f_intent = int.from_bytes(f_intent, 'little', signed=False)
             if not (f_intent == 0) == (f_state <= 2):
-                raise IndexError
+                raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise')
             _obj = _new(ZgwInventory)
             _obj.descriptor = _artifact_descriptor___obj
             _obj.state = f_state
@@ -16488,9 +16488,9 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     pos += 48
     f_id = int.from_bytes(f_id, 'little', signed=False)
     if not f_completed_mark_state == 1:
-        raise IndexError
+        raise ConstraintError('completed-mark state must be 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -16507,7 +16507,7 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-        raise IndexError
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref__f_descriptor
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -16534,7 +16534,7 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-        raise IndexError
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref__f_descriptor
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -16545,9 +16545,9 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     f_completed_mark = _required_ref___obj
     pos += 16
     if f_reserved2 != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_candidate_count * 64 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count) if f_candidate_count < 0 else TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
     f_candidates = []
     for _i in range(f_candidate_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -16594,9 +16594,9 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             pos += 48
             f_id = int.from_bytes(f_id, 'little', signed=False)
             if not f_completed_mark_state == 1:
-                raise IndexError
+                raise ConstraintError('completed-mark state must be 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -16613,7 +16613,7 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                raise IndexError
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref__f_descriptor
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -16640,7 +16640,7 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                raise IndexError
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref__f_descriptor
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -16651,9 +16651,9 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             f_completed_mark = _required_ref___obj
             pos += 16
             if f_reserved2 != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_candidate_count * 64 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count) if f_candidate_count < 0 else TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
             f_candidates = []
             for _i in range(f_candidate_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -16786,9 +16786,9 @@ def _u_descriptor_list(mv, pos, end):
     f_count, f_reserved = _S41.unpack_from(mv, pos)
     pos += 8
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_count * 64 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
     f_rows = []
     for _i in range(f_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -16824,9 +16824,9 @@ def _m_descriptor_list(mv, pos, end, _rest=_decode_many):
             f_count, f_reserved = _S41_unpack_from(mv, pos)
             pos += 8
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_count * 64 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
             f_rows = []
             for _i in range(f_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17029,7 +17029,7 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-        raise IndexError
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -17039,15 +17039,15 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     _required_ref___obj.block_version = _required_ref__f_block_version
     pos += 8
     if not f_durable_state == 3:
-        raise IndexError
+        raise ConstraintError('durable state must be 3')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     pos += 8
     if _descriptor_list__f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _descriptor_list___c = _descriptor_list__f_count
     if _descriptor_list___c * 64 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
     _descriptor_list__f_rows = []
     for _descriptor_list___i in range(_descriptor_list___c):
         _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17071,10 +17071,10 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     _descriptor_list__f_count, _descriptor_list__f_reserved = _S41.unpack_from(mv, pos)
     pos += 8
     if _descriptor_list__f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _descriptor_list___c = _descriptor_list__f_count
     if _descriptor_list___c * 64 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
     _descriptor_list__f_rows = []
     for _descriptor_list___i in range(_descriptor_list___c):
         _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17134,7 +17134,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-                raise IndexError
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -17144,15 +17144,15 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
             _required_ref___obj.block_version = _required_ref__f_block_version
             pos += 8
             if not f_durable_state == 3:
-                raise IndexError
+                raise ConstraintError('durable state must be 3')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             pos += 8
             if _descriptor_list__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _descriptor_list___c = _descriptor_list__f_count
             if _descriptor_list___c * 64 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
             _descriptor_list__f_rows = []
             for _descriptor_list___i in range(_descriptor_list___c):
                 _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17176,10 +17176,10 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
             _descriptor_list__f_count, _descriptor_list__f_reserved = _S41_unpack_from(mv, pos)
             pos += 8
             if _descriptor_list__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _descriptor_list___c = _descriptor_list__f_count
             if _descriptor_list___c * 64 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
             _descriptor_list__f_rows = []
             for _descriptor_list___i in range(_descriptor_list___c):
                 _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17385,9 +17385,9 @@ def _u_zgcp_prepared_inventory(mv, pos, end):
     f_count, f_reserved = _S41.unpack_from(mv, pos)
     pos += 8
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_count * 64 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
     f_descriptors = []
     for _i in range(f_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17423,9 +17423,9 @@ def _m_zgcp_prepared_inventory(mv, pos, end, _rest=_decode_many):
             f_count, f_reserved = _S41_unpack_from(mv, pos)
             pos += 8
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_count * 64 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
             f_descriptors = []
             for _i in range(f_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17539,16 +17539,16 @@ def _u_zgcp_captured_base(mv, pos, end):
     _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
     pos += 24
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_state_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_state_len) + ' bytes')
     _outer_end_state = end
     end = pos + f_state_len
     if pos > end:
         raise IndexError
     f_state, pos = _u_commit_state(mv, pos, end)
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_state
     _obj = _new(ZgcpCapturedBase)
     _obj.unpinned = f_unpinned
@@ -17583,16 +17583,16 @@ def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
             _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
             pos += 24
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_state_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_state_len) + ' bytes')
             _outer_end_state = end
             end = pos + f_state_len
             if pos > end:
                 raise IndexError
             f_state, pos = _u_commit_state(mv, pos, end)
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_state
             _obj = _new(ZgcpCapturedBase)
             _obj.unpinned = f_unpinned
@@ -17922,17 +17922,17 @@ def _u_zgcp_participant(mv, pos, end):
     _r134 = pos
     pos += 8
     if f_magic != b'ZGCP':
-        raise IndexError
+        raise ConstraintError('bad magic')
     _tag = f_role
     f_role = _ZGCPROLE_BY_VALUE[f_role]
     if not f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported ZGCP participant version')
     if _tag == 2:
         pos += 8
         if _zgcp_prepared_inventory__f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _zgcp_prepared_inventory__f_count * 64 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count) if _zgcp_prepared_inventory__f_count < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
         _zgcp_prepared_inventory__f_descriptors = []
         for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory__f_count):
             _zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17967,16 +17967,16 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
         pos += 24
         if _zgcp_captured_base__f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _zgcp_captured_base__f_state_len > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_zgcp_captured_base__f_state_len) + ' bytes')
         _zgcp_captured_base___outer_end_state = end
         end = pos + _zgcp_captured_base__f_state_len
         if pos > end:
             raise IndexError
         _zgcp_captured_base__f_state, pos = _u_commit_state(mv, pos, end)
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _zgcp_captured_base___outer_end_state
         _zgcp_captured_base___obj = _new(ZgcpCapturedBase)
         _zgcp_captured_base___obj.unpinned = _zgcp_captured_base__f_unpinned
@@ -17999,7 +17999,7 @@ def _u_zgcp_participant(mv, pos, end):
     if f_checksum is not None:
         _ck = _ck_xxh3_64(mv[_r134:_e_body])
         if f_checksum != _ck:
-            raise IndexError
+            raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ZgcpParticipant)
     _obj.role = f_role
     _obj.body = f_body
@@ -18024,17 +18024,17 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             _r134 = pos
             pos += 8
             if f_magic != b'ZGCP':
-                raise IndexError
+                raise ConstraintError('bad magic')
             _tag = f_role
             f_role = _ZGCPROLE_BY_VALUE[f_role]
             if not f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported ZGCP participant version')
             if _tag == 2:
                 pos += 8
                 if _zgcp_prepared_inventory__f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgcp_prepared_inventory__f_count * 64 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count) if _zgcp_prepared_inventory__f_count < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
                 _zgcp_prepared_inventory__f_descriptors = []
                 for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory__f_count):
                     _zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -18069,16 +18069,16 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
                 pos += 24
                 if _zgcp_captured_base__f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _zgcp_captured_base__f_state_len > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_zgcp_captured_base__f_state_len) + ' bytes')
                 _zgcp_captured_base___outer_end_state = end
                 end = pos + _zgcp_captured_base__f_state_len
                 if pos > end:
                     raise IndexError
                 _zgcp_captured_base__f_state, pos = _u_commit_state(mv, pos, end)
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _zgcp_captured_base___outer_end_state
                 _zgcp_captured_base___obj = _new(ZgcpCapturedBase)
                 _zgcp_captured_base___obj.unpinned = _zgcp_captured_base__f_unpinned
@@ -18101,7 +18101,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             if f_checksum is not None:
                 _ck = _ck_xxh3_64(mv[_r134:_e_body])
                 if f_checksum != _ck:
-                    raise IndexError
+                    raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ZgcpParticipant)
             _obj.role = f_role
             _obj.body = f_body
@@ -18365,7 +18365,7 @@ def _d_fold_authority(mv, pos, end):
 def _u_fold_authority(mv, pos, end):
     _c = 4
     if _c * 8 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
     _st = _RC137.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -18376,7 +18376,7 @@ def _u_fold_authority(mv, pos, end):
     f_reserved, = _S138.unpack_from(mv, pos)
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(FoldAuthority)
     _obj.values = f_values
     return (_obj, pos)
@@ -18394,7 +18394,7 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
             _rs = pos
             _c = 4
             if _c * 8 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
             _st = _RC137.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
@@ -18405,7 +18405,7 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
             f_reserved, = _S138_unpack_from(mv, pos)
             pos += 72
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(FoldAuthority)
             _obj.values = f_values
             _append(_obj)
@@ -18498,7 +18498,7 @@ def _u_captured_base_value(mv, pos, end):
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-        raise IndexError
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -18539,7 +18539,7 @@ def _m_captured_base_value(mv, pos, end, _rest=_decode_many):
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-                raise IndexError
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -18689,20 +18689,20 @@ def _u_protected_value(mv, pos, end):
     f_tag, f_reserved = _S64.unpack_from(mv, pos)
     pos += 8
     if not (f_tag != 3 and f_tag != 4):
-        raise IndexError
+        raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)')
     if not (f_tag == 5 or f_tag == 6):
-        raise IndexError
+        raise ConstraintError('invalid protected-stream value tag')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _n = 104
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_value = end
     end = pos + _n
     if f_tag == 5:
         _fold_authority___c = 4
         if _fold_authority___c * 8 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
         _fold_authority___st = _RC137.get(_fold_authority___c)
         if _fold_authority___st is None:
             _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
@@ -18713,7 +18713,7 @@ def _u_protected_value(mv, pos, end):
         _fold_authority__f_reserved, = _S138.unpack_from(mv, pos)
         pos += 72
         if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _fold_authority___obj = _new(FoldAuthority)
         _fold_authority___obj.values = _fold_authority__f_values
         f_value = _fold_authority___obj
@@ -18734,7 +18734,7 @@ def _u_protected_value(mv, pos, end):
         pos += 32
         _captured_base_value___required_ref__f_artifact = int.from_bytes(_captured_base_value___required_ref__f_artifact, 'little', signed=False)
         if not _captured_base_value___required_ref__f_artifact == _captured_base_value___required_ref___artifact_descriptor___obj.artifact:
-            raise IndexError
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _captured_base_value___required_ref___obj = _new(RequiredRef)
         _captured_base_value___required_ref___obj.descriptor = _captured_base_value___required_ref___artifact_descriptor___obj
         _captured_base_value___required_ref___obj.artifact = _captured_base_value___required_ref__f_artifact
@@ -18748,9 +18748,9 @@ def _u_protected_value(mv, pos, end):
         _captured_base_value___obj.sequence = _captured_base_value__f_sequence
         f_value = _captured_base_value___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_value
     _obj = _new(ProtectedValue)
     _obj.tag = f_tag
@@ -18773,20 +18773,20 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
             f_tag, f_reserved = _S64_unpack_from(mv, pos)
             pos += 8
             if not (f_tag != 3 and f_tag != 4):
-                raise IndexError
+                raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)')
             if not (f_tag == 5 or f_tag == 6):
-                raise IndexError
+                raise ConstraintError('invalid protected-stream value tag')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _n = 104
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_value = end
             end = pos + _n
             if f_tag == 5:
                 _fold_authority___c = 4
                 if _fold_authority___c * 8 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
                 _fold_authority___st = _RC137.get(_fold_authority___c)
                 if _fold_authority___st is None:
                     _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
@@ -18797,7 +18797,7 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 _fold_authority__f_reserved, = _S138_unpack_from(mv, pos)
                 pos += 72
                 if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _fold_authority___obj = _new(FoldAuthority)
                 _fold_authority___obj.values = _fold_authority__f_values
                 f_value = _fold_authority___obj
@@ -18818,7 +18818,7 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 pos += 32
                 _captured_base_value___required_ref__f_artifact = int.from_bytes(_captured_base_value___required_ref__f_artifact, 'little', signed=False)
                 if not _captured_base_value___required_ref__f_artifact == _captured_base_value___required_ref___artifact_descriptor___obj.artifact:
-                    raise IndexError
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _captured_base_value___required_ref___obj = _new(RequiredRef)
                 _captured_base_value___required_ref___obj.descriptor = _captured_base_value___required_ref___artifact_descriptor___obj
                 _captured_base_value___required_ref___obj.artifact = _captured_base_value___required_ref__f_artifact
@@ -18832,9 +18832,9 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 _captured_base_value___obj.sequence = _captured_base_value__f_sequence
                 f_value = _captured_base_value___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_value
             _obj = _new(ProtectedValue)
             _obj.tag = f_tag
@@ -18954,7 +18954,7 @@ def _u_frame_block(mv, pos, end):
     pos += 8
     _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
     if f_block_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(FrameBlock)
     _obj.payload = f_payload
     return (_obj, pos)
@@ -18981,7 +18981,7 @@ def _m_frame_block(mv, pos, end, _rest=_decode_many):
             pos += 8
             _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
             if f_block_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(FrameBlock)
             _obj.payload = f_payload
             _append(_obj)
@@ -19093,18 +19093,18 @@ def _u_frame_file(mv, pos, end):
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_family_id == 1:
-        raise IndexError
+        raise ConstraintError('wrong family id (expected 1, frame)')
     if not f_family_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported frame version (registry accepts 1..1)')
     if not f_header_length == 32:
-        raise IndexError
+        raise ConstraintError('framed artifact header_length must be 32')
     _n = f_file_length - 40
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_block = end
     end = pos + _n
     pos += 8
@@ -19116,17 +19116,17 @@ def _u_frame_file(mv, pos, end):
     pos += 8
     _frame_block___ck = _ck_xxh3_64(mv[_frame_block___s_payload:_frame_block___e_payload])
     if _frame_block__f_block_checksum != _frame_block___ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _frame_block___obj = _new(FrameBlock)
     _frame_block___obj.payload = _frame_block__f_payload
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_block
     _e_block = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r0:_e_block])
     if f_file_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(FrameFile)
     _obj.flags = f_flags
     _obj.block = _frame_block___obj
@@ -19149,18 +19149,18 @@ def _m_frame_file(mv, pos, end, _rest=_decode_many):
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_family_id == 1:
-                raise IndexError
+                raise ConstraintError('wrong family id (expected 1, frame)')
             if not f_family_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported frame version (registry accepts 1..1)')
             if not f_header_length == 32:
-                raise IndexError
+                raise ConstraintError('framed artifact header_length must be 32')
             _n = f_file_length - 40
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_block = end
             end = pos + _n
             pos += 8
@@ -19172,17 +19172,17 @@ def _m_frame_file(mv, pos, end, _rest=_decode_many):
             pos += 8
             _frame_block___ck = _ck_xxh3_64(mv[_frame_block___s_payload:_frame_block___e_payload])
             if _frame_block__f_block_checksum != _frame_block___ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _frame_block___obj = _new(FrameBlock)
             _frame_block___obj.payload = _frame_block__f_payload
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_block
             _e_block = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r0:_e_block])
             if f_file_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(FrameFile)
             _obj.flags = f_flags
             _obj.block = _frame_block___obj
@@ -19292,21 +19292,21 @@ def _u_manifest_block(mv, pos, end, p_version):
     pos += 8
     _s_payload = pos
     if pos + f_block_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_block_len) + ' bytes')
     _outer_end_payload = end
     end = pos + f_block_len
     if pos > end:
         raise IndexError
     f_payload, pos = _u_manifest_payload(mv, pos, end, p_version)
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _e_payload = pos
     f_block_checksum, = _S6.unpack_from(mv, pos)
     pos += 8
     _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
     if f_block_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ManifestBlock)
     _obj.payload = f_payload
     return (_obj, pos)
@@ -19326,21 +19326,21 @@ def _m_manifest_block(mv, pos, end, p_version, _rest=_decode_many):
             pos += 8
             _s_payload = pos
             if pos + f_block_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_block_len) + ' bytes')
             _outer_end_payload = end
             end = pos + f_block_len
             if pos > end:
                 raise IndexError
             f_payload, pos = _u_manifest_payload(mv, pos, end, p_version)
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _e_payload = pos
             f_block_checksum, = _S6_unpack_from(mv, pos)
             pos += 8
             _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
             if f_block_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ManifestBlock)
             _obj.payload = f_payload
             _append(_obj)
@@ -19515,11 +19515,11 @@ def _u_epoch_alias(mv, pos, end):
     f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S146.unpack_from(mv, pos)
     pos += 24
     if not (f_present == 0 or f_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (alias)')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-        raise IndexError
+        raise ConstraintError('absent alias must carry zero ids')
     _obj = _new(EpochAlias)
     _obj.present = f_present
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -19540,11 +19540,11 @@ def _m_epoch_alias(mv, pos, end, _rest=_decode_many):
             f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S146_unpack_from(mv, pos)
             pos += 24
             if not (f_present == 0 or f_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (alias)')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-                raise IndexError
+                raise ConstraintError('absent alias must carry zero ids')
             _obj = _new(EpochAlias)
             _obj.present = f_present
             _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -19611,13 +19611,13 @@ def _u_manifest_segment(mv, pos, end):
     pos += 52
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not (f_epoch_present == 0 or f_epoch_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (segment epoch)')
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-        raise IndexError
+        raise ConstraintError('absent segment epoch must be zero')
     _obj = _new(ManifestSegment)
     _obj.segment_id = f_segment_id
     _obj.row_count = f_row_count
@@ -19643,13 +19643,13 @@ def _m_manifest_segment(mv, pos, end, _rest=_decode_many):
             pos += 52
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not (f_epoch_present == 0 or f_epoch_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (segment epoch)')
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-                raise IndexError
+                raise ConstraintError('absent segment epoch must be zero')
             _obj = _new(ManifestSegment)
             _obj.segment_id = f_segment_id
             _obj.row_count = f_row_count
@@ -19805,9 +19805,9 @@ def _u_embedding_tower(mv, pos, end):
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (OS build)')
     if f_reserved != b'\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -19865,9 +19865,9 @@ def _m_embedding_tower(mv, pos, end, _rest=_decode_many):
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (OS build)')
             if f_reserved != b'\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -20180,7 +20180,7 @@ def _u_embedding_epoch(mv, pos, end):
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown normalization value')
     _embedding_tower__f_normalization = _embedding_tower___v
     _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
@@ -20188,16 +20188,16 @@ def _u_embedding_epoch(mv, pos, end):
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown embed_runtime value')
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown compute_units value')
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (OS build)')
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -20234,7 +20234,7 @@ def _u_embedding_epoch(mv, pos, end):
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown normalization value')
     _embedding_tower__f_normalization = _embedding_tower___v
     _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
@@ -20242,16 +20242,16 @@ def _u_embedding_epoch(mv, pos, end):
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown embed_runtime value')
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown compute_units value')
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (OS build)')
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -20316,7 +20316,7 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown normalization value')
             _embedding_tower__f_normalization = _embedding_tower___v
             _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
@@ -20324,16 +20324,16 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown embed_runtime value')
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown compute_units value')
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (OS build)')
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -20370,7 +20370,7 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown normalization value')
             _embedding_tower__f_normalization = _embedding_tower___v
             _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
@@ -20378,16 +20378,16 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown embed_runtime value')
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown compute_units value')
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (OS build)')
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -20572,7 +20572,7 @@ def _u_column_def(mv, pos, end):
     pos += 12
     f_type = _COLUMNTYPE_BY_VALUE[f_type]
     if not (f_nullable == 0 or f_nullable == 1):
-        raise IndexError
+        raise ConstraintError('nullable must be 0 or 1')
     f_name = _BD96(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
     pos += n_name
     _obj = _new(ColumnDef)
@@ -20598,7 +20598,7 @@ def _m_column_def(mv, pos, end, _rest=_decode_many):
             pos += 12
             f_type = _COLUMNTYPE_BY_VALUE[f_type]
             if not (f_nullable == 0 or f_nullable == 1):
-                raise IndexError
+                raise ConstraintError('nullable must be 0 or 1')
             f_name = _BD96(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
             pos += n_name
             _obj = _new(ColumnDef)
@@ -20660,11 +20660,11 @@ def _u_clustering_range(mv, pos, end):
     pos += 24
     f_tag = _RANGETAG_BY_VALUE[f_tag]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-        raise IndexError
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds')
     if not (f_tag != 2 or f_min_ts <= f_max_ts):
-        raise IndexError
+        raise ConstraintError('bounded range requires min_ts <= max_ts')
     _obj = _new(ClusteringRange)
     _obj.tag = f_tag
     _obj.min_ts = f_min_ts
@@ -20686,11 +20686,11 @@ def _m_clustering_range(mv, pos, end, _rest=_decode_many):
             pos += 24
             f_tag = _RANGETAG_BY_VALUE[f_tag]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-                raise IndexError
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds')
             if not (f_tag != 2 or f_min_ts <= f_max_ts):
-                raise IndexError
+                raise ConstraintError('bounded range requires min_ts <= max_ts')
             _obj = _new(ClusteringRange)
             _obj.tag = f_tag
             _obj.min_ts = f_min_ts
@@ -20767,20 +20767,20 @@ def _u_tsr1_body(mv, pos, end, p_segment_count):
     f_count, = _S13.unpack_from(mv, pos)
     pos += 4
     if not f_count == p_segment_count:
-        raise IndexError
+        raise ConstraintError('TSR1 count must equal segment_count')
     if f_count * 24 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
     f_ranges = []
     for _i in range(f_count):
         _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
         pos += 24
         _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
         if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-            raise IndexError
+            raise ConstraintError('Unstamped/Empty ranges require zero bounds')
         if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-            raise IndexError
+            raise ConstraintError('bounded range requires min_ts <= max_ts')
         _clustering_range__obj = _new(ClusteringRange)
         _clustering_range__obj.tag = _clustering_range_f_tag
         _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -20805,20 +20805,20 @@ def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
             f_count, = _S13_unpack_from(mv, pos)
             pos += 4
             if not f_count == p_segment_count:
-                raise IndexError
+                raise ConstraintError('TSR1 count must equal segment_count')
             if f_count * 24 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
             f_ranges = []
             for _i in range(f_count):
                 _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
                 pos += 24
                 _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
                 if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-                    raise IndexError
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds')
                 if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-                    raise IndexError
+                    raise ConstraintError('bounded range requires min_ts <= max_ts')
                 _clustering_range__obj = _new(ClusteringRange)
                 _clustering_range__obj.tag = _clustering_range_f_tag
                 _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -20886,7 +20886,7 @@ def _u_graph_object(mv, pos, end):
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not f_artifact_id != 0:
-        raise IndexError
+        raise ConstraintError('artifact ids are non-zero nonces')
     _obj = _new(GraphObject)
     _obj.artifact_id = f_artifact_id
     _obj.length = f_length
@@ -20908,7 +20908,7 @@ def _m_graph_object(mv, pos, end, _rest=_decode_many):
             pos += 32
             f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
             if not f_artifact_id != 0:
-                raise IndexError
+                raise ConstraintError('artifact ids are non-zero nonces')
             _obj = _new(GraphObject)
             _obj.artifact_id = f_artifact_id
             _obj.length = f_length
@@ -20953,7 +20953,7 @@ def _u_zgen_row(mv, pos, end):
     f_after_sequence, f_increment_count = _S59.unpack_from(mv, pos)
     pos += 16
     if not f_increment_count > 0:
-        raise IndexError
+        raise ConstraintError('ZGEN increment counts must be positive')
     _obj = _new(ZgenRow)
     _obj.after_sequence = f_after_sequence
     _obj.increment_count = f_increment_count
@@ -20973,7 +20973,7 @@ def _m_zgen_row(mv, pos, end, _rest=_decode_many):
             f_after_sequence, f_increment_count = _S59_unpack_from(mv, pos)
             pos += 16
             if not f_increment_count > 0:
-                raise IndexError
+                raise ConstraintError('ZGEN increment counts must be positive')
             _obj = _new(ZgenRow)
             _obj.after_sequence = f_after_sequence
             _obj.increment_count = f_increment_count
@@ -21065,9 +21065,9 @@ def _u_zgen_extension(mv, pos, end):
     f_magic, f_version, f_counted_through = _S80.unpack_from(mv, pos)
     pos += 16
     if not f_magic == 1313163098:
-        raise IndexError
+        raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
     if not (f_version == 1 or f_version == 2):
-        raise IndexError
+        raise UnsupportedError('unknown graph generation boundary version')
     if f_version == 2:
         f_row_count = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -21075,24 +21075,24 @@ def _u_zgen_extension(mv, pos, end):
         f_row_count = None
     if f_row_count is not None:
         if not f_row_count >= 1:
-            raise IndexError
+            raise ConstraintError('ZGEN v2 needs at least one row')
     if f_version == 2:
         f_reserved = _S13.unpack_from(mv, pos)[0]
         pos += 4
         if f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
     else:
         f_reserved = None
     if f_version == 2:
         _c = f_row_count
         if _c < 0 or _c * 16 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
         f_rows = []
         for _i in range(_c):
             _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
             pos += 16
             if not _zgen_row_f_increment_count > 0:
-                raise IndexError
+                raise ConstraintError('ZGEN increment counts must be positive')
             _zgen_row__obj = _new(ZgenRow)
             _zgen_row__obj.after_sequence = _zgen_row_f_after_sequence
             _zgen_row__obj.increment_count = _zgen_row_f_increment_count
@@ -21121,9 +21121,9 @@ def _m_zgen_extension(mv, pos, end, _rest=_decode_many):
             f_magic, f_version, f_counted_through = _S80_unpack_from(mv, pos)
             pos += 16
             if not f_magic == 1313163098:
-                raise IndexError
+                raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
             if not (f_version == 1 or f_version == 2):
-                raise IndexError
+                raise UnsupportedError('unknown graph generation boundary version')
             if f_version == 2:
                 f_row_count = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -21131,24 +21131,24 @@ def _m_zgen_extension(mv, pos, end, _rest=_decode_many):
                 f_row_count = None
             if f_row_count is not None:
                 if not f_row_count >= 1:
-                    raise IndexError
+                    raise ConstraintError('ZGEN v2 needs at least one row')
             if f_version == 2:
                 f_reserved = _S13_unpack_from(mv, pos)[0]
                 pos += 4
                 if f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
             else:
                 f_reserved = None
             if f_version == 2:
                 _c = f_row_count
                 if _c < 0 or _c * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
                 f_rows = []
                 for _i in range(_c):
                     _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
                     pos += 16
                     if not _zgen_row_f_increment_count > 0:
-                        raise IndexError
+                        raise ConstraintError('ZGEN increment counts must be positive')
                     _zgen_row__obj = _new(ZgenRow)
                     _zgen_row__obj.after_sequence = _zgen_row_f_after_sequence
                     _zgen_row__obj.increment_count = _zgen_row_f_increment_count
@@ -21364,30 +21364,30 @@ def _u_graph_section(mv, pos, end):
     f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S165.unpack_from(mv, pos)
     pos += 20
     if not f_graph_present == 1:
-        raise IndexError
+        raise ConstraintError('graph_present must be 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_state_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_state_len) + ' bytes')
     _outer_end_state = end
     end = pos + f_state_len
     if pos > end:
         raise IndexError
     f_state, pos = _u_commit_state(mv, pos, end)
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_state
     f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     if f_object_count * 32 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_object_count), offset=pos, path='objects', expected='>= 0', found=f_object_count) if f_object_count < 0 else TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
     f_objects = []
     for _i in range(f_object_count):
         _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S168.unpack_from(mv, pos)
         pos += 32
         _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_object_f_artifact_id != 0:
-            raise IndexError
+            raise ConstraintError('artifact ids are non-zero nonces')
         _graph_object__obj = _new(GraphObject)
         _graph_object__obj.artifact_id = _graph_object_f_artifact_id
         _graph_object__obj.length = _graph_object_f_length
@@ -21402,9 +21402,9 @@ def _u_graph_section(mv, pos, end):
         _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
         pos += 16
         if not _zgen_extension__f_magic == 1313163098:
-            raise IndexError
+            raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
         if not (_zgen_extension__f_version == 1 or _zgen_extension__f_version == 2):
-            raise IndexError
+            raise UnsupportedError('unknown graph generation boundary version')
         if _zgen_extension__f_version == 2:
             _zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
             pos += 4
@@ -21412,24 +21412,24 @@ def _u_graph_section(mv, pos, end):
             _zgen_extension__f_row_count = None
         if _zgen_extension__f_row_count is not None:
             if not _zgen_extension__f_row_count >= 1:
-                raise IndexError
+                raise ConstraintError('ZGEN v2 needs at least one row')
         if _zgen_extension__f_version == 2:
             _zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
             pos += 4
             if _zgen_extension__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
         else:
             _zgen_extension__f_reserved = None
         if _zgen_extension__f_version == 2:
             _zgen_extension___c = _zgen_extension__f_row_count
             if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c) if _zgen_extension___c < 0 else TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
             _zgen_extension__f_rows = []
             for _zgen_extension___i in range(_zgen_extension___c):
                 _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                 pos += 16
                 if not _zgen_extension___zgen_row_f_increment_count > 0:
-                    raise IndexError
+                    raise ConstraintError('ZGEN increment counts must be positive')
                 _zgen_extension___zgen_row__obj = _new(ZgenRow)
                 _zgen_extension___zgen_row__obj.after_sequence = _zgen_extension___zgen_row_f_after_sequence
                 _zgen_extension___zgen_row__obj.increment_count = _zgen_extension___zgen_row_f_increment_count
@@ -21442,7 +21442,7 @@ def _u_graph_section(mv, pos, end):
         _zgen_extension___obj.rows = _zgen_extension__f_rows
         _x = _zgen_extension___obj
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_zgen.append(_x)
     _obj = _new(GraphSection)
     _obj.graph_present = f_graph_present
@@ -21470,30 +21470,30 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
             f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S165_unpack_from(mv, pos)
             pos += 20
             if not f_graph_present == 1:
-                raise IndexError
+                raise ConstraintError('graph_present must be 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_state_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_state_len) + ' bytes')
             _outer_end_state = end
             end = pos + f_state_len
             if pos > end:
                 raise IndexError
             f_state, pos = _u_commit_state(mv, pos, end)
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_state
             f_object_count, = _S13_unpack_from(mv, pos)
             pos += 4
             if f_object_count * 32 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_object_count), offset=pos, path='objects', expected='>= 0', found=f_object_count) if f_object_count < 0 else TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
             f_objects = []
             for _i in range(f_object_count):
                 _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S168_unpack_from(mv, pos)
                 pos += 32
                 _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_object_f_artifact_id != 0:
-                    raise IndexError
+                    raise ConstraintError('artifact ids are non-zero nonces')
                 _graph_object__obj = _new(GraphObject)
                 _graph_object__obj.artifact_id = _graph_object_f_artifact_id
                 _graph_object__obj.length = _graph_object_f_length
@@ -21508,9 +21508,9 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                 _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
                 pos += 16
                 if not _zgen_extension__f_magic == 1313163098:
-                    raise IndexError
+                    raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
                 if not (_zgen_extension__f_version == 1 or _zgen_extension__f_version == 2):
-                    raise IndexError
+                    raise UnsupportedError('unknown graph generation boundary version')
                 if _zgen_extension__f_version == 2:
                     _zgen_extension__f_row_count = _S13_unpack_from(mv, pos)[0]
                     pos += 4
@@ -21518,24 +21518,24 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                     _zgen_extension__f_row_count = None
                 if _zgen_extension__f_row_count is not None:
                     if not _zgen_extension__f_row_count >= 1:
-                        raise IndexError
+                        raise ConstraintError('ZGEN v2 needs at least one row')
                 if _zgen_extension__f_version == 2:
                     _zgen_extension__f_reserved = _S13_unpack_from(mv, pos)[0]
                     pos += 4
                     if _zgen_extension__f_reserved != 0:
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                 else:
                     _zgen_extension__f_reserved = None
                 if _zgen_extension__f_version == 2:
                     _zgen_extension___c = _zgen_extension__f_row_count
                     if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c) if _zgen_extension___c < 0 else TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
                     _zgen_extension__f_rows = []
                     for _zgen_extension___i in range(_zgen_extension___c):
                         _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
                         pos += 16
                         if not _zgen_extension___zgen_row_f_increment_count > 0:
-                            raise IndexError
+                            raise ConstraintError('ZGEN increment counts must be positive')
                         _zgen_extension___zgen_row__obj = _new(ZgenRow)
                         _zgen_extension___zgen_row__obj.after_sequence = _zgen_extension___zgen_row_f_after_sequence
                         _zgen_extension___zgen_row__obj.increment_count = _zgen_extension___zgen_row_f_increment_count
@@ -21548,7 +21548,7 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                 _zgen_extension___obj.rows = _zgen_extension__f_rows
                 _x = _zgen_extension___obj
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_zgen.append(_x)
             _obj = _new(GraphSection)
             _obj.graph_present = f_graph_present
@@ -21957,35 +21957,35 @@ def _u_zgr3_body(mv, pos, end):
     f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S174.unpack_from(mv, pos)
     pos += 4
     if pos + f_section_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_section_len) + ' bytes')
     _outer_end_graph = end
     end = pos + f_section_len
     pos += 20
     if not _graph_section__f_graph_present == 1:
-        raise IndexError
+        raise ConstraintError('graph_present must be 1')
     if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if pos + _graph_section__f_state_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_graph_section__f_state_len) + ' bytes')
     _graph_section___outer_end_state = end
     end = pos + _graph_section__f_state_len
     if pos > end:
         raise IndexError
     _graph_section__f_state, pos = _u_commit_state(mv, pos, end)
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _graph_section___outer_end_state
     _graph_section__f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     if _graph_section__f_object_count * 32 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_graph_section__f_object_count) if _graph_section__f_object_count < 0 else TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
     _graph_section__f_objects = []
     for _graph_section___i in range(_graph_section__f_object_count):
         _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S168.unpack_from(mv, pos)
         pos += 32
         _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_section___graph_object_f_artifact_id != 0:
-            raise IndexError
+            raise ConstraintError('artifact ids are non-zero nonces')
         _graph_section___graph_object__obj = _new(GraphObject)
         _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
         _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -22000,9 +22000,9 @@ def _u_zgr3_body(mv, pos, end):
         _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
         pos += 16
         if not _graph_section___zgen_extension__f_magic == 1313163098:
-            raise IndexError
+            raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
         if not (_graph_section___zgen_extension__f_version == 1 or _graph_section___zgen_extension__f_version == 2):
-            raise IndexError
+            raise UnsupportedError('unknown graph generation boundary version')
         if _graph_section___zgen_extension__f_version == 2:
             _graph_section___zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
             pos += 4
@@ -22010,24 +22010,24 @@ def _u_zgr3_body(mv, pos, end):
             _graph_section___zgen_extension__f_row_count = None
         if _graph_section___zgen_extension__f_row_count is not None:
             if not _graph_section___zgen_extension__f_row_count >= 1:
-                raise IndexError
+                raise ConstraintError('ZGEN v2 needs at least one row')
         if _graph_section___zgen_extension__f_version == 2:
             _graph_section___zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
             pos += 4
             if _graph_section___zgen_extension__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
         else:
             _graph_section___zgen_extension__f_reserved = None
         if _graph_section___zgen_extension__f_version == 2:
             _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
             if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c) if _graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
             _graph_section___zgen_extension__f_rows = []
             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                 _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                 pos += 16
                 if not _graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                    raise IndexError
+                    raise ConstraintError('ZGEN increment counts must be positive')
                 _graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
                 _graph_section___zgen_extension___zgen_row__obj.after_sequence = _graph_section___zgen_extension___zgen_row_f_after_sequence
                 _graph_section___zgen_extension___zgen_row__obj.increment_count = _graph_section___zgen_extension___zgen_row_f_increment_count
@@ -22040,7 +22040,7 @@ def _u_zgr3_body(mv, pos, end):
         _graph_section___zgen_extension___obj.rows = _graph_section___zgen_extension__f_rows
         _graph_section___x = _graph_section___zgen_extension___obj
         if pos <= _graph_section___ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         _graph_section__f_zgen.append(_graph_section___x)
     _graph_section___obj = _new(GraphSection)
     _graph_section___obj.graph_present = _graph_section__f_graph_present
@@ -22049,7 +22049,7 @@ def _u_zgr3_body(mv, pos, end):
     _graph_section___obj.objects = _graph_section__f_objects
     _graph_section___obj.zgen = _graph_section__f_zgen
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_graph
     _obj = _new(Zgr3Body)
     _obj.graph = _graph_section___obj
@@ -22073,35 +22073,35 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S174_unpack_from(mv, pos)
             pos += 4
             if pos + f_section_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_section_len) + ' bytes')
             _outer_end_graph = end
             end = pos + f_section_len
             pos += 20
             if not _graph_section__f_graph_present == 1:
-                raise IndexError
+                raise ConstraintError('graph_present must be 1')
             if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if pos + _graph_section__f_state_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_graph_section__f_state_len) + ' bytes')
             _graph_section___outer_end_state = end
             end = pos + _graph_section__f_state_len
             if pos > end:
                 raise IndexError
             _graph_section__f_state, pos = _u_commit_state(mv, pos, end)
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _graph_section___outer_end_state
             _graph_section__f_object_count, = _S13_unpack_from(mv, pos)
             pos += 4
             if _graph_section__f_object_count * 32 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_graph_section__f_object_count) if _graph_section__f_object_count < 0 else TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
             _graph_section__f_objects = []
             for _graph_section___i in range(_graph_section__f_object_count):
                 _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S168_unpack_from(mv, pos)
                 pos += 32
                 _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_section___graph_object_f_artifact_id != 0:
-                    raise IndexError
+                    raise ConstraintError('artifact ids are non-zero nonces')
                 _graph_section___graph_object__obj = _new(GraphObject)
                 _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
                 _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -22116,9 +22116,9 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                 _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
                 pos += 16
                 if not _graph_section___zgen_extension__f_magic == 1313163098:
-                    raise IndexError
+                    raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
                 if not (_graph_section___zgen_extension__f_version == 1 or _graph_section___zgen_extension__f_version == 2):
-                    raise IndexError
+                    raise UnsupportedError('unknown graph generation boundary version')
                 if _graph_section___zgen_extension__f_version == 2:
                     _graph_section___zgen_extension__f_row_count = _S13_unpack_from(mv, pos)[0]
                     pos += 4
@@ -22126,24 +22126,24 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                     _graph_section___zgen_extension__f_row_count = None
                 if _graph_section___zgen_extension__f_row_count is not None:
                     if not _graph_section___zgen_extension__f_row_count >= 1:
-                        raise IndexError
+                        raise ConstraintError('ZGEN v2 needs at least one row')
                 if _graph_section___zgen_extension__f_version == 2:
                     _graph_section___zgen_extension__f_reserved = _S13_unpack_from(mv, pos)[0]
                     pos += 4
                     if _graph_section___zgen_extension__f_reserved != 0:
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                 else:
                     _graph_section___zgen_extension__f_reserved = None
                 if _graph_section___zgen_extension__f_version == 2:
                     _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
                     if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c) if _graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
                     _graph_section___zgen_extension__f_rows = []
                     for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                         _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
                         pos += 16
                         if not _graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                            raise IndexError
+                            raise ConstraintError('ZGEN increment counts must be positive')
                         _graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
                         _graph_section___zgen_extension___zgen_row__obj.after_sequence = _graph_section___zgen_extension___zgen_row_f_after_sequence
                         _graph_section___zgen_extension___zgen_row__obj.increment_count = _graph_section___zgen_extension___zgen_row_f_increment_count
@@ -22156,7 +22156,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                 _graph_section___zgen_extension___obj.rows = _graph_section___zgen_extension__f_rows
                 _graph_section___x = _graph_section___zgen_extension___obj
                 if pos <= _graph_section___ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 _graph_section__f_zgen.append(_graph_section___x)
             _graph_section___obj = _new(GraphSection)
             _graph_section___obj.graph_present = _graph_section__f_graph_present
@@ -22165,7 +22165,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             _graph_section___obj.objects = _graph_section__f_objects
             _graph_section___obj.zgen = _graph_section__f_zgen
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_graph
             _obj = _new(Zgr3Body)
             _obj.graph = _graph_section___obj
@@ -22660,29 +22660,29 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
     _r13 = pos
     pos += 4
     if not (f_tag == 827478868 or f_tag == 861030234):
-        raise IndexError
+        raise ConstraintError('unknown manifest extension')
     if not (f_tag != 861030234 or p_version == 3):
-        raise IndexError
+        raise ConstraintError('ZGR3 graph section requires manifest v3')
     if f_tag == 827478868:
         pos += 4
         if not _tsr1_body__f_count == p_segment_count:
-            raise IndexError
+            raise ConstraintError('TSR1 count must equal segment_count')
         if _tsr1_body__f_count * 24 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count) if _tsr1_body__f_count < 0 else TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
         _tsr1_body__f_ranges = []
         for _tsr1_body___i in range(_tsr1_body__f_count):
             _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
             pos += 24
             _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
             if _tsr1_body___v is None:
-                raise IndexError
+                raise ConstraintError('unknown range_tag value')
             _tsr1_body___clustering_range_f_tag = _tsr1_body___v
             if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                raise IndexError
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds')
             if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                raise IndexError
+                raise ConstraintError('bounded range requires min_ts <= max_ts')
             _tsr1_body___clustering_range__obj = _new(ClusteringRange)
             _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
             _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -22695,35 +22695,35 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S174.unpack_from(mv, pos)
         pos += 4
         if pos + _zgr3_body__f_section_len > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes')
         _zgr3_body___outer_end_graph = end
         end = pos + _zgr3_body__f_section_len
         pos += 20
         if not _zgr3_body___graph_section__f_graph_present == 1:
-            raise IndexError
+            raise ConstraintError('graph_present must be 1')
         if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _zgr3_body___graph_section__f_state_len > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_zgr3_body___graph_section__f_state_len) + ' bytes')
         _zgr3_body___graph_section___outer_end_state = end
         end = pos + _zgr3_body___graph_section__f_state_len
         if pos > end:
             raise IndexError
         _zgr3_body___graph_section__f_state, pos = _u_commit_state(mv, pos, end)
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _zgr3_body___graph_section___outer_end_state
         _zgr3_body___graph_section__f_object_count, = _S13.unpack_from(mv, pos)
         pos += 4
         if _zgr3_body___graph_section__f_object_count * 32 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_zgr3_body___graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section__f_object_count) if _zgr3_body___graph_section__f_object_count < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
         _zgr3_body___graph_section__f_objects = []
         for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
             _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S168.unpack_from(mv, pos)
             pos += 32
             _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
             if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                raise IndexError
+                raise ConstraintError('artifact ids are non-zero nonces')
             _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
             _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
             _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -22738,9 +22738,9 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
             pos += 16
             if not _zgr3_body___graph_section___zgen_extension__f_magic == 1313163098:
-                raise IndexError
+                raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
             if not (_zgr3_body___graph_section___zgen_extension__f_version == 1 or _zgr3_body___graph_section___zgen_extension__f_version == 2):
-                raise IndexError
+                raise UnsupportedError('unknown graph generation boundary version')
             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                 _zgr3_body___graph_section___zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
                 pos += 4
@@ -22748,24 +22748,24 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 _zgr3_body___graph_section___zgen_extension__f_row_count = None
             if _zgr3_body___graph_section___zgen_extension__f_row_count is not None:
                 if not _zgr3_body___graph_section___zgen_extension__f_row_count >= 1:
-                    raise IndexError
+                    raise ConstraintError('ZGEN v2 needs at least one row')
             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                 _zgr3_body___graph_section___zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
                 pos += 4
                 if _zgr3_body___graph_section___zgen_extension__f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
             else:
                 _zgr3_body___graph_section___zgen_extension__f_reserved = None
             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                 _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
                 if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
                 _zgr3_body___graph_section___zgen_extension__f_rows = []
                 for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                     _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                     pos += 16
                     if not _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                        raise IndexError
+                        raise ConstraintError('ZGEN increment counts must be positive')
                     _zgr3_body___graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
                     _zgr3_body___graph_section___zgen_extension___zgen_row__obj.after_sequence = _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence
                     _zgr3_body___graph_section___zgen_extension___zgen_row__obj.increment_count = _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count
@@ -22778,7 +22778,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _zgr3_body___graph_section___zgen_extension___obj.rows = _zgr3_body___graph_section___zgen_extension__f_rows
             _zgr3_body___graph_section___x = _zgr3_body___graph_section___zgen_extension___obj
             if pos <= _zgr3_body___graph_section___ip:
-                raise IndexError
+                raise ConstraintError('repeated item consumes no bytes')
             _zgr3_body___graph_section__f_zgen.append(_zgr3_body___graph_section___x)
         _zgr3_body___graph_section___obj = _new(GraphSection)
         _zgr3_body___graph_section___obj.graph_present = _zgr3_body___graph_section__f_graph_present
@@ -22787,13 +22787,13 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _zgr3_body___graph_section___obj.objects = _zgr3_body___graph_section__f_objects
         _zgr3_body___graph_section___obj.zgen = _zgr3_body___graph_section__f_zgen
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _zgr3_body___outer_end_graph
         _zgr3_body___obj = _new(Zgr3Body)
         _zgr3_body___obj.graph = _zgr3_body___graph_section___obj
         f_body = _zgr3_body___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _e_body = pos
     if f_tag == 861030234:
         f_checksum = _S6.unpack_from(mv, pos)[0]
@@ -22803,7 +22803,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
     if f_checksum is not None:
         _ck = _ck_xxh3_64(mv[_r13:_e_body])
         if f_checksum != _ck:
-            raise IndexError
+            raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ManifestExtension)
     _obj.tag = f_tag
     _obj.body = f_body
@@ -22831,29 +22831,29 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
             _r13 = pos
             pos += 4
             if not (f_tag == 827478868 or f_tag == 861030234):
-                raise IndexError
+                raise ConstraintError('unknown manifest extension')
             if not (f_tag != 861030234 or p_version == 3):
-                raise IndexError
+                raise ConstraintError('ZGR3 graph section requires manifest v3')
             if f_tag == 827478868:
                 pos += 4
                 if not _tsr1_body__f_count == p_segment_count:
-                    raise IndexError
+                    raise ConstraintError('TSR1 count must equal segment_count')
                 if _tsr1_body__f_count * 24 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count) if _tsr1_body__f_count < 0 else TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
                 _tsr1_body__f_ranges = []
                 for _tsr1_body___i in range(_tsr1_body__f_count):
                     _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
                     pos += 24
                     _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
                     if _tsr1_body___v is None:
-                        raise IndexError
+                        raise ConstraintError('unknown range_tag value')
                     _tsr1_body___clustering_range_f_tag = _tsr1_body___v
                     if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise IndexError
+                        raise ConstraintError('reserved bytes must be zero')
                     if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise IndexError
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds')
                     if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise IndexError
+                        raise ConstraintError('bounded range requires min_ts <= max_ts')
                     _tsr1_body___clustering_range__obj = _new(ClusteringRange)
                     _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
                     _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -22866,35 +22866,35 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S174_unpack_from(mv, pos)
                 pos += 4
                 if pos + _zgr3_body__f_section_len > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes')
                 _zgr3_body___outer_end_graph = end
                 end = pos + _zgr3_body__f_section_len
                 pos += 20
                 if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise IndexError
+                    raise ConstraintError('graph_present must be 1')
                 if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _zgr3_body___graph_section__f_state_len > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_zgr3_body___graph_section__f_state_len) + ' bytes')
                 _zgr3_body___graph_section___outer_end_state = end
                 end = pos + _zgr3_body___graph_section__f_state_len
                 if pos > end:
                     raise IndexError
                 _zgr3_body___graph_section__f_state, pos = _u_commit_state(mv, pos, end)
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _zgr3_body___graph_section___outer_end_state
                 _zgr3_body___graph_section__f_object_count, = _S13_unpack_from(mv, pos)
                 pos += 4
                 if _zgr3_body___graph_section__f_object_count * 32 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section__f_object_count) if _zgr3_body___graph_section__f_object_count < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
                 _zgr3_body___graph_section__f_objects = []
                 for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
                     _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S168_unpack_from(mv, pos)
                     pos += 32
                     _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
                     if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                        raise IndexError
+                        raise ConstraintError('artifact ids are non-zero nonces')
                     _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
                     _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
                     _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -22909,9 +22909,9 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
                     pos += 16
                     if not _zgr3_body___graph_section___zgen_extension__f_magic == 1313163098:
-                        raise IndexError
+                        raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
                     if not (_zgr3_body___graph_section___zgen_extension__f_version == 1 or _zgr3_body___graph_section___zgen_extension__f_version == 2):
-                        raise IndexError
+                        raise UnsupportedError('unknown graph generation boundary version')
                     if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                         _zgr3_body___graph_section___zgen_extension__f_row_count = _S13_unpack_from(mv, pos)[0]
                         pos += 4
@@ -22919,24 +22919,24 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                         _zgr3_body___graph_section___zgen_extension__f_row_count = None
                     if _zgr3_body___graph_section___zgen_extension__f_row_count is not None:
                         if not _zgr3_body___graph_section___zgen_extension__f_row_count >= 1:
-                            raise IndexError
+                            raise ConstraintError('ZGEN v2 needs at least one row')
                     if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                         _zgr3_body___graph_section___zgen_extension__f_reserved = _S13_unpack_from(mv, pos)[0]
                         pos += 4
                         if _zgr3_body___graph_section___zgen_extension__f_reserved != 0:
-                            raise IndexError
+                            raise ConstraintError('reserved bytes must be zero')
                     else:
                         _zgr3_body___graph_section___zgen_extension__f_reserved = None
                     if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                         _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
                         if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                            raise IndexError
+                            raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
                         _zgr3_body___graph_section___zgen_extension__f_rows = []
                         for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                             _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
                             pos += 16
                             if not _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                                raise IndexError
+                                raise ConstraintError('ZGEN increment counts must be positive')
                             _zgr3_body___graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
                             _zgr3_body___graph_section___zgen_extension___zgen_row__obj.after_sequence = _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence
                             _zgr3_body___graph_section___zgen_extension___zgen_row__obj.increment_count = _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count
@@ -22949,7 +22949,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     _zgr3_body___graph_section___zgen_extension___obj.rows = _zgr3_body___graph_section___zgen_extension__f_rows
                     _zgr3_body___graph_section___x = _zgr3_body___graph_section___zgen_extension___obj
                     if pos <= _zgr3_body___graph_section___ip:
-                        raise IndexError
+                        raise ConstraintError('repeated item consumes no bytes')
                     _zgr3_body___graph_section__f_zgen.append(_zgr3_body___graph_section___x)
                 _zgr3_body___graph_section___obj = _new(GraphSection)
                 _zgr3_body___graph_section___obj.graph_present = _zgr3_body___graph_section__f_graph_present
@@ -22958,13 +22958,13 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _zgr3_body___graph_section___obj.objects = _zgr3_body___graph_section__f_objects
                 _zgr3_body___graph_section___obj.zgen = _zgr3_body___graph_section__f_zgen
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _zgr3_body___outer_end_graph
                 _zgr3_body___obj = _new(Zgr3Body)
                 _zgr3_body___obj.graph = _zgr3_body___graph_section___obj
                 f_body = _zgr3_body___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _e_body = pos
             if f_tag == 861030234:
                 f_checksum = _S6_unpack_from(mv, pos)[0]
@@ -22974,7 +22974,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
             if f_checksum is not None:
                 _ck = _ck_xxh3_64(mv[_r13:_e_body])
                 if f_checksum != _ck:
-                    raise IndexError
+                    raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ManifestExtension)
             _obj.tag = f_tag
             _obj.body = f_body
@@ -23512,34 +23512,34 @@ def _u_manifest_payload(mv, pos, end, p_version):
     f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S175.unpack_from(mv, pos)
     pos += 32
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     pos += 24
     if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (alias)')
     if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-        raise IndexError
+        raise ConstraintError('absent alias must carry zero ids')
     _epoch_alias___obj = _new(EpochAlias)
     _epoch_alias___obj.present = _epoch_alias__f_present
     _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
     _epoch_alias___obj.tokenizer_epoch_id = _epoch_alias__f_tokenizer_epoch_id
     _c = f_segment_count
     if _c * 52 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
     f_segments = []
     for _i in range(_c):
         _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S148.unpack_from(mv, pos)
         pos += 52
         _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
         if _manifest_segment_f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-            raise IndexError
+            raise ConstraintError('unknown presence tag (segment epoch)')
         if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-            raise IndexError
+            raise ConstraintError('absent segment epoch must be zero')
         _manifest_segment__obj = _new(ManifestSegment)
         _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
         _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -23552,7 +23552,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
         f_segments.append(_x)
     _c = f_epoch_count
     if _c * 88 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
     f_epochs = []
     for _i in range(_c):
         if pos > end:
@@ -23561,14 +23561,14 @@ def _u_manifest_payload(mv, pos, end, p_version):
         f_epochs.append(_x)
     _c = f_user_column_count
     if _c * 12 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
     f_columns = []
     for _i in range(_c):
         _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159.unpack_from(mv, pos)
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise IndexError
+            raise ConstraintError('nullable must be 0 or 1')
         _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
@@ -23587,29 +23587,29 @@ def _u_manifest_payload(mv, pos, end, p_version):
         _manifest_extension___r13 = pos
         pos += 4
         if not (_manifest_extension__f_tag == 827478868 or _manifest_extension__f_tag == 861030234):
-            raise IndexError
+            raise ConstraintError('unknown manifest extension')
         if not (_manifest_extension__f_tag != 861030234 or p_version == 3):
-            raise IndexError
+            raise ConstraintError('ZGR3 graph section requires manifest v3')
         if _manifest_extension__f_tag == 827478868:
             pos += 4
             if not _manifest_extension___tsr1_body__f_count == f_segment_count:
-                raise IndexError
+                raise ConstraintError('TSR1 count must equal segment_count')
             if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count) if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
             _manifest_extension___tsr1_body__f_ranges = []
             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
                 _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
                 pos += 24
                 _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                 if _manifest_extension___tsr1_body___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown range_tag value')
                 _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                 if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                    raise IndexError
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds')
                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                    raise IndexError
+                    raise ConstraintError('bounded range requires min_ts <= max_ts')
                 _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                 _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                 _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -23626,7 +23626,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
             if _manifest_extension__f_checksum is not None:
                 _manifest_extension___ck = _ck_xxh3_64(mv[_manifest_extension___r13:_manifest_extension___e_body])
                 if _manifest_extension__f_checksum != _manifest_extension___ck:
-                    raise IndexError
+                    raise ChecksumError('xxh3_64 mismatch')
             _manifest_extension___obj = _new(ManifestExtension)
             _manifest_extension___obj.tag = _manifest_extension__f_tag
             _manifest_extension___obj.body = _manifest_extension___tsr1_body___obj
@@ -23639,7 +23639,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
                 raise IndexError
             _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_extensions.append(_x)
     _obj = _new(ManifestPayload)
     _obj.generation = f_generation
@@ -23671,34 +23671,34 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
             f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S175_unpack_from(mv, pos)
             pos += 32
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             pos += 24
             if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (alias)')
             if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-                raise IndexError
+                raise ConstraintError('absent alias must carry zero ids')
             _epoch_alias___obj = _new(EpochAlias)
             _epoch_alias___obj.present = _epoch_alias__f_present
             _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
             _epoch_alias___obj.tokenizer_epoch_id = _epoch_alias__f_tokenizer_epoch_id
             _c = f_segment_count
             if _c * 52 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
             f_segments = []
             for _i in range(_c):
                 _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S148_unpack_from(mv, pos)
                 pos += 52
                 _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
                 if _manifest_segment_f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-                    raise IndexError
+                    raise ConstraintError('unknown presence tag (segment epoch)')
                 if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-                    raise IndexError
+                    raise ConstraintError('absent segment epoch must be zero')
                 _manifest_segment__obj = _new(ManifestSegment)
                 _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
                 _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -23711,7 +23711,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 f_segments.append(_x)
             _c = f_epoch_count
             if _c * 88 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
             f_epochs = []
             for _i in range(_c):
                 if pos > end:
@@ -23720,14 +23720,14 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 f_epochs.append(_x)
             _c = f_user_column_count
             if _c * 12 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
             f_columns = []
             for _i in range(_c):
                 _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159_unpack_from(mv, pos)
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise IndexError
+                    raise ConstraintError('nullable must be 0 or 1')
                 _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
@@ -23746,29 +23746,29 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 _manifest_extension___r13 = pos
                 pos += 4
                 if not (_manifest_extension__f_tag == 827478868 or _manifest_extension__f_tag == 861030234):
-                    raise IndexError
+                    raise ConstraintError('unknown manifest extension')
                 if not (_manifest_extension__f_tag != 861030234 or p_version == 3):
-                    raise IndexError
+                    raise ConstraintError('ZGR3 graph section requires manifest v3')
                 if _manifest_extension__f_tag == 827478868:
                     pos += 4
                     if not _manifest_extension___tsr1_body__f_count == f_segment_count:
-                        raise IndexError
+                        raise ConstraintError('TSR1 count must equal segment_count')
                     if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count) if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
                     _manifest_extension___tsr1_body__f_ranges = []
                     for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
                         _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
                         pos += 24
                         _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                         if _manifest_extension___tsr1_body___v is None:
-                            raise IndexError
+                            raise ConstraintError('unknown range_tag value')
                         _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                         if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                            raise IndexError
+                            raise ConstraintError('reserved bytes must be zero')
                         if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                            raise IndexError
+                            raise ConstraintError('Unstamped/Empty ranges require zero bounds')
                         if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                            raise IndexError
+                            raise ConstraintError('bounded range requires min_ts <= max_ts')
                         _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                         _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                         _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -23785,7 +23785,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                     if _manifest_extension__f_checksum is not None:
                         _manifest_extension___ck = _ck_xxh3_64(mv[_manifest_extension___r13:_manifest_extension___e_body])
                         if _manifest_extension__f_checksum != _manifest_extension___ck:
-                            raise IndexError
+                            raise ChecksumError('xxh3_64 mismatch')
                     _manifest_extension___obj = _new(ManifestExtension)
                     _manifest_extension___obj.tag = _manifest_extension__f_tag
                     _manifest_extension___obj.body = _manifest_extension___tsr1_body___obj
@@ -23798,7 +23798,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                         raise IndexError
                     _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_extensions.append(_x)
             _obj = _new(ManifestPayload)
             _obj.generation = f_generation
@@ -24330,7 +24330,7 @@ def _u_purge_token_input(mv, pos, end):
         pos += 16
         _x = int.from_bytes(_x, 'little', signed=False)
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_doc_ids.append(_x)
     _obj = _new(PurgeTokenInput)
     _obj.generation = f_generation
@@ -24360,7 +24360,7 @@ def _m_purge_token_input(mv, pos, end, _rest=_decode_many):
                 pos += 16
                 _x = int.from_bytes(_x, 'little', signed=False)
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_doc_ids.append(_x)
             _obj = _new(PurgeTokenInput)
             _obj.generation = f_generation
@@ -24414,9 +24414,9 @@ def _u_purge_payload(mv, pos, end):
     f_token_id, f_id_count, f_reserved = _S75.unpack_from(mv, pos)
     pos += 16
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_id_count * 16 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count) if f_id_count < 0 else TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
     _st = _RC178.get(f_id_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_id_count)
@@ -24444,9 +24444,9 @@ def _m_purge_payload(mv, pos, end, _rest=_decode_many):
             f_token_id, f_id_count, f_reserved = _S75_unpack_from(mv, pos)
             pos += 16
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_id_count * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count) if f_id_count < 0 else TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
             _st = _RC178.get(f_id_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_id_count)
@@ -24543,14 +24543,14 @@ def _u_purge_block(mv, pos, end):
     pos += 8
     _s_payload = pos
     if pos + f_block_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_block_len) + ' bytes')
     _outer_end_payload = end
     end = pos + f_block_len
     pos += 16
     if _purge_payload__f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _purge_payload__f_id_count * 16 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count) if _purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
     _purge_payload___st = _RC178.get(_purge_payload__f_id_count)
     if _purge_payload___st is None:
         _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
@@ -24563,14 +24563,14 @@ def _u_purge_block(mv, pos, end):
     _purge_payload___obj.token_id = _purge_payload__f_token_id
     _purge_payload___obj.doc_ids = _purge_payload__f_doc_ids
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _e_payload = pos
     f_block_checksum, = _S6.unpack_from(mv, pos)
     pos += 8
     _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
     if f_block_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(PurgeBlock)
     _obj.payload = _purge_payload___obj
     return (_obj, pos)
@@ -24591,14 +24591,14 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
             pos += 8
             _s_payload = pos
             if pos + f_block_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_block_len) + ' bytes')
             _outer_end_payload = end
             end = pos + f_block_len
             pos += 16
             if _purge_payload__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _purge_payload__f_id_count * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count) if _purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
             _purge_payload___st = _RC178.get(_purge_payload__f_id_count)
             if _purge_payload___st is None:
                 _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
@@ -24611,14 +24611,14 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
             _purge_payload___obj.token_id = _purge_payload__f_token_id
             _purge_payload___obj.doc_ids = _purge_payload__f_doc_ids
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _e_payload = pos
             f_block_checksum, = _S6_unpack_from(mv, pos)
             pos += 8
             _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
             if f_block_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(PurgeBlock)
             _obj.payload = _purge_payload___obj
             _append(_obj)
@@ -24766,33 +24766,33 @@ def _u_purge_file(mv, pos, end):
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_family_id == 15:
-        raise IndexError
+        raise ConstraintError('wrong family id (expected 15, purge intent)')
     if not f_family_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported purge intent version (registry accepts 1..1)')
     if not f_flags == 0:
-        raise IndexError
+        raise ConstraintError('purge header flags must be zero')
     if not f_header_length == 32:
-        raise IndexError
+        raise ConstraintError('framed artifact header_length must be 32')
     _n = f_file_length - 40
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_block = end
     end = pos + _n
     pos += 8
     _purge_block___s_payload = pos
     if pos + _purge_block__f_block_len > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_purge_block__f_block_len) + ' bytes')
     _purge_block___outer_end_payload = end
     end = pos + _purge_block__f_block_len
     pos += 16
     if _purge_block___purge_payload__f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _purge_block___purge_payload__f_id_count * 16 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count) if _purge_block___purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
     _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload__f_id_count)
     if _purge_block___purge_payload___st is None:
         _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
@@ -24805,24 +24805,24 @@ def _u_purge_file(mv, pos, end):
     _purge_block___purge_payload___obj.token_id = _purge_block___purge_payload__f_token_id
     _purge_block___purge_payload___obj.doc_ids = _purge_block___purge_payload__f_doc_ids
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _purge_block___outer_end_payload
     _purge_block___e_payload = pos
     _purge_block__f_block_checksum, f_file_checksum = _S59.unpack_from(mv, pos)
     pos += 8
     _purge_block___ck = _ck_xxh3_64(mv[_purge_block___s_payload:_purge_block___e_payload])
     if _purge_block__f_block_checksum != _purge_block___ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _purge_block___obj = _new(PurgeBlock)
     _purge_block___obj.payload = _purge_block___purge_payload___obj
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_block
     _e_block = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r0:_e_block])
     if f_file_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(PurgeFile)
     _obj.block = _purge_block___obj
     return (_obj, pos)
@@ -24843,33 +24843,33 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_family_id == 15:
-                raise IndexError
+                raise ConstraintError('wrong family id (expected 15, purge intent)')
             if not f_family_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported purge intent version (registry accepts 1..1)')
             if not f_flags == 0:
-                raise IndexError
+                raise ConstraintError('purge header flags must be zero')
             if not f_header_length == 32:
-                raise IndexError
+                raise ConstraintError('framed artifact header_length must be 32')
             _n = f_file_length - 40
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_block = end
             end = pos + _n
             pos += 8
             _purge_block___s_payload = pos
             if pos + _purge_block__f_block_len > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_purge_block__f_block_len) + ' bytes')
             _purge_block___outer_end_payload = end
             end = pos + _purge_block__f_block_len
             pos += 16
             if _purge_block___purge_payload__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _purge_block___purge_payload__f_id_count * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count) if _purge_block___purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
             _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload__f_id_count)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
@@ -24882,24 +24882,24 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
             _purge_block___purge_payload___obj.token_id = _purge_block___purge_payload__f_token_id
             _purge_block___purge_payload___obj.doc_ids = _purge_block___purge_payload__f_doc_ids
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _purge_block___outer_end_payload
             _purge_block___e_payload = pos
             _purge_block__f_block_checksum, f_file_checksum = _S59_unpack_from(mv, pos)
             pos += 8
             _purge_block___ck = _ck_xxh3_64(mv[_purge_block___s_payload:_purge_block___e_payload])
             if _purge_block__f_block_checksum != _purge_block___ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _purge_block___obj = _new(PurgeBlock)
             _purge_block___obj.payload = _purge_block___purge_payload___obj
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_block
             _e_block = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r0:_e_block])
             if f_file_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(PurgeFile)
             _obj.block = _purge_block___obj
             _append(_obj)
@@ -25189,7 +25189,7 @@ def _u_epoch_digest_input(mv, pos, end):
     f_magic, _digest_tower__n_model_id = _S183.unpack_from(mv, pos)
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise IndexError
+        raise ConstraintError('bad magic')
     pos += 4
     _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
@@ -25205,7 +25205,7 @@ def _u_epoch_digest_input(mv, pos, end):
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
@@ -25213,14 +25213,14 @@ def _u_epoch_digest_input(mv, pos, end):
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown embed_runtime value')
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown compute_units value')
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (OS build)')
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -25257,7 +25257,7 @@ def _u_epoch_digest_input(mv, pos, end):
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
@@ -25265,14 +25265,14 @@ def _u_epoch_digest_input(mv, pos, end):
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown embed_runtime value')
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown compute_units value')
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (OS build)')
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -25321,7 +25321,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             f_magic, _digest_tower__n_model_id = _S183_unpack_from(mv, pos)
             pos += 8
             if f_magic != b'ZEEMBEP2':
-                raise IndexError
+                raise ConstraintError('bad magic')
             pos += 4
             _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
@@ -25337,7 +25337,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
@@ -25345,14 +25345,14 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown embed_runtime value')
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown compute_units value')
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (OS build)')
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -25389,7 +25389,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
@@ -25397,14 +25397,14 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown embed_runtime value')
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown compute_units value')
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (OS build)')
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -25663,7 +25663,7 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     f_magic, _digest_tower__n_model_id = _S183.unpack_from(mv, pos)
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise IndexError
+        raise ConstraintError('bad magic')
     pos += 4
     _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
@@ -25679,7 +25679,7 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
@@ -25687,14 +25687,14 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown embed_runtime value')
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise IndexError
+        raise ConstraintError('unknown compute_units value')
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (OS build)')
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -25736,7 +25736,7 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
             f_magic, _digest_tower__n_model_id = _S183_unpack_from(mv, pos)
             pos += 8
             if f_magic != b'ZEEMBEP1':
-                raise IndexError
+                raise ConstraintError('bad magic')
             pos += 4
             _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
@@ -25752,7 +25752,7 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
@@ -25760,14 +25760,14 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown embed_runtime value')
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise IndexError
+                raise ConstraintError('unknown compute_units value')
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (OS build)')
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -25975,7 +25975,7 @@ def _u_digest_tower(mv, pos, end):
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise IndexError
+        raise ConstraintError('unknown presence tag (OS build)')
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -26033,7 +26033,7 @@ def _m_digest_tower(mv, pos, end, _rest=_decode_many):
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise IndexError
+                raise ConstraintError('unknown presence tag (OS build)')
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -26142,9 +26142,9 @@ def _u_region_entry(mv, pos, end):
     f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S184.unpack_from(mv, pos)
     pos += 32
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not f_offset % 16384 == 0:
-        raise IndexError
+        raise ConstraintError('region offset must be 16 KiB aligned')
     _obj = _new(RegionEntry)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -26167,9 +26167,9 @@ def _m_region_entry(mv, pos, end, _rest=_decode_many):
             f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S184_unpack_from(mv, pos)
             pos += 32
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not f_offset % 16384 == 0:
-                raise IndexError
+                raise ConstraintError('region offset must be 16 KiB aligned')
             _obj = _new(RegionEntry)
             _obj.kind = f_kind
             _obj.version = f_version
@@ -26276,32 +26276,32 @@ def _u_segment_header(mv, pos, end):
     _r186 = pos
     pos += 64
     if f_magic != b'ZEPEMBED':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_family_id == 2:
-        raise IndexError
+        raise ConstraintError('wrong family id (expected 2, segment)')
     if not f_family_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)')
     if not f_flags == 0:
-        raise IndexError
+        raise ConstraintError('segment header flags must be zero')
     if f_header_length < 72 or f_header_length > 1048576:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if not f_header_length == 72 + 32 * f_region_count:
-        raise IndexError
+        raise ConstraintError('header_length must equal 72 + 32 x region_count')
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved2 != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_region_count * 32 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count) if f_region_count < 0 else TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
     f_regions = []
     for _i in range(f_region_count):
         _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S184.unpack_from(mv, pos)
         pos += 32
         if _region_entry_f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if not _region_entry_f_offset % 16384 == 0:
-            raise IndexError
+            raise ConstraintError('region offset must be 16 KiB aligned')
         _region_entry__obj = _new(RegionEntry)
         _region_entry__obj.kind = _region_entry_f_kind
         _region_entry__obj.version = _region_entry_f_version
@@ -26314,7 +26314,7 @@ def _u_segment_header(mv, pos, end):
     pos += 8
     _ck = _ck_xxh3_64(mv[_r186:_e_regions])
     if f_header_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(SegmentHeader)
     _obj.file_length = f_file_length
     _obj.segment_id = f_segment_id
@@ -26341,32 +26341,32 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
             _r186 = pos
             pos += 64
             if f_magic != b'ZEPEMBED':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_family_id == 2:
-                raise IndexError
+                raise ConstraintError('wrong family id (expected 2, segment)')
             if not f_family_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported segment version (registry accepts 1..1)')
             if not f_flags == 0:
-                raise IndexError
+                raise ConstraintError('segment header flags must be zero')
             if f_header_length < 72 or f_header_length > 1048576:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if not f_header_length == 72 + 32 * f_region_count:
-                raise IndexError
+                raise ConstraintError('header_length must equal 72 + 32 x region_count')
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved2 != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_region_count * 32 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count) if f_region_count < 0 else TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
             f_regions = []
             for _i in range(f_region_count):
                 _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S184_unpack_from(mv, pos)
                 pos += 32
                 if _region_entry_f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if not _region_entry_f_offset % 16384 == 0:
-                    raise IndexError
+                    raise ConstraintError('region offset must be 16 KiB aligned')
                 _region_entry__obj = _new(RegionEntry)
                 _region_entry__obj.kind = _region_entry_f_kind
                 _region_entry__obj.version = _region_entry_f_version
@@ -26379,7 +26379,7 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
             pos += 8
             _ck = _ck_xxh3_64(mv[_r186:_e_regions])
             if f_header_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(SegmentHeader)
             _obj.file_length = f_file_length
             _obj.segment_id = f_segment_id
@@ -26478,13 +26478,13 @@ def _u_vector_header(mv, pos, end):
     pos += 32
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_vector_space_id != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_transform_kind != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_transform_seed != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(VectorHeader)
     _obj.scheme = f_scheme
     _obj.dims = f_dims
@@ -26508,13 +26508,13 @@ def _m_vector_header(mv, pos, end, _rest=_decode_many):
             pos += 32
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_vector_space_id != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_transform_kind != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_transform_seed != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(VectorHeader)
             _obj.scheme = f_scheme
             _obj.dims = f_dims
@@ -26586,17 +26586,17 @@ def _u_vector_codes_region(mv, pos, end):
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise IndexError
-        raise IndexError
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+        raise ConstraintError('unknown quant_scheme value')
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_kind != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_seed != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -26605,7 +26605,7 @@ def _u_vector_codes_region(mv, pos, end):
     _vector_header___obj.row_count = _vector_header__f_row_count
     _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
     if _c < 0 or _c * 1 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
     f_codes = numpy.frombuffer(mv, _DT190, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
@@ -26629,17 +26629,17 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise IndexError
-                raise IndexError
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+                raise ConstraintError('unknown quant_scheme value')
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_kind != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_seed != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -26648,7 +26648,7 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
             _vector_header___obj.row_count = _vector_header__f_row_count
             _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
             if _c < 0 or _c * 1 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
             f_codes = numpy.frombuffer(mv, _DT190, _c, pos)
             pos += _c * 1
             _obj = _new(VectorCodesRegion)
@@ -26860,17 +26860,17 @@ def _u_vector_factors_region(mv, pos, end):
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise IndexError
-        raise IndexError
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+        raise ConstraintError('unknown quant_scheme value')
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_kind != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_seed != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -26880,7 +26880,7 @@ def _u_vector_factors_region(mv, pos, end):
     if _vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12:
         _c = _vector_header___obj.row_count
         if _c < 0 or _c * 12 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
         f_bit4 = numpy.frombuffer(mv, Bit4Factors_DTYPE, _c, pos)
         pos += _c * 12
     else:
@@ -26888,7 +26888,7 @@ def _u_vector_factors_region(mv, pos, end):
     if _vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8:
         _c = _vector_header___obj.row_count
         if _c < 0 or _c * 8 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
         f_int8 = numpy.frombuffer(mv, Int8Factors_DTYPE, _c, pos)
         pos += _c * 8
     else:
@@ -26896,7 +26896,7 @@ def _u_vector_factors_region(mv, pos, end):
     if not (_vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12 or (_vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8)):
         _n = _vector_header___obj.factor_stride * _vector_header___obj.row_count
         if _n < 0:
-            raise IndexError
+            raise ConstraintError('negative size')
         f_raw = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
         pos += _n
     else:
@@ -26925,17 +26925,17 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise IndexError
-                raise IndexError
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+                raise ConstraintError('unknown quant_scheme value')
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_kind != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_seed != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -26945,7 +26945,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             if _vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12:
                 _c = _vector_header___obj.row_count
                 if _c < 0 or _c * 12 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
                 f_bit4 = numpy.frombuffer(mv, Bit4Factors_DTYPE, _c, pos)
                 pos += _c * 12
             else:
@@ -26953,7 +26953,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             if _vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8:
                 _c = _vector_header___obj.row_count
                 if _c < 0 or _c * 8 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
                 f_int8 = numpy.frombuffer(mv, Int8Factors_DTYPE, _c, pos)
                 pos += _c * 8
             else:
@@ -26961,7 +26961,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             if not (_vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12 or (_vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8)):
                 _n = _vector_header___obj.factor_stride * _vector_header___obj.row_count
                 if _n < 0:
-                    raise IndexError
+                    raise ConstraintError('negative size')
                 f_raw = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
                 pos += _n
             else:
@@ -27085,17 +27085,17 @@ def _u_vector_rescore_region(mv, pos, end):
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise IndexError
-        raise IndexError
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+        raise ConstraintError('unknown quant_scheme value')
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_kind != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_seed != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -27103,10 +27103,10 @@ def _u_vector_rescore_region(mv, pos, end):
     _vector_header___obj.factor_stride = _vector_header__f_factor_stride
     _vector_header___obj.row_count = _vector_header__f_row_count
     if not (_vector_header___obj.scheme == 0 and _vector_header___obj.factor_stride == 0 and (_vector_header___obj.row_stride == _vector_header___obj.dims * 4)):
-        raise IndexError
+        raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0')
     _c = _vector_header___obj.dims * _vector_header___obj.row_count
     if _c < 0 or _c * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
     f_values = numpy.frombuffer(mv, _DT195, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
@@ -27130,17 +27130,17 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise IndexError
-                raise IndexError
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+                raise ConstraintError('unknown quant_scheme value')
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_kind != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_seed != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -27148,10 +27148,10 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
             _vector_header___obj.factor_stride = _vector_header__f_factor_stride
             _vector_header___obj.row_count = _vector_header__f_row_count
             if not (_vector_header___obj.scheme == 0 and _vector_header___obj.factor_stride == 0 and (_vector_header___obj.row_stride == _vector_header___obj.dims * 4)):
-                raise IndexError
+                raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0')
             _c = _vector_header___obj.dims * _vector_header___obj.row_count
             if _c < 0 or _c * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
             f_values = numpy.frombuffer(mv, _DT195, _c, pos)
             pos += _c * 4
             _obj = _new(VectorRescoreRegion)
@@ -27241,14 +27241,14 @@ def _u_columns_region(mv, pos, end):
     f_row_count, f_column_count = _S41.unpack_from(mv, pos)
     pos += 8
     if f_column_count * 12 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_column_count), offset=pos, path='defs', expected='>= 0', found=f_column_count) if f_column_count < 0 else TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
     f_defs = []
     for _i in range(f_column_count):
         _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159.unpack_from(mv, pos)
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise IndexError
+            raise ConstraintError('nullable must be 0 or 1')
         _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
@@ -27258,7 +27258,7 @@ def _u_columns_region(mv, pos, end):
         _column_def__obj.name = _column_def_f_name
         f_defs.append(_column_def__obj)
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -27285,14 +27285,14 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
             f_row_count, f_column_count = _S41_unpack_from(mv, pos)
             pos += 8
             if f_column_count * 12 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_column_count), offset=pos, path='defs', expected='>= 0', found=f_column_count) if f_column_count < 0 else TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
             f_defs = []
             for _i in range(f_column_count):
                 _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159_unpack_from(mv, pos)
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise IndexError
+                    raise ConstraintError('nullable must be 0 or 1')
                 _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
@@ -27302,7 +27302,7 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
                 _column_def__obj.name = _column_def_f_name
                 f_defs.append(_column_def__obj)
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -27430,7 +27430,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     pos += 4
     _c = f_dict_count
     if _c < 0 or _c * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
     f_strings = []
     for _i in range(_c):
         _n = _S13.unpack_from(mv, pos)[0]
@@ -27441,13 +27441,13 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     f_code_width, f_reserved = _S14.unpack_from(mv, pos)
     pos += 4
     if not (f_code_width == 2 or f_code_width == 4):
-        raise IndexError
+        raise ConstraintError('dictionary code width must be 2 or 4')
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if f_code_width == 2:
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
         _st = _RC199.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
@@ -27460,7 +27460,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     if f_code_width == 4:
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
         _st = _RC200.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
@@ -27494,7 +27494,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             pos += 4
             _c = f_dict_count
             if _c < 0 or _c * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
             f_strings = []
             for _i in range(_c):
                 _n = _S13_unpack_from(mv, pos)[0]
@@ -27505,13 +27505,13 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             f_code_width, f_reserved = _S14_unpack_from(mv, pos)
             pos += 4
             if not (f_code_width == 2 or f_code_width == 4):
-                raise IndexError
+                raise ConstraintError('dictionary code width must be 2 or 4')
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if f_code_width == 2:
                 _c = p_rows
                 if _c < 0 or _c * 2 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
                 _st = _RC199.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'H')
@@ -27524,7 +27524,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             if f_code_width == 4:
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
                 _st = _RC200.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'I')
@@ -27783,14 +27783,14 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     f_presence_len, = _S13.unpack_from(mv, pos)
     pos += 4
     if not f_presence_len == (p_rows + 7) // 8:
-        raise IndexError
+        raise ConstraintError('presence bitmap length must be ceil(rows/8)')
     _n = f_presence_len
     f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     if p_type == 1:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
         _st = _RC202.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
@@ -27803,7 +27803,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 2:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
         _st = _RC203.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
@@ -27816,7 +27816,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 3:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
         _st = _RC204.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
@@ -27829,7 +27829,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 4:
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
         _st = _RC205.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
@@ -27844,7 +27844,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         pos += 4
         _dictionary_column___c = _dictionary_column__f_dict_count
         if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
         _dictionary_column__f_strings = []
         for _dictionary_column___i in range(_dictionary_column___c):
             _dictionary_column___n = _S13.unpack_from(mv, pos)[0]
@@ -27855,13 +27855,13 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14.unpack_from(mv, pos)
         pos += 4
         if not (_dictionary_column__f_code_width == 2 or _dictionary_column__f_code_width == 4):
-            raise IndexError
+            raise ConstraintError('dictionary code width must be 2 or 4')
         if _dictionary_column__f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         if _dictionary_column__f_code_width == 2:
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
             _dictionary_column___st = _RC199.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
@@ -27874,7 +27874,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         if _dictionary_column__f_code_width == 4:
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
             _dictionary_column___st = _RC200.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
@@ -27895,7 +27895,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 6:
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
         f_raw_strings = []
         for _i in range(_c):
             _n = _S13.unpack_from(mv, pos)[0]
@@ -27931,14 +27931,14 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             f_presence_len, = _S13_unpack_from(mv, pos)
             pos += 4
             if not f_presence_len == (p_rows + 7) // 8:
-                raise IndexError
+                raise ConstraintError('presence bitmap length must be ceil(rows/8)')
             _n = f_presence_len
             f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             if p_type == 1:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
                 _st = _RC202.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'Q')
@@ -27951,7 +27951,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 2:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
                 _st = _RC203.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'q')
@@ -27964,7 +27964,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 3:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
                 _st = _RC204.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'd')
@@ -27977,7 +27977,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 4:
                 _c = p_rows
                 if _c < 0 or _c * 1 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
                 _st = _RC205.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'B')
@@ -27992,7 +27992,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 pos += 4
                 _dictionary_column___c = _dictionary_column__f_dict_count
                 if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
                 _dictionary_column__f_strings = []
                 for _dictionary_column___i in range(_dictionary_column___c):
                     _dictionary_column___n = _S13_unpack_from(mv, pos)[0]
@@ -28003,13 +28003,13 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14_unpack_from(mv, pos)
                 pos += 4
                 if not (_dictionary_column__f_code_width == 2 or _dictionary_column__f_code_width == 4):
-                    raise IndexError
+                    raise ConstraintError('dictionary code width must be 2 or 4')
                 if _dictionary_column__f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 if _dictionary_column__f_code_width == 2:
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
                     _dictionary_column___st = _RC199.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
@@ -28022,7 +28022,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 if _dictionary_column__f_code_width == 4:
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                        raise IndexError
+                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
                     _dictionary_column___st = _RC200.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
@@ -28043,7 +28043,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 6:
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
                 f_raw_strings = []
                 for _i in range(_c):
                     _n = _S13_unpack_from(mv, pos)[0]
@@ -28240,7 +28240,7 @@ def _u_alive_region(mv, pos, end):
     f_row_count, f_bitmap_len = _S41.unpack_from(mv, pos)
     pos += 8
     if not f_bitmap_len == (f_row_count + 7) // 8:
-        raise IndexError
+        raise ConstraintError('alive bitmap length must be ceil(rows/8)')
     f_bitmap = mv[pos:pos + f_bitmap_len] if _isb else bytes(mv[pos:pos + f_bitmap_len])
     pos += f_bitmap_len
     _obj = _new(AliveRegion)
@@ -28263,7 +28263,7 @@ def _m_alive_region(mv, pos, end, _rest=_decode_many):
             f_row_count, f_bitmap_len = _S41_unpack_from(mv, pos)
             pos += 8
             if not f_bitmap_len == (f_row_count + 7) // 8:
-                raise IndexError
+                raise ConstraintError('alive bitmap length must be ceil(rows/8)')
             f_bitmap = mv[pos:pos + f_bitmap_len] if _isb else bytes(mv[pos:pos + f_bitmap_len])
             pos += f_bitmap_len
             _obj = _new(AliveRegion)
@@ -28322,7 +28322,7 @@ def _u_checksum_entry(mv, pos, end):
     f_kind, f_reserved, f_chunk_index, f_checksum = _S207.unpack_from(mv, pos)
     pos += 16
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(ChecksumEntry)
     _obj.kind = f_kind
     _obj.chunk_index = f_chunk_index
@@ -28343,7 +28343,7 @@ def _m_checksum_entry(mv, pos, end, _rest=_decode_many):
             f_kind, f_reserved, f_chunk_index, f_checksum = _S207_unpack_from(mv, pos)
             pos += 16
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(ChecksumEntry)
             _obj.kind = f_kind
             _obj.chunk_index = f_chunk_index
@@ -28404,15 +28404,15 @@ def _u_checksum_table_region(mv, pos, end):
     f_entry_count, f_chunk_size = _S41.unpack_from(mv, pos)
     pos += 8
     if not f_chunk_size == 65536:
-        raise IndexError
+        raise ConstraintError('checksum table chunk size must be 65536')
     if f_entry_count * 16 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count) if f_entry_count < 0 else TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
     f_entries = []
     for _i in range(f_entry_count):
         _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S207.unpack_from(mv, pos)
         pos += 16
         if _checksum_entry_f_reserved != 0:
-            raise IndexError
+            raise ConstraintError('reserved bytes must be zero')
         _checksum_entry__obj = _new(ChecksumEntry)
         _checksum_entry__obj.kind = _checksum_entry_f_kind
         _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -28437,15 +28437,15 @@ def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
             f_entry_count, f_chunk_size = _S41_unpack_from(mv, pos)
             pos += 8
             if not f_chunk_size == 65536:
-                raise IndexError
+                raise ConstraintError('checksum table chunk size must be 65536')
             if f_entry_count * 16 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count) if f_entry_count < 0 else TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
             f_entries = []
             for _i in range(f_entry_count):
                 _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S207_unpack_from(mv, pos)
                 pos += 16
                 if _checksum_entry_f_reserved != 0:
-                    raise IndexError
+                    raise ConstraintError('reserved bytes must be zero')
                 _checksum_entry__obj = _new(ChecksumEntry)
                 _checksum_entry__obj.kind = _checksum_entry_f_kind
                 _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -28581,7 +28581,7 @@ def _u_document_versions_region(mv, pos, end):
         _document_version__obj.doc_id = _document_version_f_doc_id
         _document_version__obj.revision = _document_version_f_revision
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_rows.append(_document_version__obj)
     _obj = _new(DocumentVersionsRegion)
     _obj.rows = f_rows
@@ -28610,7 +28610,7 @@ def _m_document_versions_region(mv, pos, end, _rest=_decode_many):
                 _document_version__obj.doc_id = _document_version_f_doc_id
                 _document_version__obj.revision = _document_version_f_revision
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_rows.append(_document_version__obj)
             _obj = _new(DocumentVersionsRegion)
             _obj.rows = f_rows
@@ -28672,11 +28672,11 @@ def _u_stored_metadata_region(mv, pos, end):
     f_row_count, f_reserved, f_start = _S80.unpack_from(mv, pos)
     pos += 16
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not f_start == 0:
-        raise IndexError
+        raise ConstraintError('stored metadata start offset must be zero')
     if f_row_count * 8 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
     _st = _RC211.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -28685,7 +28685,7 @@ def _u_stored_metadata_region(mv, pos, end):
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -28710,11 +28710,11 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
             f_row_count, f_reserved, f_start = _S80_unpack_from(mv, pos)
             pos += 16
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not f_start == 0:
-                raise IndexError
+                raise ConstraintError('stored metadata start offset must be zero')
             if f_row_count * 8 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
             _st = _RC211.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -28723,7 +28723,7 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -28811,12 +28811,12 @@ def _u_stored_text_region(mv, pos, end):
     f_row_count, f_reserved = _S41.unpack_from(mv, pos)
     pos += 8
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _n = (f_row_count + 7) // 8
     f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     if f_row_count * 8 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
     _st = _RC213.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -28825,7 +28825,7 @@ def _u_stored_text_region(mv, pos, end):
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -28851,12 +28851,12 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
             f_row_count, f_reserved = _S41_unpack_from(mv, pos)
             pos += 8
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _n = (f_row_count + 7) // 8
             f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             if f_row_count * 8 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
             _st = _RC213.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -28865,7 +28865,7 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -28974,7 +28974,7 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     start = pos
     _n = p_code_bytes
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S217.unpack_from(mv, pos)
@@ -28985,20 +28985,20 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
     pos += 4
     if not f_degree <= p_max_degree:
-        raise IndexError
+        raise ConstraintError('degree exceeds max_degree')
     if f_flags & 252:
-        raise IndexError
+        raise ConstraintError('undefined graph_block_flags bits set')
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
     f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK216)
     pos += _c * 4
     _n = -(pos - start) % 128
     if any(mv[pos:pos + _n]):
-        raise IndexError
+        raise ConstraintError('padding must be zero')
     pos += _n
     _obj = _new(GraphNodeBlock)
     _obj.codes = f_codes
@@ -29023,7 +29023,7 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
             start = pos
             _n = p_code_bytes
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S217_unpack_from(mv, pos)
@@ -29034,20 +29034,20 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
             _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
             pos += 4
             if not f_degree <= p_max_degree:
-                raise IndexError
+                raise ConstraintError('degree exceeds max_degree')
             if f_flags & 252:
-                raise IndexError
+                raise ConstraintError('undefined graph_block_flags bits set')
             f_flags = GraphBlockFlags.from_int(f_flags)
             if f_reserved != 0:
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _c = p_max_degree
             if _c < 0 or _c * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
             f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK216)
             pos += _c * 4
             _n = -(pos - start) % 128
             if any(mv[pos:pos + _n]):
-                raise IndexError
+                raise ConstraintError('padding must be zero')
             pos += _n
             _obj = _new(GraphNodeBlock)
             _obj.codes = f_codes
@@ -29160,35 +29160,35 @@ def _u_graph_node_blocks_region(mv, pos, end, p_region_len):
     _s_blocks = pos
     _n = p_region_len - 128
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S222.unpack_from(mv, pos)
     _r218 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if not f_version == 1:
-        raise IndexError
+        raise UnsupportedError('unsupported graph node block version')
     if not f_flags == 0:
-        raise IndexError
+        raise ConstraintError('graph trailer flags must be zero')
     if not f_dims > 0:
-        raise IndexError
+        raise ConstraintError('graph dims must be positive')
     if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-        raise IndexError
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims')
     if f_reserved != b'\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-        raise IndexError
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)')
     _e_node_count = _r218 + 32
     if not len(f_blocks) == f_stride * f_node_count:
-        raise IndexError
+        raise ConstraintError('region length must be stride x node_count + 128')
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise IndexError
+        raise ChecksumError('xxh3_64 mismatch')
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise IndexError
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(GraphNodeBlocksRegion)
     _obj.blocks = f_blocks
     _obj.dims = f_dims
@@ -29213,35 +29213,35 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
             _s_blocks = pos
             _n = p_region_len - 128
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S222_unpack_from(mv, pos)
             _r218 = pos
             pos += 32
             if f_magic != b'ZEGRNB01':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if not f_version == 1:
-                raise IndexError
+                raise UnsupportedError('unsupported graph node block version')
             if not f_flags == 0:
-                raise IndexError
+                raise ConstraintError('graph trailer flags must be zero')
             if not f_dims > 0:
-                raise IndexError
+                raise ConstraintError('graph dims must be positive')
             if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-                raise IndexError
+                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims')
             if f_reserved != b'\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-                raise IndexError
+                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)')
             _e_node_count = _r218 + 32
             if not len(f_blocks) == f_stride * f_node_count:
-                raise IndexError
+                raise ConstraintError('region length must be stride x node_count + 128')
             pos += 96
             _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
             if f_checksum != _ck:
-                raise IndexError
+                raise ChecksumError('xxh3_64 mismatch')
             if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise IndexError
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(GraphNodeBlocksRegion)
             _obj.blocks = f_blocks
             _obj.dims = f_dims

@@ -9,9 +9,9 @@ Three rewrites of a twin (``optimist``), each sound whatever the input:
   raise`` bounds a name assigned once for the statements after it (and in their
   bodies); with unsigned fields (>= 0) and arithmetic on them, a size test ``n < 0``
   that cannot hold goes;
-- bare misses: a twin's error is never seen (any exception re-runs the checked
-  decoder, which raises the authoritative one), so each ``raise E(...)`` becomes
-  ``raise IndexError``, and the offsets kept only for those messages are dead stores.
+- lean errors: where a twin's error is caught, the checked decoder re-runs and raises
+  the authoritative one (offset, path, expected and found); the twin's own keeps its
+  class and message only, and the offsets kept for the rest become dead stores.
 """
 
 from __future__ import annotations
@@ -145,11 +145,15 @@ def sign_test(st: ast.stmt) -> str | None:
     return None
 
 
-def bare_misses(fn: ast.FunctionDef) -> None:
-    """Every ``raise E(...)`` of a twin becomes ``raise IndexError`` (see the module)."""
+_WHERE = frozenset({"offset", "path", "expected", "found"})
+
+
+def lean_errors(fn: ast.FunctionDef) -> None:
+    """A twin's ``raise E(message, offset=..., path=..., ...)`` keeps its class and
+    message and drops where and what (see the module)."""
     for n in walk(fn):
-        if isinstance(n, ast.Raise) and n.exc is not None and not is_name(n.exc, "IndexError"):
-            n.exc, n.cause = ast.Name("IndexError", ast.Load()), None
+        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call):
+            n.exc.keywords = [k for k in n.exc.keywords if k.arg not in _WHERE]
 
 
 # -- section ends proven from the fields ---------------------------------------------

@@ -26,10 +26,10 @@ from .astwalk import stmt_lists as _stmt_lists
 from .astwalk import stores as _stores
 from .astwalk import walk
 from .facts import (
-    bare_misses,
     fields_from_locals,
     flatten_tries,
     guard_bound,
+    lean_errors,
     local_section_ends,
     lower_bound,
     proven_section_ends,
@@ -294,7 +294,7 @@ class Optimist:
         for _parent, _attr, stmts in list(_stmt_lists(fn)):
             raw_switch_tags(stmts)
         proven_section_ends(fn)
-        bare_misses(fn)
+        lean_errors(fn)
         drop_dead_stores(fn)
         propagate_copies(fn)
         # (after the clean-up: error arguments and offset marks no longer in the way)

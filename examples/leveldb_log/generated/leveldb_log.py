@@ -201,7 +201,7 @@ def _u_log_fragment(mv, pos, end):
     _e_piece = pos
     _ck = _ck_leveldb_crc32c(mv[_s_kind:_e_piece])
     if f_crc != _ck:
-        raise IndexError
+        raise ChecksumError('leveldb_crc32c mismatch')
     _obj = _new(LogFragment)
     _obj.kind = f_kind
     _obj.piece = f_piece
@@ -229,7 +229,7 @@ def _m_log_fragment(mv, pos, end, _rest=_decode_many):
             _e_piece = pos
             _ck = _ck_leveldb_crc32c(mv[_s_kind:_e_piece])
             if f_crc != _ck:
-                raise IndexError
+                raise ChecksumError('leveldb_crc32c mismatch')
             _obj = _new(LogFragment)
             _obj.kind = f_kind
             _obj.piece = f_piece
@@ -369,14 +369,14 @@ def _u_write_batch(mv, pos, end):
     f_sequence, f_count = _S6.unpack_from(mv, pos)
     pos += 12
     if f_count * 2 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ops', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 2) + ' bytes', offset=pos, path='ops', expected=f_count * 2, found=end - pos)
     f_ops = []
     for _i in range(f_count):
         _batch_op__f_tag = mv[pos]
         pos += 1
         _batch_op___v = _VALUETYPE_BY_VALUE.get(_batch_op__f_tag)
         if _batch_op___v is None:
-            raise IndexError
+            raise ConstraintError('unknown value_type value')
         _batch_op__f_tag = _batch_op___v
         _batch_op___tag = _batch_op__f_tag
         if _batch_op___tag == 1:
@@ -391,7 +391,7 @@ def _u_write_batch(mv, pos, end):
                     raise IndexError
                 _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
             if pos + _batch_op___put_op___n > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             _batch_op___put_op__f_key = mv[pos:pos + _batch_op___put_op___n] if _isb else bytes(mv[pos:pos + _batch_op___put_op___n])
             if pos > end:
                 raise IndexError
@@ -407,7 +407,7 @@ def _u_write_batch(mv, pos, end):
                     raise IndexError
                 _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
             if pos + _batch_op___put_op___n > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             _batch_op___put_op__f_value = mv[pos:pos + _batch_op___put_op___n] if _isb else bytes(mv[pos:pos + _batch_op___put_op___n])
             if pos > end:
                 raise IndexError
@@ -428,7 +428,7 @@ def _u_write_batch(mv, pos, end):
                     raise IndexError
                 _batch_op___delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
             if pos + _batch_op___delete_op___n > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             _batch_op___delete_op__f_key = mv[pos:pos + _batch_op___delete_op___n] if _isb else bytes(mv[pos:pos + _batch_op___delete_op___n])
             if pos > end:
                 raise IndexError
@@ -437,7 +437,7 @@ def _u_write_batch(mv, pos, end):
             _batch_op___delete_op___obj.key = _batch_op___delete_op__f_key
             _batch_op__f_body = _batch_op___delete_op___obj
         else:
-            raise IndexError
+            raise ConstraintError('no case for tag')
         _batch_op___obj = _new(BatchOp)
         _batch_op___obj.tag = _batch_op__f_tag
         _batch_op___obj.body = _batch_op__f_body
@@ -462,14 +462,14 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
             f_sequence, f_count = _S6_unpack_from(mv, pos)
             pos += 12
             if f_count * 2 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ops', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 2) + ' bytes', offset=pos, path='ops', expected=f_count * 2, found=end - pos)
             f_ops = []
             for _i in range(f_count):
                 _batch_op__f_tag = mv[pos]
                 pos += 1
                 _batch_op___v = _VALUETYPE_BY_VALUE.get(_batch_op__f_tag)
                 if _batch_op___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown value_type value')
                 _batch_op__f_tag = _batch_op___v
                 _batch_op___tag = _batch_op__f_tag
                 if _batch_op___tag == 1:
@@ -484,7 +484,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
                     if pos + _batch_op___put_op___n > end:
-                        raise IndexError
+                        raise TruncatedError('bytes truncated')
                     _batch_op___put_op__f_key = mv[pos:pos + _batch_op___put_op___n] if _isb else bytes(mv[pos:pos + _batch_op___put_op___n])
                     if pos > end:
                         raise IndexError
@@ -500,7 +500,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
                     if pos + _batch_op___put_op___n > end:
-                        raise IndexError
+                        raise TruncatedError('bytes truncated')
                     _batch_op___put_op__f_value = mv[pos:pos + _batch_op___put_op___n] if _isb else bytes(mv[pos:pos + _batch_op___put_op___n])
                     if pos > end:
                         raise IndexError
@@ -521,7 +521,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _batch_op___delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
                     if pos + _batch_op___delete_op___n > end:
-                        raise IndexError
+                        raise TruncatedError('bytes truncated')
                     _batch_op___delete_op__f_key = mv[pos:pos + _batch_op___delete_op___n] if _isb else bytes(mv[pos:pos + _batch_op___delete_op___n])
                     if pos > end:
                         raise IndexError
@@ -530,7 +530,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
                     _batch_op___delete_op___obj.key = _batch_op___delete_op__f_key
                     _batch_op__f_body = _batch_op___delete_op___obj
                 else:
-                    raise IndexError
+                    raise ConstraintError('no case for tag')
                 _batch_op___obj = _new(BatchOp)
                 _batch_op___obj.tag = _batch_op__f_tag
                 _batch_op___obj.body = _batch_op__f_body
@@ -699,7 +699,7 @@ def _u_batch_op(mv, pos, end):
                 raise IndexError
             _put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
         if pos + _put_op___n > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _put_op__f_key = mv[pos:pos + _put_op___n] if _isb else bytes(mv[pos:pos + _put_op___n])
         if pos > end:
             raise IndexError
@@ -715,7 +715,7 @@ def _u_batch_op(mv, pos, end):
                 raise IndexError
             _put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
         if pos + _put_op___n > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _put_op__f_value = mv[pos:pos + _put_op___n] if _isb else bytes(mv[pos:pos + _put_op___n])
         if pos > end:
             raise IndexError
@@ -736,7 +736,7 @@ def _u_batch_op(mv, pos, end):
                 raise IndexError
             _delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
         if pos + _delete_op___n > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _delete_op__f_key = mv[pos:pos + _delete_op___n] if _isb else bytes(mv[pos:pos + _delete_op___n])
         if pos > end:
             raise IndexError
@@ -745,7 +745,7 @@ def _u_batch_op(mv, pos, end):
         _delete_op___obj.key = _delete_op__f_key
         f_body = _delete_op___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(BatchOp)
     _obj.tag = f_tag
     _obj.body = f_body
@@ -778,7 +778,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
                 if pos + _put_op___n > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _put_op__f_key = mv[pos:pos + _put_op___n] if _isb else bytes(mv[pos:pos + _put_op___n])
                 if pos > end:
                     raise IndexError
@@ -794,7 +794,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
                 if pos + _put_op___n > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _put_op__f_value = mv[pos:pos + _put_op___n] if _isb else bytes(mv[pos:pos + _put_op___n])
                 if pos > end:
                     raise IndexError
@@ -815,7 +815,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
                 if pos + _delete_op___n > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _delete_op__f_key = mv[pos:pos + _delete_op___n] if _isb else bytes(mv[pos:pos + _delete_op___n])
                 if pos > end:
                     raise IndexError
@@ -824,7 +824,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
                 _delete_op___obj.key = _delete_op__f_key
                 f_body = _delete_op___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(BatchOp)
             _obj.tag = f_tag
             _obj.body = f_body
@@ -936,7 +936,7 @@ def _u_put_op(mv, pos, end):
             raise IndexError
         _n, pos = _uleb128(mv, pos, end, 'key.length')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     if pos > end:
         raise IndexError
@@ -952,7 +952,7 @@ def _u_put_op(mv, pos, end):
             raise IndexError
         _n, pos = _uleb128(mv, pos, end, 'value.length')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     if pos > end:
         raise IndexError
@@ -984,7 +984,7 @@ def _m_put_op(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _n, pos = _uleb128(mv, pos, end, 'key.length')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             if pos > end:
                 raise IndexError
@@ -1000,7 +1000,7 @@ def _m_put_op(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _n, pos = _uleb128(mv, pos, end, 'value.length')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             if pos > end:
                 raise IndexError
@@ -1072,7 +1072,7 @@ def _u_delete_op(mv, pos, end):
             raise IndexError
         _n, pos = _uleb128(mv, pos, end, 'key.length')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     if pos > end:
         raise IndexError
@@ -1103,7 +1103,7 @@ def _m_delete_op(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _n, pos = _uleb128(mv, pos, end, 'key.length')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             if pos > end:
                 raise IndexError

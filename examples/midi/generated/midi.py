@@ -416,24 +416,24 @@ def _u_midi_file(mv, pos, end):
     f_magic, f_header_length, f_format, f_ntracks = _S0.unpack_from(mv, pos)
     pos += 12
     if f_magic != b'MThd':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_header_length != 6:
-        raise IndexError
+        raise ConstraintError('bad magic')
     f_format = _SMFFORMAT_BY_VALUE[f_format]
     f_division = _S2.unpack_from(mv, pos)[0]
     pos += 2
     f_smpte = bool(f_division >> 15 & 1)
     f_ticks = f_division & 32767
     if f_ntracks * 8 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_ntracks), offset=pos, path='tracks', expected='>= 0', found=f_ntracks) if f_ntracks < 0 else TruncatedError('count ' + str(f_ntracks) + ' needs at least ' + str(f_ntracks * 8) + ' bytes', offset=pos, path='tracks', expected=f_ntracks * 8, found=end - pos)
     f_tracks = []
     for _i in range(f_ntracks):
         _track__f_magic, _track__f_length = _S3.unpack_from(mv, pos)
         pos += 8
         if _track__f_magic != b'MTrk':
-            raise IndexError
+            raise ConstraintError('bad magic')
         if pos + _track__f_length > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_track__f_length) + ' bytes')
         _track___outer_end_events = end
         end = pos + _track__f_length
         _track__f__chain = 0
@@ -447,7 +447,7 @@ def _u_midi_file(mv, pos, end):
                 raise IndexError
             _track___event__f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
             if end < pos + 1:
-                raise IndexError
+                raise TruncatedError('field truncated')
             _track___event__f_lead = _S5.unpack_from(mv, pos)[0]
             if _track___event__f_lead >= 128:
                 _track___event__f_status = _S5.unpack_from(mv, pos)[0]
@@ -459,9 +459,9 @@ def _u_midi_file(mv, pos, end):
                 _track___event___note__f_note, _track___event___note__f_velocity = _S6.unpack_from(mv, pos)
                 pos += 2
                 if _track___event___note__f_note > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _track___event___note__f_velocity > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _track___event___note___obj = _new(Note)
                 _track___event___note___obj.note = _track___event___note__f_note
                 _track___event___note___obj.velocity = _track___event___note__f_velocity
@@ -481,10 +481,10 @@ def _u_midi_file(mv, pos, end):
                 _track___x, pos = _u_event(mv, pos, end, _track__f__chain)
             _track__f__chain = _track___x.effective
             if pos <= _track___ip:
-                raise IndexError
+                raise ConstraintError('repeated item consumes no bytes')
             _track__f_events.append(_track___x)
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _track___outer_end_events
         _track___obj = _new(Track)
         _track___obj.events = _track__f_events
@@ -514,24 +514,24 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
             f_magic, f_header_length, f_format, f_ntracks = _S0_unpack_from(mv, pos)
             pos += 12
             if f_magic != b'MThd':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_header_length != 6:
-                raise IndexError
+                raise ConstraintError('bad magic')
             f_format = _SMFFORMAT_BY_VALUE[f_format]
             f_division = _S2_unpack_from(mv, pos)[0]
             pos += 2
             f_smpte = bool(f_division >> 15 & 1)
             f_ticks = f_division & 32767
             if f_ntracks * 8 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_ntracks), offset=pos, path='tracks', expected='>= 0', found=f_ntracks) if f_ntracks < 0 else TruncatedError('count ' + str(f_ntracks) + ' needs at least ' + str(f_ntracks * 8) + ' bytes', offset=pos, path='tracks', expected=f_ntracks * 8, found=end - pos)
             f_tracks = []
             for _i in range(f_ntracks):
                 _track__f_magic, _track__f_length = _S3_unpack_from(mv, pos)
                 pos += 8
                 if _track__f_magic != b'MTrk':
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 if pos + _track__f_length > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_track__f_length) + ' bytes')
                 _track___outer_end_events = end
                 end = pos + _track__f_length
                 _track__f__chain = 0
@@ -545,7 +545,7 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _track___event__f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
                     if end < pos + 1:
-                        raise IndexError
+                        raise TruncatedError('field truncated')
                     _track___event__f_lead = _S5_unpack_from(mv, pos)[0]
                     if _track___event__f_lead >= 128:
                         _track___event__f_status = _S5_unpack_from(mv, pos)[0]
@@ -557,9 +557,9 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
                         _track___event___note__f_note, _track___event___note__f_velocity = _S6_unpack_from(mv, pos)
                         pos += 2
                         if _track___event___note__f_note > 127:
-                            raise IndexError
+                            raise ConstraintError('value out of range')
                         if _track___event___note__f_velocity > 127:
-                            raise IndexError
+                            raise ConstraintError('value out of range')
                         _track___event___note___obj = _new(Note)
                         _track___event___note___obj.note = _track___event___note__f_note
                         _track___event___note___obj.velocity = _track___event___note__f_velocity
@@ -579,10 +579,10 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
                         _track___x, pos = _u_event(mv, pos, end, _track__f__chain)
                     _track__f__chain = _track___x.effective
                     if pos <= _track___ip:
-                        raise IndexError
+                        raise ConstraintError('repeated item consumes no bytes')
                     _track__f_events.append(_track___x)
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _track___outer_end_events
                 _track___obj = _new(Track)
                 _track___obj.events = _track__f_events
@@ -979,7 +979,7 @@ def _u_event(mv, pos, end, p_running):
         raise IndexError
     f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
     if end < pos + 1:
-        raise IndexError
+        raise TruncatedError('field truncated')
     f_lead = _S5.unpack_from(mv, pos)[0]
     if f_lead >= 128:
         f_status = _S5.unpack_from(mv, pos)[0]
@@ -991,9 +991,9 @@ def _u_event(mv, pos, end, p_running):
         _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
         pos += 2
         if _note__f_note > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _note__f_velocity > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _note___obj = _new(Note)
         _note___obj.note = _note__f_note
         _note___obj.velocity = _note__f_velocity
@@ -1002,9 +1002,9 @@ def _u_event(mv, pos, end, p_running):
         _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
         pos += 2
         if _note__f_note > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _note__f_velocity > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _note___obj = _new(Note)
         _note___obj.note = _note__f_note
         _note___obj.velocity = _note__f_velocity
@@ -1013,9 +1013,9 @@ def _u_event(mv, pos, end, p_running):
         _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
         pos += 2
         if _note__f_note > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _note__f_velocity > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _note___obj = _new(Note)
         _note___obj.note = _note__f_note
         _note___obj.velocity = _note__f_velocity
@@ -1024,9 +1024,9 @@ def _u_event(mv, pos, end, p_running):
         _control_change__f_control, _control_change__f_value = _S6.unpack_from(mv, pos)
         pos += 2
         if _control_change__f_control > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _control_change__f_value > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _control_change___obj = _new(ControlChange)
         _control_change___obj.control = _control_change__f_control
         _control_change___obj.value = _control_change__f_value
@@ -1035,7 +1035,7 @@ def _u_event(mv, pos, end, p_running):
         _program_change__f_program = mv[pos]
         pos += 1
         if _program_change__f_program > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _program_change___obj = _new(ProgramChange)
         _program_change___obj.program = _program_change__f_program
         f_message = _program_change___obj
@@ -1043,7 +1043,7 @@ def _u_event(mv, pos, end, p_running):
         _channel_pressure__f_pressure = mv[pos]
         pos += 1
         if _channel_pressure__f_pressure > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _channel_pressure___obj = _new(ChannelPressure)
         _channel_pressure___obj.pressure = _channel_pressure__f_pressure
         f_message = _channel_pressure___obj
@@ -1051,7 +1051,7 @@ def _u_event(mv, pos, end, p_running):
         _pitch_bend__f_bend = _S11.unpack_from(mv, pos)[0]
         pos += 2
         if not _pitch_bend__f_bend & 32896 == 0:
-            raise IndexError
+            raise ConstraintError('undefined bits set')
         _pitch_bend__f_low = _pitch_bend__f_bend & 127
         _pitch_bend__f_high = _pitch_bend__f_bend >> 8 & 127
         _pitch_bend___obj = _new(PitchBend)
@@ -1064,13 +1064,13 @@ def _u_event(mv, pos, end, p_running):
         _sysex__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
         _sysex___n = _sysex__f_length - 1
         if _sysex___n < 0:
-            raise IndexError
+            raise ConstraintError('negative size')
         _sysex__f_data = mv[pos:pos + _sysex___n] if _isb else bytes(mv[pos:pos + _sysex___n])
         pos += _sysex___n
         _sysex__f_end = mv[pos]
         pos += 1
         if _sysex__f_end != 247:
-            raise IndexError
+            raise ConstraintError('bad magic')
         _sysex___obj = _new(Sysex)
         _sysex___obj.data = _sysex__f_data
         f_message = _sysex___obj
@@ -1079,7 +1079,7 @@ def _u_event(mv, pos, end, p_running):
             raise IndexError
         _escape__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
         if _escape__f_length < 0:
-            raise IndexError
+            raise ConstraintError('negative size')
         _escape__f_data = mv[pos:pos + _escape__f_length] if _isb else bytes(mv[pos:pos + _escape__f_length])
         pos += _escape__f_length
         _escape___obj = _new(Escape)
@@ -1095,9 +1095,9 @@ def _u_event(mv, pos, end, p_running):
             raise IndexError
         _meta__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
         if _meta__f_length < 0:
-            raise IndexError
+            raise ConstraintError('negative size')
         if pos + _meta__f_length > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_meta__f_length) + ' bytes')
         _meta___outer_end_data = end
         end = pos + _meta__f_length
         if _meta___tag == 0:
@@ -1106,7 +1106,7 @@ def _u_event(mv, pos, end, p_running):
             _meta___sequence_number___obj = _new(SequenceNumber)
             _meta___sequence_number___obj.number = _meta___sequence_number__f_number
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _meta___outer_end_data
             _meta___obj = _new(Meta)
             _meta___obj.meta_type = _meta__f_meta_type
@@ -1120,7 +1120,7 @@ def _u_event(mv, pos, end, p_running):
                 raise IndexError
             f_message, pos = _u_meta(mv, pos, end)
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     f_effective = f_status if f_status is not None else p_running
     _obj = _new(Event)
     _obj.delta = f_delta
@@ -1148,7 +1148,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 raise IndexError
             f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
             if end < pos + 1:
-                raise IndexError
+                raise TruncatedError('field truncated')
             f_lead = _S5_unpack_from(mv, pos)[0]
             if f_lead >= 128:
                 f_status = _S5_unpack_from(mv, pos)[0]
@@ -1160,9 +1160,9 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _note__f_note, _note__f_velocity = _S6_unpack_from(mv, pos)
                 pos += 2
                 if _note__f_note > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _note__f_velocity > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _note___obj = _new(Note)
                 _note___obj.note = _note__f_note
                 _note___obj.velocity = _note__f_velocity
@@ -1171,9 +1171,9 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _note__f_note, _note__f_velocity = _S6_unpack_from(mv, pos)
                 pos += 2
                 if _note__f_note > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _note__f_velocity > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _note___obj = _new(Note)
                 _note___obj.note = _note__f_note
                 _note___obj.velocity = _note__f_velocity
@@ -1182,9 +1182,9 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _note__f_note, _note__f_velocity = _S6_unpack_from(mv, pos)
                 pos += 2
                 if _note__f_note > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _note__f_velocity > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _note___obj = _new(Note)
                 _note___obj.note = _note__f_note
                 _note___obj.velocity = _note__f_velocity
@@ -1193,9 +1193,9 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _control_change__f_control, _control_change__f_value = _S6_unpack_from(mv, pos)
                 pos += 2
                 if _control_change__f_control > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _control_change__f_value > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _control_change___obj = _new(ControlChange)
                 _control_change___obj.control = _control_change__f_control
                 _control_change___obj.value = _control_change__f_value
@@ -1204,7 +1204,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _program_change__f_program = mv[pos]
                 pos += 1
                 if _program_change__f_program > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _program_change___obj = _new(ProgramChange)
                 _program_change___obj.program = _program_change__f_program
                 f_message = _program_change___obj
@@ -1212,7 +1212,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _channel_pressure__f_pressure = mv[pos]
                 pos += 1
                 if _channel_pressure__f_pressure > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _channel_pressure___obj = _new(ChannelPressure)
                 _channel_pressure___obj.pressure = _channel_pressure__f_pressure
                 f_message = _channel_pressure___obj
@@ -1220,7 +1220,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _pitch_bend__f_bend = _S11_unpack_from(mv, pos)[0]
                 pos += 2
                 if not _pitch_bend__f_bend & 32896 == 0:
-                    raise IndexError
+                    raise ConstraintError('undefined bits set')
                 _pitch_bend__f_low = _pitch_bend__f_bend & 127
                 _pitch_bend__f_high = _pitch_bend__f_bend >> 8 & 127
                 _pitch_bend___obj = _new(PitchBend)
@@ -1233,13 +1233,13 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _sysex__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
                 _sysex___n = _sysex__f_length - 1
                 if _sysex___n < 0:
-                    raise IndexError
+                    raise ConstraintError('negative size')
                 _sysex__f_data = mv[pos:pos + _sysex___n] if _isb else bytes(mv[pos:pos + _sysex___n])
                 pos += _sysex___n
                 _sysex__f_end = mv[pos]
                 pos += 1
                 if _sysex__f_end != 247:
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 _sysex___obj = _new(Sysex)
                 _sysex___obj.data = _sysex__f_data
                 f_message = _sysex___obj
@@ -1248,7 +1248,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                     raise IndexError
                 _escape__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
                 if _escape__f_length < 0:
-                    raise IndexError
+                    raise ConstraintError('negative size')
                 _escape__f_data = mv[pos:pos + _escape__f_length] if _isb else bytes(mv[pos:pos + _escape__f_length])
                 pos += _escape__f_length
                 _escape___obj = _new(Escape)
@@ -1264,9 +1264,9 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                     raise IndexError
                 _meta__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
                 if _meta__f_length < 0:
-                    raise IndexError
+                    raise ConstraintError('negative size')
                 if pos + _meta__f_length > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_meta__f_length) + ' bytes')
                 _meta___outer_end_data = end
                 end = pos + _meta__f_length
                 if _meta___tag == 0:
@@ -1275,7 +1275,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                     _meta___sequence_number___obj = _new(SequenceNumber)
                     _meta___sequence_number___obj.number = _meta___sequence_number__f_number
                     if pos != end:
-                        raise IndexError
+                        raise ConstraintError('section size mismatch')
                     end = _meta___outer_end_data
                     _meta___obj = _new(Meta)
                     _meta___obj.meta_type = _meta__f_meta_type
@@ -1289,7 +1289,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                         raise IndexError
                     f_message, pos = _u_meta(mv, pos, end)
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             f_effective = f_status if f_status is not None else p_running
             _obj = _new(Event)
             _obj.delta = f_delta
@@ -1742,9 +1742,9 @@ def _u_note(mv, pos, end):
     f_note, f_velocity = _S6.unpack_from(mv, pos)
     pos += 2
     if f_note > 127:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_velocity > 127:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(Note)
     _obj.note = f_note
     _obj.velocity = f_velocity
@@ -1764,9 +1764,9 @@ def _m_note(mv, pos, end, _rest=_decode_many):
             f_note, f_velocity = _S6_unpack_from(mv, pos)
             pos += 2
             if f_note > 127:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_velocity > 127:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(Note)
             _obj.note = f_note
             _obj.velocity = f_velocity
@@ -1816,9 +1816,9 @@ def _u_control_change(mv, pos, end):
     f_control, f_value = _S6.unpack_from(mv, pos)
     pos += 2
     if f_control > 127:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_value > 127:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(ControlChange)
     _obj.control = f_control
     _obj.value = f_value
@@ -1838,9 +1838,9 @@ def _m_control_change(mv, pos, end, _rest=_decode_many):
             f_control, f_value = _S6_unpack_from(mv, pos)
             pos += 2
             if f_control > 127:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_value > 127:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(ControlChange)
             _obj.control = f_control
             _obj.value = f_value
@@ -1887,7 +1887,7 @@ def _u_program_change(mv, pos, end):
     f_program = mv[pos]
     pos += 1
     if f_program > 127:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(ProgramChange)
     _obj.program = f_program
     return (_obj, pos)
@@ -1905,7 +1905,7 @@ def _m_program_change(mv, pos, end, _rest=_decode_many):
             f_program = mv[pos]
             pos += 1
             if f_program > 127:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(ProgramChange)
             _obj.program = f_program
             _append(_obj)
@@ -1947,7 +1947,7 @@ def _u_channel_pressure(mv, pos, end):
     f_pressure = mv[pos]
     pos += 1
     if f_pressure > 127:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(ChannelPressure)
     _obj.pressure = f_pressure
     return (_obj, pos)
@@ -1965,7 +1965,7 @@ def _m_channel_pressure(mv, pos, end, _rest=_decode_many):
             f_pressure = mv[pos]
             pos += 1
             if f_pressure > 127:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(ChannelPressure)
             _obj.pressure = f_pressure
             _append(_obj)
@@ -2011,7 +2011,7 @@ def _u_pitch_bend(mv, pos, end):
     f_bend = _S11.unpack_from(mv, pos)[0]
     pos += 2
     if not f_bend & 32896 == 0:
-        raise IndexError
+        raise ConstraintError('undefined bits set')
     f_low = f_bend & 127
     f_high = f_bend >> 8 & 127
     _obj = _new(PitchBend)
@@ -2033,7 +2033,7 @@ def _m_pitch_bend(mv, pos, end, _rest=_decode_many):
             f_bend = _S11_unpack_from(mv, pos)[0]
             pos += 2
             if not f_bend & 32896 == 0:
-                raise IndexError
+                raise ConstraintError('undefined bits set')
             f_low = f_bend & 127
             f_high = f_bend >> 8 & 127
             _obj = _new(PitchBend)
@@ -2094,13 +2094,13 @@ def _u_sysex(mv, pos, end):
     f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
     _n = f_length - 1
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     f_end = mv[pos]
     pos += 1
     if f_end != 247:
-        raise IndexError
+        raise ConstraintError('bad magic')
     _obj = _new(Sysex)
     _obj.data = f_data
     return (_obj, pos)
@@ -2121,13 +2121,13 @@ def _m_sysex(mv, pos, end, _rest=_decode_many):
             f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
             _n = f_length - 1
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             f_end = mv[pos]
             pos += 1
             if f_end != 247:
-                raise IndexError
+                raise ConstraintError('bad magic')
             _obj = _new(Sysex)
             _obj.data = f_data
             _append(_obj)
@@ -2183,7 +2183,7 @@ def _u_escape(mv, pos, end):
         raise IndexError
     f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
     if f_length < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + f_length] if _isb else bytes(mv[pos:pos + f_length])
     pos += f_length
     _obj = _new(Escape)
@@ -2205,7 +2205,7 @@ def _m_escape(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
             if f_length < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + f_length] if _isb else bytes(mv[pos:pos + f_length])
             pos += f_length
             _obj = _new(Escape)
@@ -2472,9 +2472,9 @@ def _u_meta(mv, pos, end):
         raise IndexError
     f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
     if f_length < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     if pos + f_length > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_length) + ' bytes')
     _outer_end_data = end
     end = pos + f_length
     if _tag == 0:
@@ -2485,7 +2485,7 @@ def _u_meta(mv, pos, end):
         f_data = _sequence_number___obj
     elif _tag == 1:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2495,7 +2495,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 2:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2505,7 +2505,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 3:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2515,7 +2515,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 4:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2525,7 +2525,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 5:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2535,7 +2535,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 6:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2545,7 +2545,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 7:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2557,7 +2557,7 @@ def _u_meta(mv, pos, end):
         _channel_prefix__f_channel = mv[pos]
         pos += 1
         if _channel_prefix__f_channel > 15:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _channel_prefix___obj = _new(ChannelPrefix)
         _channel_prefix___obj.channel = _channel_prefix__f_channel
         f_data = _channel_prefix___obj
@@ -2565,7 +2565,7 @@ def _u_meta(mv, pos, end):
         _midi_port__f_port = mv[pos]
         pos += 1
         if _midi_port__f_port > 127:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _midi_port___obj = _new(MidiPort)
         _midi_port___obj.port = _midi_port__f_port
         f_data = _midi_port___obj
@@ -2582,17 +2582,17 @@ def _u_meta(mv, pos, end):
         _smpte_offset__f_hours = _S5.unpack_from(mv, pos)[0]
         pos += 1
         if not _smpte_offset__f_hours & 128 == 0:
-            raise IndexError
+            raise ConstraintError('undefined bits set')
         _smpte_offset__f_frame_rate = _smpte_offset__f_hours >> 5 & 3
         _smpte_offset__f_hour = _smpte_offset__f_hours & 31
         _smpte_offset__f_minutes, _smpte_offset__f_seconds, _smpte_offset__f_frames, _smpte_offset__f_sub_frames = _S20.unpack_from(mv, pos)
         pos += 4
         if _smpte_offset__f_minutes > 59:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _smpte_offset__f_seconds > 59:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _smpte_offset__f_sub_frames > 99:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _smpte_offset___obj = _new(SmpteOffset)
         _smpte_offset___obj.frame_rate = _smpte_offset__f_frame_rate
         _smpte_offset___obj.hour = _smpte_offset__f_hour
@@ -2614,9 +2614,9 @@ def _u_meta(mv, pos, end):
         _key_signature__f_sharps, _key_signature__f_minor = _S23.unpack_from(mv, pos)
         pos += 2
         if _key_signature__f_sharps < -7 or _key_signature__f_sharps > 7:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _key_signature__f_minor > 1:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _key_signature___obj = _new(KeySignature)
         _key_signature___obj.sharps = _key_signature__f_sharps
         _key_signature___obj.minor = _key_signature__f_minor
@@ -2627,7 +2627,7 @@ def _u_meta(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_data
     _obj = _new(Meta)
     _obj.meta_type = f_meta_type
@@ -2658,9 +2658,9 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
             if f_length < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             if pos + f_length > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_length) + ' bytes')
             _outer_end_data = end
             end = pos + f_length
             if _tag == 0:
@@ -2671,7 +2671,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _sequence_number___obj
             elif _tag == 1:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2681,7 +2681,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 2:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2691,7 +2691,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 3:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2701,7 +2701,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 4:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2711,7 +2711,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 5:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2721,7 +2721,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 6:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2731,7 +2731,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 7:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2743,7 +2743,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 _channel_prefix__f_channel = mv[pos]
                 pos += 1
                 if _channel_prefix__f_channel > 15:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _channel_prefix___obj = _new(ChannelPrefix)
                 _channel_prefix___obj.channel = _channel_prefix__f_channel
                 f_data = _channel_prefix___obj
@@ -2751,7 +2751,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 _midi_port__f_port = mv[pos]
                 pos += 1
                 if _midi_port__f_port > 127:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _midi_port___obj = _new(MidiPort)
                 _midi_port___obj.port = _midi_port__f_port
                 f_data = _midi_port___obj
@@ -2768,17 +2768,17 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 _smpte_offset__f_hours = _S5_unpack_from(mv, pos)[0]
                 pos += 1
                 if not _smpte_offset__f_hours & 128 == 0:
-                    raise IndexError
+                    raise ConstraintError('undefined bits set')
                 _smpte_offset__f_frame_rate = _smpte_offset__f_hours >> 5 & 3
                 _smpte_offset__f_hour = _smpte_offset__f_hours & 31
                 _smpte_offset__f_minutes, _smpte_offset__f_seconds, _smpte_offset__f_frames, _smpte_offset__f_sub_frames = _S20_unpack_from(mv, pos)
                 pos += 4
                 if _smpte_offset__f_minutes > 59:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _smpte_offset__f_seconds > 59:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _smpte_offset__f_sub_frames > 99:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _smpte_offset___obj = _new(SmpteOffset)
                 _smpte_offset___obj.frame_rate = _smpte_offset__f_frame_rate
                 _smpte_offset___obj.hour = _smpte_offset__f_hour
@@ -2800,9 +2800,9 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 _key_signature__f_sharps, _key_signature__f_minor = _S23_unpack_from(mv, pos)
                 pos += 2
                 if _key_signature__f_sharps < -7 or _key_signature__f_sharps > 7:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _key_signature__f_minor > 1:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _key_signature___obj = _new(KeySignature)
                 _key_signature___obj.sharps = _key_signature__f_sharps
                 _key_signature___obj.minor = _key_signature__f_minor
@@ -2813,7 +2813,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_data
             _obj = _new(Meta)
             _obj.meta_type = f_meta_type
@@ -3117,7 +3117,7 @@ def _d_text(mv, pos, end):
 def _u_text(mv, pos, end):
     _isb = mv.__class__ is bytes
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -3138,7 +3138,7 @@ def _m_text(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -3183,7 +3183,7 @@ def _u_channel_prefix(mv, pos, end):
     f_channel = mv[pos]
     pos += 1
     if f_channel > 15:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(ChannelPrefix)
     _obj.channel = f_channel
     return (_obj, pos)
@@ -3201,7 +3201,7 @@ def _m_channel_prefix(mv, pos, end, _rest=_decode_many):
             f_channel = mv[pos]
             pos += 1
             if f_channel > 15:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(ChannelPrefix)
             _obj.channel = f_channel
             _append(_obj)
@@ -3243,7 +3243,7 @@ def _u_midi_port(mv, pos, end):
     f_port = mv[pos]
     pos += 1
     if f_port > 127:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(MidiPort)
     _obj.port = f_port
     return (_obj, pos)
@@ -3261,7 +3261,7 @@ def _m_midi_port(mv, pos, end, _rest=_decode_many):
             f_port = mv[pos]
             pos += 1
             if f_port > 127:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(MidiPort)
             _obj.port = f_port
             _append(_obj)
@@ -3375,17 +3375,17 @@ def _u_smpte_offset(mv, pos, end):
     f_hours = _S5.unpack_from(mv, pos)[0]
     pos += 1
     if not f_hours & 128 == 0:
-        raise IndexError
+        raise ConstraintError('undefined bits set')
     f_frame_rate = f_hours >> 5 & 3
     f_hour = f_hours & 31
     f_minutes, f_seconds, f_frames, f_sub_frames = _S20.unpack_from(mv, pos)
     pos += 4
     if f_minutes > 59:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_seconds > 59:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_sub_frames > 99:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(SmpteOffset)
     _obj.frame_rate = f_frame_rate
     _obj.hour = f_hour
@@ -3410,17 +3410,17 @@ def _m_smpte_offset(mv, pos, end, _rest=_decode_many):
             f_hours = _S5_unpack_from(mv, pos)[0]
             pos += 1
             if not f_hours & 128 == 0:
-                raise IndexError
+                raise ConstraintError('undefined bits set')
             f_frame_rate = f_hours >> 5 & 3
             f_hour = f_hours & 31
             f_minutes, f_seconds, f_frames, f_sub_frames = _S20_unpack_from(mv, pos)
             pos += 4
             if f_minutes > 59:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_seconds > 59:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_sub_frames > 99:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(SmpteOffset)
             _obj.frame_rate = f_frame_rate
             _obj.hour = f_hour
@@ -3548,9 +3548,9 @@ def _u_key_signature(mv, pos, end):
     f_sharps, f_minor = _S23.unpack_from(mv, pos)
     pos += 2
     if f_sharps < -7 or f_sharps > 7:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_minor > 1:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(KeySignature)
     _obj.sharps = f_sharps
     _obj.minor = f_minor
@@ -3570,9 +3570,9 @@ def _m_key_signature(mv, pos, end, _rest=_decode_many):
             f_sharps, f_minor = _S23_unpack_from(mv, pos)
             pos += 2
             if f_sharps < -7 or f_sharps > 7:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_minor > 1:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(KeySignature)
             _obj.sharps = f_sharps
             _obj.minor = f_minor

@@ -266,11 +266,11 @@ def _u_ogg_page(mv, pos, end):
     _r0 = pos
     pos += 22
     if f_capture != b'OggS':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_version != 0:
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_header_type & 248:
-        raise IndexError
+        raise ConstraintError('undefined page_flags bits set')
     f_header_type = PageFlags.from_int(f_header_type)
     _e_seqno = _r0 + 22
     _r2 = pos
@@ -278,7 +278,7 @@ def _u_ogg_page(mv, pos, end):
     _e_page_crc = _r2 + 4
     _s_segment_count = _r2 + 4
     if f_segment_count * 1 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(f_segment_count), offset=pos, path='segment_table', expected='>= 0', found=f_segment_count) if f_segment_count < 0 else TruncatedError('count ' + str(f_segment_count) + ' needs at least ' + str(f_segment_count * 1) + ' bytes', offset=pos, path='segment_table', expected=f_segment_count * 1, found=end - pos)
     _st = _RC4.get(f_segment_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_segment_count) + 'B')
@@ -288,13 +288,13 @@ def _u_ogg_page(mv, pos, end):
     pos += f_segment_count * 1
     _n = sum(f_segment_table)
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_body = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_body = pos
     _ck = _ck_crc32_ogg(b''.join((mv[_r0:_e_seqno], _FB5, mv[_s_segment_count:_e_body])))
     if f_page_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32_ogg mismatch')
     _obj = _new(OggPage)
     _obj.header_type = f_header_type
     _obj.granule = f_granule
@@ -320,11 +320,11 @@ def _m_ogg_page(mv, pos, end, _rest=_decode_many):
             _r0 = pos
             pos += 22
             if f_capture != b'OggS':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_version != 0:
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_header_type & 248:
-                raise IndexError
+                raise ConstraintError('undefined page_flags bits set')
             f_header_type = PageFlags.from_int(f_header_type)
             _e_seqno = _r0 + 22
             _r2 = pos
@@ -332,7 +332,7 @@ def _m_ogg_page(mv, pos, end, _rest=_decode_many):
             _e_page_crc = _r2 + 4
             _s_segment_count = _r2 + 4
             if f_segment_count * 1 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(f_segment_count), offset=pos, path='segment_table', expected='>= 0', found=f_segment_count) if f_segment_count < 0 else TruncatedError('count ' + str(f_segment_count) + ' needs at least ' + str(f_segment_count * 1) + ' bytes', offset=pos, path='segment_table', expected=f_segment_count * 1, found=end - pos)
             _st = _RC4.get(f_segment_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_segment_count) + 'B')
@@ -342,13 +342,13 @@ def _m_ogg_page(mv, pos, end, _rest=_decode_many):
             pos += f_segment_count * 1
             _n = sum(f_segment_table)
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_body = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_body = pos
             _ck = _ck_crc32_ogg(b''.join((mv[_r0:_e_seqno], _FB5, mv[_s_segment_count:_e_body])))
             if f_page_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32_ogg mismatch')
             _obj = _new(OggPage)
             _obj.header_type = f_header_type
             _obj.granule = f_granule
@@ -596,18 +596,18 @@ def _u_vorbis_packet(mv, pos, end):
         _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S12.unpack_from(mv, pos)
         pos += 29
         if _identification_header__f_magic != b'vorbis':
-            raise IndexError
+            raise ConstraintError('bad magic')
         if _identification_header__f_vorbis_version != 0:
-            raise IndexError
+            raise ConstraintError('bad magic')
         if _identification_header__f_audio_channels < 1:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _identification_header__f_audio_sample_rate < 1:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _identification_header__f_blocksizes & 0:
-            raise IndexError
+            raise ConstraintError('undefined blocksizes bits set')
         _identification_header__f_blocksizes = Blocksizes.from_int(_identification_header__f_blocksizes)
         if _identification_header__f_framing_flag != 1:
-            raise IndexError
+            raise ConstraintError('bad magic')
         _identification_header___obj = _new(IdentificationHeader)
         _identification_header___obj.audio_channels = _identification_header__f_audio_channels
         _identification_header___obj.audio_sample_rate = _identification_header__f_audio_sample_rate
@@ -620,13 +620,13 @@ def _u_vorbis_packet(mv, pos, end):
         _comment_header__f_magic, _comment_header__n_vendor = _S14.unpack_from(mv, pos)
         pos += 10
         if _comment_header__f_magic != b'vorbis':
-            raise IndexError
+            raise ConstraintError('bad magic')
         _comment_header__f_vendor = _BD20(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
         pos += _comment_header__n_vendor
         _comment_header__n_comments, = _S7.unpack_from(mv, pos)
         pos += 4
         if _comment_header__n_comments * 4 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
         _comment_header__f_comments = []
         for _comment_header___i in range(_comment_header__n_comments):
             _comment_header___n = _S7.unpack_from(mv, pos)[0]
@@ -637,7 +637,7 @@ def _u_vorbis_packet(mv, pos, end):
         _comment_header__f_framing_flag = mv[pos]
         pos += 1
         if _comment_header__f_framing_flag != 1:
-            raise IndexError
+            raise ConstraintError('bad magic')
         _comment_header___obj = _new(CommentHeader)
         _comment_header___obj.vendor = _comment_header__f_vendor
         _comment_header___obj.comments = _comment_header__f_comments
@@ -646,9 +646,9 @@ def _u_vorbis_packet(mv, pos, end):
         _setup_header__f_magic, = _S18.unpack_from(mv, pos)
         pos += 6
         if _setup_header__f_magic != b'vorbis':
-            raise IndexError
+            raise ConstraintError('bad magic')
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _setup_header__f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -658,7 +658,7 @@ def _u_vorbis_packet(mv, pos, end):
         f_body = _setup_header___obj
     elif _tag == 0:
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _audio_packet__f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -667,7 +667,7 @@ def _u_vorbis_packet(mv, pos, end):
         _audio_packet___obj.data = _audio_packet__f_data
         f_body = _audio_packet___obj
     else:
-        raise IndexError
+        raise ConstraintError('no case for tag')
     _obj = _new(VorbisPacket)
     _obj.packet_type = f_packet_type
     _obj.body = f_body
@@ -695,18 +695,18 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S12_unpack_from(mv, pos)
                 pos += 29
                 if _identification_header__f_magic != b'vorbis':
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 if _identification_header__f_vorbis_version != 0:
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 if _identification_header__f_audio_channels < 1:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _identification_header__f_audio_sample_rate < 1:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _identification_header__f_blocksizes & 0:
-                    raise IndexError
+                    raise ConstraintError('undefined blocksizes bits set')
                 _identification_header__f_blocksizes = Blocksizes.from_int(_identification_header__f_blocksizes)
                 if _identification_header__f_framing_flag != 1:
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 _identification_header___obj = _new(IdentificationHeader)
                 _identification_header___obj.audio_channels = _identification_header__f_audio_channels
                 _identification_header___obj.audio_sample_rate = _identification_header__f_audio_sample_rate
@@ -719,13 +719,13 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _comment_header__f_magic, _comment_header__n_vendor = _S14_unpack_from(mv, pos)
                 pos += 10
                 if _comment_header__f_magic != b'vorbis':
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 _comment_header__f_vendor = _BD20(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
                 pos += _comment_header__n_vendor
                 _comment_header__n_comments, = _S7_unpack_from(mv, pos)
                 pos += 4
                 if _comment_header__n_comments * 4 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
                 _comment_header__f_comments = []
                 for _comment_header___i in range(_comment_header__n_comments):
                     _comment_header___n = _S7_unpack_from(mv, pos)[0]
@@ -736,7 +736,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _comment_header__f_framing_flag = mv[pos]
                 pos += 1
                 if _comment_header__f_framing_flag != 1:
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 _comment_header___obj = _new(CommentHeader)
                 _comment_header___obj.vendor = _comment_header__f_vendor
                 _comment_header___obj.comments = _comment_header__f_comments
@@ -745,9 +745,9 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _setup_header__f_magic, = _S18_unpack_from(mv, pos)
                 pos += 6
                 if _setup_header__f_magic != b'vorbis':
-                    raise IndexError
+                    raise ConstraintError('bad magic')
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _setup_header__f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -757,7 +757,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 f_body = _setup_header___obj
             elif _tag == 0:
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _audio_packet__f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -766,7 +766,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _audio_packet___obj.data = _audio_packet__f_data
                 f_body = _audio_packet___obj
             else:
-                raise IndexError
+                raise ConstraintError('no case for tag')
             _obj = _new(VorbisPacket)
             _obj.packet_type = f_packet_type
             _obj.body = f_body
@@ -907,18 +907,18 @@ def _u_identification_header(mv, pos, end):
     f_magic, f_vorbis_version, f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes, f_framing_flag = _S12.unpack_from(mv, pos)
     pos += 29
     if f_magic != b'vorbis':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_vorbis_version != 0:
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_audio_channels < 1:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_audio_sample_rate < 1:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_blocksizes & 0:
-        raise IndexError
+        raise ConstraintError('undefined blocksizes bits set')
     f_blocksizes = Blocksizes.from_int(f_blocksizes)
     if f_framing_flag != 1:
-        raise IndexError
+        raise ConstraintError('bad magic')
     _obj = _new(IdentificationHeader)
     _obj.audio_channels = f_audio_channels
     _obj.audio_sample_rate = f_audio_sample_rate
@@ -942,18 +942,18 @@ def _m_identification_header(mv, pos, end, _rest=_decode_many):
             f_magic, f_vorbis_version, f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes, f_framing_flag = _S12_unpack_from(mv, pos)
             pos += 29
             if f_magic != b'vorbis':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_vorbis_version != 0:
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_audio_channels < 1:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_audio_sample_rate < 1:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_blocksizes & 0:
-                raise IndexError
+                raise ConstraintError('undefined blocksizes bits set')
             f_blocksizes = Blocksizes.from_int(f_blocksizes)
             if f_framing_flag != 1:
-                raise IndexError
+                raise ConstraintError('bad magic')
             _obj = _new(IdentificationHeader)
             _obj.audio_channels = f_audio_channels
             _obj.audio_sample_rate = f_audio_sample_rate
@@ -1043,13 +1043,13 @@ def _u_comment_header(mv, pos, end):
     f_magic, n_vendor = _S14.unpack_from(mv, pos)
     pos += 10
     if f_magic != b'vorbis':
-        raise IndexError
+        raise ConstraintError('bad magic')
     f_vendor = _BD20(mv[pos:pos + n_vendor]) if _isb else str(mv[pos:pos + n_vendor], 'utf-8')
     pos += n_vendor
     n_comments, = _S7.unpack_from(mv, pos)
     pos += 4
     if n_comments * 4 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(n_comments), offset=pos, path='comments', expected='>= 0', found=n_comments) if n_comments < 0 else TruncatedError('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
     f_comments = []
     for _i in range(n_comments):
         _n = _S7.unpack_from(mv, pos)[0]
@@ -1060,7 +1060,7 @@ def _u_comment_header(mv, pos, end):
     f_framing_flag = mv[pos]
     pos += 1
     if f_framing_flag != 1:
-        raise IndexError
+        raise ConstraintError('bad magic')
     _obj = _new(CommentHeader)
     _obj.vendor = f_vendor
     _obj.comments = f_comments
@@ -1082,13 +1082,13 @@ def _m_comment_header(mv, pos, end, _rest=_decode_many):
             f_magic, n_vendor = _S14_unpack_from(mv, pos)
             pos += 10
             if f_magic != b'vorbis':
-                raise IndexError
+                raise ConstraintError('bad magic')
             f_vendor = _BD20(mv[pos:pos + n_vendor]) if _isb else str(mv[pos:pos + n_vendor], 'utf-8')
             pos += n_vendor
             n_comments, = _S7_unpack_from(mv, pos)
             pos += 4
             if n_comments * 4 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(n_comments), offset=pos, path='comments', expected='>= 0', found=n_comments) if n_comments < 0 else TruncatedError('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
             f_comments = []
             for _i in range(n_comments):
                 _n = _S7_unpack_from(mv, pos)[0]
@@ -1099,7 +1099,7 @@ def _m_comment_header(mv, pos, end, _rest=_decode_many):
             f_framing_flag = mv[pos]
             pos += 1
             if f_framing_flag != 1:
-                raise IndexError
+                raise ConstraintError('bad magic')
             _obj = _new(CommentHeader)
             _obj.vendor = f_vendor
             _obj.comments = f_comments
@@ -1167,9 +1167,9 @@ def _u_setup_header(mv, pos, end):
     f_magic, = _S18.unpack_from(mv, pos)
     pos += 6
     if f_magic != b'vorbis':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -1193,9 +1193,9 @@ def _m_setup_header(mv, pos, end, _rest=_decode_many):
             f_magic, = _S18_unpack_from(mv, pos)
             pos += 6
             if f_magic != b'vorbis':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -1237,7 +1237,7 @@ def _d_audio_packet(mv, pos, end):
 def _u_audio_packet(mv, pos, end):
     _isb = mv.__class__ is bytes
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -1258,7 +1258,7 @@ def _m_audio_packet(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError

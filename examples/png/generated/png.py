@@ -245,37 +245,37 @@ def _u_png_file(mv, pos, end):
     f_signature, = _S0.unpack_from(mv, pos)
     pos += 8
     if f_signature != b'\x89PNG\r\n\x1a\n':
-        raise IndexError
+        raise ConstraintError('bad magic')
     f_chunks = []
     while True:
         _chunk__f_length, _chunk__f_chunk_type, _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S8.unpack_from(mv, pos)
         _chunk___r2 = pos
         pos += 8
         if _chunk__f_length > 2147483647:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _chunk___s_chunk_type = _chunk___r2 + 4
         _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
         if pos + _chunk__f_length > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_chunk__f_length) + ' bytes')
         _chunk___outer_end_data = end
         end = pos + _chunk__f_length
         _chunk___tag = _chunk__f_chunk_type
         if _chunk___tag == 1229472850:
             pos += 13
             if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if _chunk___ihdr__f_height < 1 or _chunk___ihdr__f_height > 2147483647:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _chunk___ihdr___v = _COLORTYPE_BY_VALUE.get(_chunk___ihdr__f_color_type)
             if _chunk___ihdr___v is None:
-                raise IndexError
+                raise ConstraintError('unknown color_type value')
             _chunk___ihdr__f_color_type = _chunk___ihdr___v
             if _chunk___ihdr__f_compression_method > 0:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if _chunk___ihdr__f_filter_method > 0:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if _chunk___ihdr__f_interlace_method > 1:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _chunk___ihdr___obj = _new(Ihdr)
             _chunk___ihdr___obj.width = _chunk___ihdr__f_width
             _chunk___ihdr___obj.height = _chunk___ihdr__f_height
@@ -293,14 +293,14 @@ def _u_png_file(mv, pos, end):
                 raise IndexError
             pos = end
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _chunk___outer_end_data
         _chunk___e_data = pos
         _chunk__f_crc, = _S6.unpack_from(mv, pos)
         pos += 4
         _chunk___ck = _ck_crc32(mv[_chunk___s_chunk_type:_chunk___e_data])
         if _chunk__f_crc != _chunk___ck:
-            raise IndexError
+            raise ChecksumError('crc32 mismatch')
         _chunk___obj = _new(Chunk)
         _chunk___obj.chunk_type = _chunk__f_chunk_type
         _chunk___obj.data = _chunk__f_data
@@ -328,37 +328,37 @@ def _m_png_file(mv, pos, end, _rest=_decode_many):
             f_signature, = _S0_unpack_from(mv, pos)
             pos += 8
             if f_signature != b'\x89PNG\r\n\x1a\n':
-                raise IndexError
+                raise ConstraintError('bad magic')
             f_chunks = []
             while True:
                 _chunk__f_length, _chunk__f_chunk_type, _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S8_unpack_from(mv, pos)
                 _chunk___r2 = pos
                 pos += 8
                 if _chunk__f_length > 2147483647:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _chunk___s_chunk_type = _chunk___r2 + 4
                 _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
                 if pos + _chunk__f_length > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_chunk__f_length) + ' bytes')
                 _chunk___outer_end_data = end
                 end = pos + _chunk__f_length
                 _chunk___tag = _chunk__f_chunk_type
                 if _chunk___tag == 1229472850:
                     pos += 13
                     if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
-                        raise IndexError
+                        raise ConstraintError('value out of range')
                     if _chunk___ihdr__f_height < 1 or _chunk___ihdr__f_height > 2147483647:
-                        raise IndexError
+                        raise ConstraintError('value out of range')
                     _chunk___ihdr___v = _COLORTYPE_BY_VALUE.get(_chunk___ihdr__f_color_type)
                     if _chunk___ihdr___v is None:
-                        raise IndexError
+                        raise ConstraintError('unknown color_type value')
                     _chunk___ihdr__f_color_type = _chunk___ihdr___v
                     if _chunk___ihdr__f_compression_method > 0:
-                        raise IndexError
+                        raise ConstraintError('value out of range')
                     if _chunk___ihdr__f_filter_method > 0:
-                        raise IndexError
+                        raise ConstraintError('value out of range')
                     if _chunk___ihdr__f_interlace_method > 1:
-                        raise IndexError
+                        raise ConstraintError('value out of range')
                     _chunk___ihdr___obj = _new(Ihdr)
                     _chunk___ihdr___obj.width = _chunk___ihdr__f_width
                     _chunk___ihdr___obj.height = _chunk___ihdr__f_height
@@ -376,14 +376,14 @@ def _m_png_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     pos = end
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _chunk___outer_end_data
                 _chunk___e_data = pos
                 _chunk__f_crc, = _S6_unpack_from(mv, pos)
                 pos += 4
                 _chunk___ck = _ck_crc32(mv[_chunk___s_chunk_type:_chunk___e_data])
                 if _chunk__f_crc != _chunk___ck:
-                    raise IndexError
+                    raise ChecksumError('crc32 mismatch')
                 _chunk___obj = _new(Chunk)
                 _chunk___obj.chunk_type = _chunk__f_chunk_type
                 _chunk___obj.data = _chunk__f_data
@@ -563,30 +563,30 @@ def _u_chunk(mv, pos, end):
     _r2 = pos
     pos += 8
     if f_length > 2147483647:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _s_chunk_type = _r2 + 4
     f_chunk_type = _CHUNKTYPE_BY_VALUE.get(f_chunk_type, f_chunk_type)
     if pos + f_length > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(f_length) + ' bytes')
     _outer_end_data = end
     end = pos + f_length
     _tag = f_chunk_type
     if _tag == 1229472850:
         pos += 13
         if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _ihdr__f_height < 1 or _ihdr__f_height > 2147483647:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _ihdr___v = _COLORTYPE_BY_VALUE.get(_ihdr__f_color_type)
         if _ihdr___v is None:
-            raise IndexError
+            raise ConstraintError('unknown color_type value')
         _ihdr__f_color_type = _ihdr___v
         if _ihdr__f_compression_method > 0:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _ihdr__f_filter_method > 0:
-            raise IndexError
+            raise ConstraintError('value out of range')
         if _ihdr__f_interlace_method > 1:
-            raise IndexError
+            raise ConstraintError('value out of range')
         _ihdr___obj = _new(Ihdr)
         _ihdr___obj.width = _ihdr__f_width
         _ihdr___obj.height = _ihdr__f_height
@@ -604,14 +604,14 @@ def _u_chunk(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_data
     _e_data = pos
     f_crc, = _S6.unpack_from(mv, pos)
     pos += 4
     _ck = _ck_crc32(mv[_s_chunk_type:_e_data])
     if f_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32 mismatch')
     _obj = _new(Chunk)
     _obj.chunk_type = f_chunk_type
     _obj.data = f_data
@@ -634,30 +634,30 @@ def _m_chunk(mv, pos, end, _rest=_decode_many):
             _r2 = pos
             pos += 8
             if f_length > 2147483647:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _s_chunk_type = _r2 + 4
             f_chunk_type = _CHUNKTYPE_BY_VALUE.get(f_chunk_type, f_chunk_type)
             if pos + f_length > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(f_length) + ' bytes')
             _outer_end_data = end
             end = pos + f_length
             _tag = f_chunk_type
             if _tag == 1229472850:
                 pos += 13
                 if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _ihdr__f_height < 1 or _ihdr__f_height > 2147483647:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _ihdr___v = _COLORTYPE_BY_VALUE.get(_ihdr__f_color_type)
                 if _ihdr___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown color_type value')
                 _ihdr__f_color_type = _ihdr___v
                 if _ihdr__f_compression_method > 0:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _ihdr__f_filter_method > 0:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 if _ihdr__f_interlace_method > 1:
-                    raise IndexError
+                    raise ConstraintError('value out of range')
                 _ihdr___obj = _new(Ihdr)
                 _ihdr___obj.width = _ihdr__f_width
                 _ihdr___obj.height = _ihdr__f_height
@@ -675,14 +675,14 @@ def _m_chunk(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_data
             _e_data = pos
             f_crc, = _S6_unpack_from(mv, pos)
             pos += 4
             _ck = _ck_crc32(mv[_s_chunk_type:_e_data])
             if f_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32 mismatch')
             _obj = _new(Chunk)
             _obj.chunk_type = f_chunk_type
             _obj.data = f_data
@@ -800,16 +800,16 @@ def _u_ihdr(mv, pos, end):
     f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4.unpack_from(mv, pos)
     pos += 13
     if f_width < 1 or f_width > 2147483647:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_height < 1 or f_height > 2147483647:
-        raise IndexError
+        raise ConstraintError('value out of range')
     f_color_type = _COLORTYPE_BY_VALUE[f_color_type]
     if f_compression_method > 0:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_filter_method > 0:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_interlace_method > 1:
-        raise IndexError
+        raise ConstraintError('value out of range')
     _obj = _new(Ihdr)
     _obj.width = f_width
     _obj.height = f_height
@@ -834,16 +834,16 @@ def _m_ihdr(mv, pos, end, _rest=_decode_many):
             f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4_unpack_from(mv, pos)
             pos += 13
             if f_width < 1 or f_width > 2147483647:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_height < 1 or f_height > 2147483647:
-                raise IndexError
+                raise ConstraintError('value out of range')
             f_color_type = _COLORTYPE_BY_VALUE[f_color_type]
             if f_compression_method > 0:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_filter_method > 0:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_interlace_method > 1:
-                raise IndexError
+                raise ConstraintError('value out of range')
             _obj = _new(Ihdr)
             _obj.width = f_width
             _obj.height = f_height

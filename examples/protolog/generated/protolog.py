@@ -306,9 +306,9 @@ def _u_log_file(mv, pos, end):
     f_magic, f_version = _S0.unpack_from(mv, pos)
     pos += 5
     if f_magic != b'PLOG':
-        raise IndexError
+        raise ConstraintError('bad magic')
     if f_version < 1 or f_version > 1:
-        raise IndexError
+        raise ConstraintError('value out of range')
     f_records = []
     while True:
         if pos >= end:
@@ -327,9 +327,9 @@ def _u_log_file(mv, pos, end):
             _record__f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
         _record___n = _record__f_body_len
         if _record___n < 0:
-            raise IndexError
+            raise ConstraintError('negative size')
         if pos + _record___n > end:
-            raise IndexError
+            raise TruncatedError('section needs ' + str(_record___n) + ' bytes')
         _record___outer_end_body = end
         end = pos + _record___n
         _record___event__f_seq = mv[pos]
@@ -346,7 +346,7 @@ def _u_log_file(mv, pos, end):
         pos += 1
         _record___event___v = _EVENTKIND_BY_VALUE.get(_record___event__f_kind)
         if _record___event___v is None:
-            raise IndexError
+            raise ConstraintError('unknown event_kind value')
         _record___event__f_kind = _record___event___v
         if pos > end:
             raise IndexError
@@ -377,7 +377,7 @@ def _u_log_file(mv, pos, end):
                 raise IndexError
             _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
         if pos + _record___event___n > end:
-            raise IndexError
+            raise TruncatedError('str truncated')
         _record___event__f_source = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
         if pos > end:
             raise IndexError
@@ -393,7 +393,7 @@ def _u_log_file(mv, pos, end):
                 raise IndexError
             _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
         if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-            raise IndexError
+            raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
         _record___event__f_tags = []
         for _record___event___i in range(_record___event___c):
             _record___event___n = mv[pos]
@@ -407,7 +407,7 @@ def _u_log_file(mv, pos, end):
                     raise IndexError
                 _record___event___n, pos = _uleb128(mv, pos, end, '.length')
             if pos + _record___event___n > end:
-                raise IndexError
+                raise TruncatedError('str truncated')
             _record___event___x = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -419,7 +419,7 @@ def _u_log_file(mv, pos, end):
             raise IndexError
         pos += _record___event___n + 1
         if pos + (end - pos) > end:
-            raise IndexError
+            raise TruncatedError('bytes truncated')
         _record___event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -435,18 +435,18 @@ def _u_log_file(mv, pos, end):
         _record___event___obj.note = _record___event__f_note
         _record___event___obj.payload = _record___event__f_payload
         if pos != end:
-            raise IndexError
+            raise ConstraintError('section size mismatch')
         end = _record___outer_end_body
         _record___e_body = pos
         _record__f_crc, = _S4.unpack_from(mv, pos)
         pos += 4
         _record___ck = _ck_crc32c(mv[_record___s_body_len:_record___e_body])
         if _record__f_crc != _record___ck:
-            raise IndexError
+            raise ChecksumError('crc32c mismatch')
         _record___obj = _new(Record)
         _record___obj.body = _record___event___obj
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_records.append(_record___obj)
     _obj = _new(LogFile)
     _obj.version = f_version
@@ -469,9 +469,9 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
             f_magic, f_version = _S0_unpack_from(mv, pos)
             pos += 5
             if f_magic != b'PLOG':
-                raise IndexError
+                raise ConstraintError('bad magic')
             if f_version < 1 or f_version > 1:
-                raise IndexError
+                raise ConstraintError('value out of range')
             f_records = []
             while True:
                 if pos >= end:
@@ -490,9 +490,9 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                     _record__f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
                 _record___n = _record__f_body_len
                 if _record___n < 0:
-                    raise IndexError
+                    raise ConstraintError('negative size')
                 if pos + _record___n > end:
-                    raise IndexError
+                    raise TruncatedError('section needs ' + str(_record___n) + ' bytes')
                 _record___outer_end_body = end
                 end = pos + _record___n
                 _record___event__f_seq = mv[pos]
@@ -509,7 +509,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                 pos += 1
                 _record___event___v = _EVENTKIND_BY_VALUE.get(_record___event__f_kind)
                 if _record___event___v is None:
-                    raise IndexError
+                    raise ConstraintError('unknown event_kind value')
                 _record___event__f_kind = _record___event___v
                 if pos > end:
                     raise IndexError
@@ -540,7 +540,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
                 if pos + _record___event___n > end:
-                    raise IndexError
+                    raise TruncatedError('str truncated')
                 _record___event__f_source = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -556,7 +556,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
                 if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-                    raise IndexError
+                    raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
                 _record___event__f_tags = []
                 for _record___event___i in range(_record___event___c):
                     _record___event___n = mv[pos]
@@ -570,7 +570,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _record___event___n, pos = _uleb128(mv, pos, end, '.length')
                     if pos + _record___event___n > end:
-                        raise IndexError
+                        raise TruncatedError('str truncated')
                     _record___event___x = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
                     if pos > end:
                         raise IndexError
@@ -582,7 +582,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos += _record___event___n + 1
                 if pos + (end - pos) > end:
-                    raise IndexError
+                    raise TruncatedError('bytes truncated')
                 _record___event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -598,18 +598,18 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                 _record___event___obj.note = _record___event__f_note
                 _record___event___obj.payload = _record___event__f_payload
                 if pos != end:
-                    raise IndexError
+                    raise ConstraintError('section size mismatch')
                 end = _record___outer_end_body
                 _record___e_body = pos
                 _record__f_crc, = _S4_unpack_from(mv, pos)
                 pos += 4
                 _record___ck = _ck_crc32c(mv[_record___s_body_len:_record___e_body])
                 if _record__f_crc != _record___ck:
-                    raise IndexError
+                    raise ChecksumError('crc32c mismatch')
                 _record___obj = _new(Record)
                 _record___obj.body = _record___event___obj
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_records.append(_record___obj)
             _obj = _new(LogFile)
             _obj.version = f_version
@@ -850,9 +850,9 @@ def _u_record(mv, pos, end):
         f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
     _n = f_body_len
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
     _event__f_seq = mv[pos]
@@ -869,7 +869,7 @@ def _u_record(mv, pos, end):
     pos += 1
     _event___v = _EVENTKIND_BY_VALUE.get(_event__f_kind)
     if _event___v is None:
-        raise IndexError
+        raise ConstraintError('unknown event_kind value')
     _event__f_kind = _event___v
     if pos > end:
         raise IndexError
@@ -900,7 +900,7 @@ def _u_record(mv, pos, end):
             raise IndexError
         _event___n, pos = _uleb128(mv, pos, end, 'source.length')
     if pos + _event___n > end:
-        raise IndexError
+        raise TruncatedError('str truncated')
     _event__f_source = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
     if pos > end:
         raise IndexError
@@ -916,7 +916,7 @@ def _u_record(mv, pos, end):
             raise IndexError
         _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _event___c < 0 or _event___c * 1 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
     _event__f_tags = []
     for _event___i in range(_event___c):
         _event___n = mv[pos]
@@ -930,7 +930,7 @@ def _u_record(mv, pos, end):
                 raise IndexError
             _event___n, pos = _uleb128(mv, pos, end, '.length')
         if pos + _event___n > end:
-            raise IndexError
+            raise TruncatedError('str truncated')
         _event___x = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
         if pos > end:
             raise IndexError
@@ -942,7 +942,7 @@ def _u_record(mv, pos, end):
         raise IndexError
     pos += _event___n + 1
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     _event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -963,7 +963,7 @@ def _u_record(mv, pos, end):
     pos += 4
     _ck = _ck_crc32c(mv[_s_body_len:_e_body])
     if f_crc != _ck:
-        raise IndexError
+        raise ChecksumError('crc32c mismatch')
     _obj = _new(Record)
     _obj.body = _event___obj
     return (_obj, pos)
@@ -993,9 +993,9 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                 f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
             _n = f_body_len
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
             _event__f_seq = mv[pos]
@@ -1012,7 +1012,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
             pos += 1
             _event___v = _EVENTKIND_BY_VALUE.get(_event__f_kind)
             if _event___v is None:
-                raise IndexError
+                raise ConstraintError('unknown event_kind value')
             _event__f_kind = _event___v
             if pos > end:
                 raise IndexError
@@ -1043,7 +1043,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _event___n, pos = _uleb128(mv, pos, end, 'source.length')
             if pos + _event___n > end:
-                raise IndexError
+                raise TruncatedError('str truncated')
             _event__f_source = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -1059,7 +1059,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
             if _event___c < 0 or _event___c * 1 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
             _event__f_tags = []
             for _event___i in range(_event___c):
                 _event___n = mv[pos]
@@ -1073,7 +1073,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _event___n, pos = _uleb128(mv, pos, end, '.length')
                 if pos + _event___n > end:
-                    raise IndexError
+                    raise TruncatedError('str truncated')
                 _event___x = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -1085,7 +1085,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             pos += _event___n + 1
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             _event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -1106,7 +1106,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
             pos += 4
             _ck = _ck_crc32c(mv[_s_body_len:_e_body])
             if f_crc != _ck:
-                raise IndexError
+                raise ChecksumError('crc32c mismatch')
             _obj = _new(Record)
             _obj.body = _event___obj
             _append(_obj)
@@ -1328,7 +1328,7 @@ def _u_event(mv, pos, end):
             raise IndexError
         _n, pos = _uleb128(mv, pos, end, 'source.length')
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('str truncated')
     f_source = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
     if pos > end:
         raise IndexError
@@ -1344,7 +1344,7 @@ def _u_event(mv, pos, end):
             raise IndexError
         _c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _c < 0 or _c * 1 > end - pos:
-        raise IndexError
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
     f_tags = []
     for _i in range(_c):
         _n = mv[pos]
@@ -1358,7 +1358,7 @@ def _u_event(mv, pos, end):
                 raise IndexError
             _n, pos = _uleb128(mv, pos, end, '.length')
         if pos + _n > end:
-            raise IndexError
+            raise TruncatedError('str truncated')
         _x = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
         if pos > end:
             raise IndexError
@@ -1370,7 +1370,7 @@ def _u_event(mv, pos, end):
         raise IndexError
     pos += _n + 1
     if pos + (end - pos) > end:
-        raise IndexError
+        raise TruncatedError('bytes truncated')
     f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -1440,7 +1440,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _n, pos = _uleb128(mv, pos, end, 'source.length')
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('str truncated')
             f_source = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -1456,7 +1456,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _c, pos = _uleb128(mv, pos, end, 'tags.count')
             if _c < 0 or _c * 1 > end - pos:
-                raise IndexError
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
             f_tags = []
             for _i in range(_c):
                 _n = mv[pos]
@@ -1470,7 +1470,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _n, pos = _uleb128(mv, pos, end, '.length')
                 if pos + _n > end:
-                    raise IndexError
+                    raise TruncatedError('str truncated')
                 _x = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -1482,7 +1482,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             pos += _n + 1
             if pos + (end - pos) > end:
-                raise IndexError
+                raise TruncatedError('bytes truncated')
             f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError

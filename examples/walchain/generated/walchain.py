@@ -324,14 +324,14 @@ def _u_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _r4 = pos
     pos += 16
     if not f_page_number >= 1:
-        raise IndexError
+        raise ConstraintError('rule page_number >= 1 broken')
     if not f_salt1 == p_hdr_salt1:
-        raise IndexError
+        raise ConstraintError('salt1 differs from the header')
     if not f_salt2 == p_hdr_salt2:
-        raise IndexError
+        raise ConstraintError('salt2 differs from the header')
     _n = p_page_size
     if _n < 0:
-        raise IndexError
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_data = pos
@@ -339,7 +339,7 @@ def _u_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     pos += 8
     _ck = _ck_walsum(mv[_r4:_e_data], p_prev, order=p_order)
     if f_check != _ck:
-        raise IndexError
+        raise ChecksumError('walsum mismatch')
     _obj = _new(Frame)
     _obj.page_number = f_page_number
     _obj.commit_size = f_commit_size
@@ -365,14 +365,14 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
             _r4 = pos
             pos += 16
             if not f_page_number >= 1:
-                raise IndexError
+                raise ConstraintError('rule page_number >= 1 broken')
             if not f_salt1 == p_hdr_salt1:
-                raise IndexError
+                raise ConstraintError('salt1 differs from the header')
             if not f_salt2 == p_hdr_salt2:
-                raise IndexError
+                raise ConstraintError('salt2 differs from the header')
             _n = p_page_size
             if _n < 0:
-                raise IndexError
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_data = pos
@@ -380,7 +380,7 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
             pos += 8
             _ck = _ck_walsum(mv[_r4:_e_data], p_prev, order=p_order)
             if f_check != _ck:
-                raise IndexError
+                raise ChecksumError('walsum mismatch')
             _obj = _new(Frame)
             _obj.page_number = f_page_number
             _obj.commit_size = f_commit_size

@@ -727,7 +727,7 @@ def _u_central_entry(mv, pos, end):
     f_signature, f_version_needed, f_method, f_crc32, f_compressed_size, f_uncompressed_size, f_name_length, f_extra_length, f_comment_length, f_disk_start, f_internal_attrs, f_local_offset = _S22.unpack_from(mv, pos)
     pos += 4
     if not f_signature == b'PK\x01\x02':
-        raise IndexError
+        raise ConstraintError('not a central directory entry (PK\\1\\2)')
     f_made_by = _S2.unpack_from(mv, pos)[0]
     pos += 2
     f_zip_version = f_made_by & 255
@@ -737,7 +737,7 @@ def _u_central_entry(mv, pos, end):
     f_flags = _S2.unpack_from(mv, pos)[0]
     pos += 2
     if not f_flags & 63481 == 0:
-        raise IndexError
+        raise ConstraintError('undefined bits set')
     f_deflate_option = f_flags >> 1 & 3
     f_utf8_name = bool(f_flags >> 11 & 1)
     pos += 2
@@ -745,26 +745,26 @@ def _u_central_entry(mv, pos, end):
     f_mod_time = _S2.unpack_from(mv, pos)[0]
     pos += 2
     if not f_mod_time >> 11 & 31 <= 23:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if not f_mod_time >> 5 & 63 <= 59:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if not f_mod_time & 31 <= 29:
-        raise IndexError
+        raise ConstraintError('value out of range')
     f_hour = f_mod_time >> 11 & 31
     f_minute = f_mod_time >> 5 & 63
     f_second_half = f_mod_time & 31
     f_mod_date = _S2.unpack_from(mv, pos)[0]
     pos += 2
     if not (f_mod_date >> 5 & 15 >= 1 and f_mod_date >> 5 & 15 <= 12):
-        raise IndexError
+        raise ConstraintError('value out of range')
     if not (f_mod_date & 31 >= 1 and f_mod_date & 31 <= 31):
-        raise IndexError
+        raise ConstraintError('value out of range')
     f_year_from_1980 = f_mod_date >> 9 & 127
     f_month = f_mod_date >> 5 & 15
     f_day = f_mod_date & 31
     pos += 22
     if f_disk_start > 0:
-        raise IndexError
+        raise ConstraintError('value out of range')
     f_external_attrs = _S9.unpack_from(mv, pos)[0]
     pos += 4
     f_dos_attrs = f_external_attrs & 65535
@@ -775,7 +775,7 @@ def _u_central_entry(mv, pos, end):
     pos += _n
     _n = f_extra_length
     if pos + _n > end:
-        raise IndexError
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_extra = end
     end = pos + _n
     f_extra = []
@@ -791,10 +791,10 @@ def _u_central_entry(mv, pos, end):
         _extra_field___obj.header_id = _extra_field__f_header_id
         _extra_field___obj.data = _extra_field__f_data
         if pos <= _ip:
-            raise IndexError
+            raise ConstraintError('repeated item consumes no bytes')
         f_extra.append(_extra_field___obj)
     if pos != end:
-        raise IndexError
+        raise ConstraintError('section size mismatch')
     end = _outer_end_extra
     _n = f_comment_length
     f_comment = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -844,7 +844,7 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
             f_signature, f_version_needed, f_method, f_crc32, f_compressed_size, f_uncompressed_size, f_name_length, f_extra_length, f_comment_length, f_disk_start, f_internal_attrs, f_local_offset = _S22_unpack_from(mv, pos)
             pos += 4
             if not f_signature == b'PK\x01\x02':
-                raise IndexError
+                raise ConstraintError('not a central directory entry (PK\\1\\2)')
             f_made_by = _S2_unpack_from(mv, pos)[0]
             pos += 2
             f_zip_version = f_made_by & 255
@@ -854,7 +854,7 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
             f_flags = _S2_unpack_from(mv, pos)[0]
             pos += 2
             if not f_flags & 63481 == 0:
-                raise IndexError
+                raise ConstraintError('undefined bits set')
             f_deflate_option = f_flags >> 1 & 3
             f_utf8_name = bool(f_flags >> 11 & 1)
             pos += 2
@@ -862,26 +862,26 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
             f_mod_time = _S2_unpack_from(mv, pos)[0]
             pos += 2
             if not f_mod_time >> 11 & 31 <= 23:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if not f_mod_time >> 5 & 63 <= 59:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if not f_mod_time & 31 <= 29:
-                raise IndexError
+                raise ConstraintError('value out of range')
             f_hour = f_mod_time >> 11 & 31
             f_minute = f_mod_time >> 5 & 63
             f_second_half = f_mod_time & 31
             f_mod_date = _S2_unpack_from(mv, pos)[0]
             pos += 2
             if not (f_mod_date >> 5 & 15 >= 1 and f_mod_date >> 5 & 15 <= 12):
-                raise IndexError
+                raise ConstraintError('value out of range')
             if not (f_mod_date & 31 >= 1 and f_mod_date & 31 <= 31):
-                raise IndexError
+                raise ConstraintError('value out of range')
             f_year_from_1980 = f_mod_date >> 9 & 127
             f_month = f_mod_date >> 5 & 15
             f_day = f_mod_date & 31
             pos += 22
             if f_disk_start > 0:
-                raise IndexError
+                raise ConstraintError('value out of range')
             f_external_attrs = _S9_unpack_from(mv, pos)[0]
             pos += 4
             f_dos_attrs = f_external_attrs & 65535
@@ -892,7 +892,7 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
             pos += _n
             _n = f_extra_length
             if pos + _n > end:
-                raise IndexError
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_extra = end
             end = pos + _n
             f_extra = []
@@ -908,10 +908,10 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
                 _extra_field___obj.header_id = _extra_field__f_header_id
                 _extra_field___obj.data = _extra_field__f_data
                 if pos <= _ip:
-                    raise IndexError
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_extra.append(_extra_field___obj)
             if pos != end:
-                raise IndexError
+                raise ConstraintError('section size mismatch')
             end = _outer_end_extra
             _n = f_comment_length
             f_comment = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -1111,13 +1111,13 @@ def _u_end_of_central_directory(mv, pos, end):
     f_signature, f_disk_number, f_cd_disk, f_disk_entries, f_total_entries, f_cd_size, f_cd_offset, f_comment_length = _S27.unpack_from(mv, pos)
     pos += 22
     if not f_signature == b'PK\x05\x06':
-        raise IndexError
+        raise ConstraintError('not an end of central directory record (PK\\5\\6)')
     if f_disk_number > 0:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if f_cd_disk > 0:
-        raise IndexError
+        raise ConstraintError('value out of range')
     if not f_total_entries == f_disk_entries:
-        raise IndexError
+        raise ConstraintError('entries on this disk differ from the total')
     f_comment = mv[pos:pos + f_comment_length] if _isb else bytes(mv[pos:pos + f_comment_length])
     pos += f_comment_length
     _obj = _new(EndOfCentralDirectory)
@@ -1144,13 +1144,13 @@ def _m_end_of_central_directory(mv, pos, end, _rest=_decode_many):
             f_signature, f_disk_number, f_cd_disk, f_disk_entries, f_total_entries, f_cd_size, f_cd_offset, f_comment_length = _S27_unpack_from(mv, pos)
             pos += 22
             if not f_signature == b'PK\x05\x06':
-                raise IndexError
+                raise ConstraintError('not an end of central directory record (PK\\5\\6)')
             if f_disk_number > 0:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if f_cd_disk > 0:
-                raise IndexError
+                raise ConstraintError('value out of range')
             if not f_total_entries == f_disk_entries:
-                raise IndexError
+                raise ConstraintError('entries on this disk differ from the total')
             f_comment = mv[pos:pos + f_comment_length] if _isb else bytes(mv[pos:pos + f_comment_length])
             pos += f_comment_length
             _obj = _new(EndOfCentralDirectory)
