@@ -1291,8 +1291,6 @@ def _u_pile_record(mv, pos, end):
         if not _frame_rest__f_span >= 1:
             raise ConstraintError('span 0 (CorruptPile)')
         _frame_rest___n = _frame_rest__f_span * 256 - 64
-        if pos + _frame_rest___n > end:
-            raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes')
         if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
             _frame_rest___sec_end_body = pos + _frame_rest___n
             pos += 192
@@ -1319,6 +1317,8 @@ def _u_pile_record(mv, pos, end):
             _frame_rest___obj.body = _frame_rest___blob_body___obj
             f_record = _frame_rest___obj
         else:
+            if pos + _frame_rest___n > end:
+                raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes')
             _frame_rest___outer_end_body = end
             end = pos + _frame_rest___n
             if pos > end:
@@ -1334,8 +1334,6 @@ def _u_pile_record(mv, pos, end):
         if not _envelope36_rest__f_span >= 1:
             raise ConstraintError('span 0 (CorruptPile)')
         _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
-        if pos + _envelope36_rest___n > end:
-            raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes')
         if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
             _envelope36_rest___sec_end_body = pos + _envelope36_rest___n
             pos += 220
@@ -1358,6 +1356,8 @@ def _u_pile_record(mv, pos, end):
             _envelope36_rest___obj.body = _envelope36_rest___env_blob_body___obj
             f_record = _envelope36_rest___obj
         else:
+            if pos + _envelope36_rest___n > end:
+                raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes')
             _envelope36_rest___outer_end_body = end
             end = pos + _envelope36_rest___n
             if pos > end:
@@ -1598,8 +1598,6 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 if not _frame_rest__f_span >= 1:
                     raise ConstraintError('span 0 (CorruptPile)')
                 _frame_rest___n = _frame_rest__f_span * 256 - 64
-                if pos + _frame_rest___n > end:
-                    raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes')
                 if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
                     _frame_rest___sec_end_body = pos + _frame_rest___n
                     pos += 192
@@ -1626,6 +1624,8 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _frame_rest___obj.body = _frame_rest___blob_body___obj
                     f_record = _frame_rest___obj
                 else:
+                    if pos + _frame_rest___n > end:
+                        raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes')
                     _frame_rest___outer_end_body = end
                     end = pos + _frame_rest___n
                     if pos > end:
@@ -1641,8 +1641,6 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 if not _envelope36_rest__f_span >= 1:
                     raise ConstraintError('span 0 (CorruptPile)')
                 _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
-                if pos + _envelope36_rest___n > end:
-                    raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes')
                 if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
                     _envelope36_rest___sec_end_body = pos + _envelope36_rest___n
                     pos += 220
@@ -1665,6 +1663,8 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _envelope36_rest___obj.body = _envelope36_rest___env_blob_body___obj
                     f_record = _envelope36_rest___obj
                 else:
+                    if pos + _envelope36_rest___n > end:
+                        raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes')
                     _envelope36_rest___outer_end_body = end
                     end = pos + _envelope36_rest___n
                     if pos > end:

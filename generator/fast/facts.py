@@ -490,3 +490,21 @@ def local_section_ends(fn: ast.FunctionDef) -> None:
             sw.orelse = [keep, narrow] + sw.orelse
             del stmts[k - 1:k + 1]
             k -= 1
+            fit = stmts[k - 1] if k >= 1 else None  # (the switch is at k now)
+            if _fits(fit, narrow.value) and not any(
+                    isinstance(n, (ast.For, ast.While, ast.comprehension)) for b in body
+                    for n in walk(b)):
+                # the case read in line ends at the section's end, which a final
+                # ``pos > end`` tests (reads past the buffer are short, or raise): the
+                # section's own size test stays with the other cases only
+                sw.orelse.insert(0, fit)
+                del stmts[k - 1]
+                k -= 1
+
+
+def _fits(st: ast.stmt | None, sec_end: ast.expr) -> bool:
+    """``if <sec_end> > end: raise`` (a section's size test; ``sec_end`` is ``pos + n``)."""
+    return isinstance(st, ast.If) and not st.orelse and raises(st.body) \
+        and isinstance(st.test, ast.Compare) and len(st.test.ops) == 1 \
+        and isinstance(st.test.ops[0], ast.Gt) and is_name(st.test.comparators[0], "end") \
+        and ast.dump(st.test.left) == ast.dump(sec_end)
