@@ -1,6 +1,8 @@
 """Facts the optimistic twins prove from the decoder itself, and the work they make moot.
 
-Three rewrites of a twin (``optimist``), each sound whatever the input:
+Rewrites of a twin (``optimist``), each sound whatever the input (a twin may stop
+anywhere with an exception, or return a ``pos`` past ``end``: the checked decoder
+then re-runs):
 
 - fields from locals: ``y = obj.a`` after ``obj = _new(C)`` and ``obj.a = x`` in the
   same block (``x`` not stored again in between) reads ``x``: a local load instead of
@@ -11,7 +13,13 @@ Three rewrites of a twin (``optimist``), each sound whatever the input:
   that cannot hold goes;
 - lean errors: where a twin's error is caught, the checked decoder re-runs and raises
   the authoritative one (offset, path, expected and found); the twin's own keeps its
-  class and message only, and the offsets kept for the rest become dead stores.
+  class and message only, and the offsets kept for the rest become dead stores;
+- proven section ends: a section's size check that a symbolic run of the path shows
+  to hold (its size from fields, an ``==`` assert tying them) goes, with the padding
+  before it (``proven_section_ends``);
+- sections without moving ``end``: a switch's restart needs no saved position, and the
+  case read in line keeps its section's end in a local (``sunk_restarts``,
+  ``local_section_ends``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ error (same type, offset and path) or returns the same value. Every other check
 (enums, constants, reserved bytes, checksums, counts, zero-size items) stays.
 
 After the tests go, copies and stores left without a reader are dropped and a switch
-compares its tag before the enum conversion.
+compares its tag before the enum conversion. What the fields themselves prove (sizes
+that cannot be negative, section ends that asserts fix, switch restarts and section
+ends kept without moving ``end``) is dropped as well (``facts``).
 """
 
 from __future__ import annotations
