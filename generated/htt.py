@@ -404,19 +404,18 @@ def _u_file_header(mv, pos, end):
     _r0 = pos
     pos += 28
     if f_magic != b'HTT\x00':
-        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'HTT\x00', found=f_magic)
+        raise ConstraintError('bad magic')
     if f_version < 1 or f_version > 4:
-        raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..4', found=f_version)
+        raise ConstraintError('value out of range')
     if f_flags & 0:
-        raise ConstraintError('undefined header_flags bits set', offset=_r0 + 5, path='flags', expected='mask 0xff', found=f_flags)
+        raise ConstraintError('undefined header_flags bits set')
     f_flags = HeaderFlags.from_int(f_flags)
     f_tau = int.from_bytes(f_tau, 'little', signed=True)
     _e_node_count = _r0 + 28
-    _r2 = pos
     pos += 4
     _ck = _ck_crc32(mv[_r0:_e_node_count])
     if f_header_crc != _ck:
-        raise ChecksumError('crc32 mismatch', offset=_r2, path='header_crc', expected=_ck, found=f_header_crc)
+        raise ChecksumError('crc32 mismatch')
     _obj = _new(FileHeader)
     _obj.version = f_version
     _obj.flags = f_flags
@@ -441,19 +440,18 @@ def _m_file_header(mv, pos, end, _rest=_decode_many):
             _r0 = pos
             pos += 28
             if f_magic != b'HTT\x00':
-                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'HTT\x00', found=f_magic)
+                raise ConstraintError('bad magic')
             if f_version < 1 or f_version > 4:
-                raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..4', found=f_version)
+                raise ConstraintError('value out of range')
             if f_flags & 0:
-                raise ConstraintError('undefined header_flags bits set', offset=_r0 + 5, path='flags', expected='mask 0xff', found=f_flags)
+                raise ConstraintError('undefined header_flags bits set')
             f_flags = HeaderFlags.from_int(f_flags)
             f_tau = int.from_bytes(f_tau, 'little', signed=True)
             _e_node_count = _r0 + 28
-            _r2 = pos
             pos += 4
             _ck = _ck_crc32(mv[_r0:_e_node_count])
             if f_header_crc != _ck:
-                raise ChecksumError('crc32 mismatch', offset=_r2, path='header_crc', expected=_ck, found=f_header_crc)
+                raise ChecksumError('crc32 mismatch')
             _obj = _new(FileHeader)
             _obj.version = f_version
             _obj.flags = f_flags
@@ -1191,7 +1189,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
             f_tail = _tail_quantized_gacl___obj
         else:
-            raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+            raise ConstraintError('no case for tag')
     else:
         f_tail = None
     _obj = _new(SnapshotEntry)
@@ -1286,7 +1284,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                     _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
                     f_tail = _tail_quantized_gacl___obj
                 else:
-                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+                    raise ConstraintError('no case for tag')
             else:
                 f_tail = None
             _obj = _new(SnapshotEntry)
@@ -2492,7 +2490,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
             f_tail = _tail_quantized_gacl___obj
         else:
-            raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+            raise ConstraintError('no case for tag')
     else:
         f_tail = None
     _obj = _new(InsertBody)
@@ -2582,7 +2580,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                     _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
                     f_tail = _tail_quantized_gacl___obj
                 else:
-                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+                    raise ConstraintError('no case for tag')
             else:
                 f_tail = None
             _obj = _new(InsertBody)
@@ -2983,7 +2981,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
             f_tail = _tail_quantized_gacl___obj
         else:
-            raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+            raise ConstraintError('no case for tag')
     else:
         f_tail = None
     _obj = _new(SetSemanticBody)
@@ -3047,7 +3045,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                     _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
                     f_tail = _tail_quantized_gacl___obj
                 else:
-                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+                    raise ConstraintError('no case for tag')
             else:
                 f_tail = None
             _obj = _new(SetSemanticBody)
@@ -3164,10 +3162,9 @@ def _d_epoch_body(mv, pos, end):
 
 def _u_epoch_body(mv, pos, end):
     f_epoch_id, f_flags = _S22.unpack_from(mv, pos)
-    _r22 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r22 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set')
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
@@ -3186,10 +3183,9 @@ def _m_epoch_body(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_epoch_id, f_flags = _S22_unpack_from(mv, pos)
-            _r22 = pos
             pos += 9
             if f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_r22 + 8, path='flags', expected='mask 0x3', found=f_flags)
+                raise ConstraintError('undefined epoch_flags bits set')
             f_flags = EpochFlags.from_int(f_flags)
             _obj = _new(EpochBody)
             _obj.epoch_id = f_epoch_id
@@ -3608,7 +3604,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized_gacl___obj.user = _insert_body___tail_quantized_gacl__f_user
                 _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_insert_body___tag)
+                raise ConstraintError('no case for tag')
         else:
             _insert_body__f_tail = None
         _insert_body___obj = _new(InsertBody)
@@ -3705,7 +3701,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized_gacl___obj.user = _set_semantic_body___tail_quantized_gacl__f_user
                 _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_set_semantic_body___tag)
+                raise ConstraintError('no case for tag')
         else:
             _set_semantic_body__f_tail = None
         _set_semantic_body___obj = _new(SetSemanticBody)
@@ -3713,24 +3709,22 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         f_body = _set_semantic_body___obj
     elif _tag == 6:
         _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22.unpack_from(mv, pos)
-        _epoch_body___r22 = pos
         pos += 9
         if _epoch_body__f_flags & 252:
-            raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r22 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+            raise ConstraintError('undefined epoch_flags bits set')
         _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
         _epoch_body___obj = _new(EpochBody)
         _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
         _epoch_body___obj.flags = _epoch_body__f_flags
         f_body = _epoch_body___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+        raise ConstraintError('no case for tag')
     _e_body = pos
     f_entry_crc, = _S2.unpack_from(mv, pos)
-    _r2 = pos
     pos += 4
     _ck = _ck_crc32(mv[_r24:_e_body])
     if f_entry_crc != _ck:
-        raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
+        raise ChecksumError('crc32 mismatch')
     _obj = _new(WalEntry)
     _obj.seq = f_seq
     _obj.op = f_op
@@ -3829,7 +3823,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _insert_body___tail_quantized_gacl___obj.user = _insert_body___tail_quantized_gacl__f_user
                         _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
                     else:
-                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_insert_body___tag)
+                        raise ConstraintError('no case for tag')
                 else:
                     _insert_body__f_tail = None
                 _insert_body___obj = _new(InsertBody)
@@ -3926,7 +3920,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _set_semantic_body___tail_quantized_gacl___obj.user = _set_semantic_body___tail_quantized_gacl__f_user
                         _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
                     else:
-                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_set_semantic_body___tag)
+                        raise ConstraintError('no case for tag')
                 else:
                     _set_semantic_body__f_tail = None
                 _set_semantic_body___obj = _new(SetSemanticBody)
@@ -3934,24 +3928,22 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
                 _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22_unpack_from(mv, pos)
-                _epoch_body___r22 = pos
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r22 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                    raise ConstraintError('undefined epoch_flags bits set')
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = _new(EpochBody)
                 _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
                 _epoch_body___obj.flags = _epoch_body__f_flags
                 f_body = _epoch_body___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+                raise ConstraintError('no case for tag')
             _e_body = pos
             f_entry_crc, = _S2_unpack_from(mv, pos)
-            _r2 = pos
             pos += 4
             _ck = _ck_crc32(mv[_r24:_e_body])
             if f_entry_crc != _ck:
-                raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
+                raise ChecksumError('crc32 mismatch')
             _obj = _new(WalEntry)
             _obj.seq = f_seq
             _obj.op = f_op
@@ -4053,7 +4045,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized_gacl___obj = (_insert_body___tail_quantized_gacl__f_reserved, _insert_body___tail_quantized_gacl__f_user)
                         _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
                     else:
-                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_insert_body___tag)
+                        raise ConstraintError('no case for tag')
                 else:
                     _insert_body__f_tail = None
                 _insert_body___obj = (_insert_body__f_data, _insert_body__f_meta, _insert_body__f_tail)
@@ -4137,29 +4129,27 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized_gacl___obj = (_set_semantic_body___tail_quantized_gacl__f_reserved, _set_semantic_body___tail_quantized_gacl__f_user)
                         _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
                     else:
-                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_set_semantic_body___tag)
+                        raise ConstraintError('no case for tag')
                 else:
                     _set_semantic_body__f_tail = None
                 _set_semantic_body___obj = (_set_semantic_body__f_tail,)
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
                 _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22_unpack_from(mv, pos)
-                _epoch_body___r22 = pos
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r22 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                    raise ConstraintError('undefined epoch_flags bits set')
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = (_epoch_body__f_epoch_id, _epoch_body__f_flags)
                 f_body = _epoch_body___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+                raise ConstraintError('no case for tag')
             _e_body = pos
             f_entry_crc, = _S2_unpack_from(mv, pos)
-            _r2 = pos
             pos += 4
             _ck = _ck_crc32(mv[_r24:_e_body])
             if f_entry_crc != _ck:
-                raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
+                raise ChecksumError('crc32 mismatch')
             _obj = (f_seq, f_op, f_key, f_body)
             _sappend(_rs)
             _append(_obj)
@@ -5294,7 +5284,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
             pos += 7
             _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
             if _wal_entry___v is None:
-                raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                raise ConstraintError('unknown wal_op value')
             _wal_entry__f_op = _wal_entry___v
             _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
             pos += _wal_entry__n_key
@@ -5368,7 +5358,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
                         _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
                     else:
-                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                        raise ConstraintError('no case for tag')
                 else:
                     _wal_entry___insert_body__f_tail = None
                 _wal_entry___insert_body___obj = _new(InsertBody)
@@ -5377,11 +5367,10 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
                 _wal_entry___e_body = pos
                 _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
-                _wal_entry___r2 = pos
                 pos += 4
                 _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
                 if _wal_entry__f_entry_crc != _wal_entry___ck:
-                    raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                    raise ChecksumError('crc32 mismatch')
                 _wal_entry___obj = _new(WalEntry)
                 _wal_entry___obj.seq = _wal_entry__f_seq
                 _wal_entry___obj.op = _wal_entry__f_op
@@ -5396,7 +5385,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     raise IndexError
                 _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
             if pos <= _ip:
-                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                raise ConstraintError('repeated item consumes no bytes')
             f_entries.append(_x)
     else:
         f_entries = None
@@ -5410,7 +5399,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 raise IndexError
             _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
             if pos <= _ip:
-                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                raise ConstraintError('repeated item consumes no bytes')
             f_blocks.append(_x)
     else:
         f_blocks = None
@@ -5452,7 +5441,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     pos += 7
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value')
                     _wal_entry__f_op = _wal_entry___v
                     _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
                     pos += _wal_entry__n_key
@@ -5526,7 +5515,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                 _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
                                 _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
                             else:
-                                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                                raise ConstraintError('no case for tag')
                         else:
                             _wal_entry___insert_body__f_tail = None
                         _wal_entry___insert_body___obj = _new(InsertBody)
@@ -5535,11 +5524,10 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
                         _wal_entry___e_body = pos
                         _wal_entry__f_entry_crc, = _S2_unpack_from(mv, pos)
-                        _wal_entry___r2 = pos
                         pos += 4
                         _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
                         if _wal_entry__f_entry_crc != _wal_entry___ck:
-                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                            raise ChecksumError('crc32 mismatch')
                         _wal_entry___obj = _new(WalEntry)
                         _wal_entry___obj.seq = _wal_entry__f_seq
                         _wal_entry___obj.op = _wal_entry__f_op
@@ -5554,7 +5542,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             raise IndexError
                         _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
                     if pos <= _ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        raise ConstraintError('repeated item consumes no bytes')
                     f_entries.append(_x)
             else:
                 f_entries = None
@@ -5568,7 +5556,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         raise IndexError
                     _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
                     if pos <= _ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        raise ConstraintError('repeated item consumes no bytes')
                     f_blocks.append(_x)
             else:
                 f_blocks = None
@@ -6257,19 +6245,18 @@ def _u_htt_file(mv, pos, end):
     _file_header___r0 = pos
     pos += 28
     if _file_header__f_magic != b'HTT\x00':
-        raise ConstraintError('bad magic', offset=_file_header___r0, path='magic', expected=b'HTT\x00', found=_file_header__f_magic)
+        raise ConstraintError('bad magic')
     if _file_header__f_version < 1 or _file_header__f_version > 4:
-        raise ConstraintError('value out of range', offset=_file_header___r0 + 4, path='version', expected='1..4', found=_file_header__f_version)
+        raise ConstraintError('value out of range')
     if _file_header__f_flags & 0:
-        raise ConstraintError('undefined header_flags bits set', offset=_file_header___r0 + 5, path='flags', expected='mask 0xff', found=_file_header__f_flags)
+        raise ConstraintError('undefined header_flags bits set')
     _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
     _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
     _file_header___e_node_count = _file_header___r0 + 28
-    _file_header___r2 = pos
     pos += 4
     _file_header___ck = _ck_crc32(mv[_file_header___r0:_file_header___e_node_count])
     if _file_header__f_header_crc != _file_header___ck:
-        raise ChecksumError('crc32 mismatch', offset=_file_header___r2, path='header_crc', expected=_file_header___ck, found=_file_header__f_header_crc)
+        raise ChecksumError('crc32 mismatch')
     _file_header___obj = _new(FileHeader)
     _file_header___obj.version = _file_header__f_version
     _file_header___obj.flags = _file_header__f_flags
@@ -6324,19 +6311,18 @@ def _m_htt_file(mv, pos, end, _rest=_decode_many):
             _file_header___r0 = pos
             pos += 28
             if _file_header__f_magic != b'HTT\x00':
-                raise ConstraintError('bad magic', offset=_file_header___r0, path='magic', expected=b'HTT\x00', found=_file_header__f_magic)
+                raise ConstraintError('bad magic')
             if _file_header__f_version < 1 or _file_header__f_version > 4:
-                raise ConstraintError('value out of range', offset=_file_header___r0 + 4, path='version', expected='1..4', found=_file_header__f_version)
+                raise ConstraintError('value out of range')
             if _file_header__f_flags & 0:
-                raise ConstraintError('undefined header_flags bits set', offset=_file_header___r0 + 5, path='flags', expected='mask 0xff', found=_file_header__f_flags)
+                raise ConstraintError('undefined header_flags bits set')
             _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
             _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
             _file_header___e_node_count = _file_header___r0 + 28
-            _file_header___r2 = pos
             pos += 4
             _file_header___ck = _ck_crc32(mv[_file_header___r0:_file_header___e_node_count])
             if _file_header__f_header_crc != _file_header___ck:
-                raise ChecksumError('crc32 mismatch', offset=_file_header___r2, path='header_crc', expected=_file_header___ck, found=_file_header__f_header_crc)
+                raise ChecksumError('crc32 mismatch')
             _file_header___obj = _new(FileHeader)
             _file_header___obj.version = _file_header__f_version
             _file_header___obj.flags = _file_header__f_flags

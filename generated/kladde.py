@@ -327,12 +327,11 @@ def _d_header_fields(mv, pos, end):
 
 def _u_header_fields(mv, pos, end):
     f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0.unpack_from(mv, pos)
-    _r0 = pos
     pos += 48
     if f_magic != b'\x8bKLADDE\r\n\x1a\n':
-        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=f_magic)
+        raise ConstraintError('bad magic')
     if f_log2_page_size != 12:
-        raise ConstraintError('bad magic', offset=_r0 + 11, path='log2_page_size', expected=12, found=f_log2_page_size)
+        raise ConstraintError('bad magic')
     _obj = _new(HeaderFields)
     _obj.format_version = f_format_version
     _obj.min_reader_version = f_min_reader_version
@@ -355,12 +354,11 @@ def _m_header_fields(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0_unpack_from(mv, pos)
-            _r0 = pos
             pos += 48
             if f_magic != b'\x8bKLADDE\r\n\x1a\n':
-                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=f_magic)
+                raise ConstraintError('bad magic')
             if f_log2_page_size != 12:
-                raise ConstraintError('bad magic', offset=_r0 + 11, path='log2_page_size', expected=12, found=f_log2_page_size)
+                raise ConstraintError('bad magic')
             _obj = _new(HeaderFields)
             _obj.format_version = f_format_version
             _obj.min_reader_version = f_min_reader_version
@@ -812,7 +810,7 @@ def _u_inline_body(mv, pos, end, p_size_tag):
         f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
     _n = p_size_tag - 4
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(InlineBody)
@@ -843,7 +841,7 @@ def _m_inline_body(mv, pos, end, p_size_tag, _rest=_decode_many):
                 f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
             _n = p_size_tag - 4
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(InlineBody)
@@ -1137,7 +1135,7 @@ def _u_statement(mv, pos, end):
             _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
         _inline_body___n = f_tag - 4
         if _inline_body___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_inline_body___n)
+            raise ConstraintError('negative size')
         _inline_body__f_payload = mv[pos:pos + _inline_body___n] if _isb else bytes(mv[pos:pos + _inline_body___n])
         pos += _inline_body___n
         _inline_body___obj = _new(InlineBody)
@@ -1279,7 +1277,7 @@ def _m_statement(mv, pos, end, _rest=_decode_many):
                     _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
                 _inline_body___n = f_tag - 4
                 if _inline_body___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_inline_body___n)
+                    raise ConstraintError('negative size')
                 _inline_body__f_payload = mv[pos:pos + _inline_body___n] if _isb else bytes(mv[pos:pos + _inline_body___n])
                 pos += _inline_body___n
                 _inline_body___obj = _new(InlineBody)
@@ -1777,7 +1775,7 @@ def _u_table_content(mv, pos, end):
                 _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
             _statement___inline_body___n = _statement__f_tag - 4
             if _statement___inline_body___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_statement___inline_body___n)
+                raise ConstraintError('negative size')
             _statement___inline_body__f_payload = mv[pos:pos + _statement___inline_body___n] if _isb else bytes(mv[pos:pos + _statement___inline_body___n])
             pos += _statement___inline_body___n
             _statement___inline_body___obj = _new(InlineBody)
@@ -1790,7 +1788,7 @@ def _u_table_content(mv, pos, end):
         _statement___obj.body = _statement__f_body
         _x = _statement___obj
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_statements.append(_x)
     _obj = _new(TableContent)
     _obj.children = f_children
@@ -1946,7 +1944,7 @@ def _m_table_content(mv, pos, end, _rest=_decode_many):
                         _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
                     _statement___inline_body___n = _statement__f_tag - 4
                     if _statement___inline_body___n < 0:
-                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_statement___inline_body___n)
+                        raise ConstraintError('negative size')
                     _statement___inline_body__f_payload = mv[pos:pos + _statement___inline_body___n] if _isb else bytes(mv[pos:pos + _statement___inline_body___n])
                     pos += _statement___inline_body___n
                     _statement___inline_body___obj = _new(InlineBody)
@@ -1959,7 +1957,7 @@ def _m_table_content(mv, pos, end, _rest=_decode_many):
                 _statement___obj.body = _statement__f_body
                 _x = _statement___obj
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_statements.append(_x)
             _obj = _new(TableContent)
             _obj.children = f_children
@@ -2123,20 +2121,17 @@ def _u_page(mv, pos, end):
     f_kind = _EB7[f_kind]
     _e_epoch = _r5 + 9
     if f_content_size > 4081:
-        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+        raise ConstraintError('value out of range')
     _s_content = pos
     _n = f_content_size
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
     f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_content = pos
     f_crc, = _S8.unpack_from(mv, pos)
-    _r8 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
     pos += _n
     _obj = _new(Page)
@@ -2165,20 +2160,17 @@ def _m_page(mv, pos, end, _rest=_decode_many):
             f_kind = _EB7[f_kind]
             _e_epoch = _r5 + 9
             if f_content_size > 4081:
-                raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+                raise ConstraintError('value out of range')
             _s_content = pos
             _n = f_content_size
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
             f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_content = pos
             f_crc, = _S8_unpack_from(mv, pos)
-            _r8 = pos
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
-                raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+                raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
             pos += _n
             _obj = _new(Page)
@@ -2302,12 +2294,11 @@ def _u_header_slot(mv, pos, end):
     start = pos
     _s_header = pos
     _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
-    _header_fields___r0 = pos
     pos += 48
     if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-        raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+        raise ConstraintError('bad magic')
     if _header_fields__f_log2_page_size != 12:
-        raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+        raise ConstraintError('bad magic')
     _header_fields___obj = _new(HeaderFields)
     _header_fields___obj.format_version = _header_fields__f_format_version
     _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
@@ -2321,20 +2312,17 @@ def _u_header_slot(mv, pos, end):
     f_kind = _EB7[f_kind]
     _e_epoch = _r5 + 9
     if f_content_size > 4033:
-        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+        raise ConstraintError('value out of range')
     _s_content = pos
     _n = f_content_size
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
     f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_content = pos
     f_crc, = _S8.unpack_from(mv, pos)
-    _r8 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
     pos += _n
     _obj = _new(HeaderSlot)
@@ -2360,12 +2348,11 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             start = pos
             _s_header = pos
             _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11_unpack_from(mv, pos)
-            _header_fields___r0 = pos
             pos += 48
             if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-                raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+                raise ConstraintError('bad magic')
             if _header_fields__f_log2_page_size != 12:
-                raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+                raise ConstraintError('bad magic')
             _header_fields___obj = _new(HeaderFields)
             _header_fields___obj.format_version = _header_fields__f_format_version
             _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
@@ -2379,20 +2366,17 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             f_kind = _EB7[f_kind]
             _e_epoch = _r5 + 9
             if f_content_size > 4033:
-                raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+                raise ConstraintError('value out of range')
             _s_content = pos
             _n = f_content_size
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
             f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_content = pos
             f_crc, = _S8_unpack_from(mv, pos)
-            _r8 = pos
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
-                raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+                raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
             pos += _n
             _obj = _new(HeaderSlot)
@@ -2515,29 +2499,25 @@ def _u_table_page(mv, pos, end):
     f_kind = _EB7[f_kind]
     _e_epoch = _r5 + 9
     if f_content_size > 4081:
-        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+        raise ConstraintError('value out of range')
     _s_content = pos
     _n = f_content_size
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='content', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_content = end
     end = pos + _n
-    _sec_content = pos
     if pos > end:
         raise IndexError
     f_content, pos = _u_table_content(mv, pos, end)
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_content, path='content', expected=end - _sec_content, found=pos - _sec_content)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_content
     _e_content = pos
     f_crc, = _S8.unpack_from(mv, pos)
-    _r8 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
     pos += _n
     _obj = _new(TablePage)
@@ -2565,29 +2545,25 @@ def _m_table_page(mv, pos, end, _rest=_decode_many):
             f_kind = _EB7[f_kind]
             _e_epoch = _r5 + 9
             if f_content_size > 4081:
-                raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+                raise ConstraintError('value out of range')
             _s_content = pos
             _n = f_content_size
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='content', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_content = end
             end = pos + _n
-            _sec_content = pos
             if pos > end:
                 raise IndexError
             f_content, pos = _u_table_content(mv, pos, end)
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_content, path='content', expected=end - _sec_content, found=pos - _sec_content)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_content
             _e_content = pos
             f_crc, = _S8_unpack_from(mv, pos)
-            _r8 = pos
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
-                raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+                raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
             pos += _n
             _obj = _new(TablePage)
@@ -2803,12 +2779,11 @@ def _u_header_page(mv, pos, end):
     start = pos
     _s_header = pos
     _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
-    _header_fields___r0 = pos
     pos += 48
     if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-        raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+        raise ConstraintError('bad magic')
     if _header_fields__f_log2_page_size != 12:
-        raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+        raise ConstraintError('bad magic')
     _header_fields___obj = _new(HeaderFields)
     _header_fields___obj.format_version = _header_fields__f_format_version
     _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
@@ -2822,29 +2797,25 @@ def _u_header_page(mv, pos, end):
     f_kind = _EB7[f_kind]
     _e_epoch = _r5 + 9
     if f_content_size > 4033:
-        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+        raise ConstraintError('value out of range')
     _s_content = pos
     _n = f_content_size
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='content', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_content = end
     end = pos + _n
-    _sec_content = pos
     if pos > end:
         raise IndexError
     f_content, pos = _u_table_content(mv, pos, end)
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_content, path='content', expected=end - _sec_content, found=pos - _sec_content)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_content
     _e_content = pos
     f_crc, = _S8.unpack_from(mv, pos)
-    _r8 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
     pos += _n
     _obj = _new(HeaderPage)
@@ -2869,12 +2840,11 @@ def _m_header_page(mv, pos, end, _rest=_decode_many):
             start = pos
             _s_header = pos
             _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11_unpack_from(mv, pos)
-            _header_fields___r0 = pos
             pos += 48
             if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-                raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+                raise ConstraintError('bad magic')
             if _header_fields__f_log2_page_size != 12:
-                raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+                raise ConstraintError('bad magic')
             _header_fields___obj = _new(HeaderFields)
             _header_fields___obj.format_version = _header_fields__f_format_version
             _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
@@ -2888,29 +2858,25 @@ def _m_header_page(mv, pos, end, _rest=_decode_many):
             f_kind = _EB7[f_kind]
             _e_epoch = _r5 + 9
             if f_content_size > 4033:
-                raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+                raise ConstraintError('value out of range')
             _s_content = pos
             _n = f_content_size
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='content', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_content = end
             end = pos + _n
-            _sec_content = pos
             if pos > end:
                 raise IndexError
             f_content, pos = _u_table_content(mv, pos, end)
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_content, path='content', expected=end - _sec_content, found=pos - _sec_content)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_content
             _e_content = pos
             f_crc, = _S8_unpack_from(mv, pos)
-            _r8 = pos
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
-                raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+                raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
             pos += _n
             _obj = _new(HeaderPage)
@@ -3081,7 +3047,6 @@ def _d_journal_free(mv, pos, end):
     return _obj, pos
 
 def _u_journal_free(mv, pos, end):
-    _a_id = pos
     f_id = mv[pos]
     if f_id < 128:
         pos += 1
@@ -3093,7 +3058,7 @@ def _u_journal_free(mv, pos, end):
             raise IndexError
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not (f_id >= 1 and f_id <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+        raise ConstraintError('a journal record names an invalid id')
     _obj = _new(JournalFree)
     _obj.id = f_id
     return (_obj, pos)
@@ -3108,7 +3073,6 @@ def _m_journal_free(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_id = pos
             f_id = mv[pos]
             if f_id < 128:
                 pos += 1
@@ -3120,7 +3084,7 @@ def _m_journal_free(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (f_id >= 1 and f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+                raise ConstraintError('a journal record names an invalid id')
             _obj = _new(JournalFree)
             _obj.id = f_id
             _append(_obj)
@@ -3176,7 +3140,6 @@ def _d_journal_resize(mv, pos, end):
     return _obj, pos
 
 def _u_journal_resize(mv, pos, end):
-    _a_id = pos
     f_id = mv[pos]
     if f_id < 128:
         pos += 1
@@ -3188,8 +3151,7 @@ def _u_journal_resize(mv, pos, end):
             raise IndexError
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not (f_id >= 1 and f_id <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
-    _a_size = pos
+        raise ConstraintError('a journal record names an invalid id')
     f_size = mv[pos]
     if f_size < 128:
         pos += 1
@@ -3201,7 +3163,7 @@ def _u_journal_resize(mv, pos, end):
             raise IndexError
         f_size, pos = _uleb128(mv, pos, end, 'size')
     if not f_size <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_size, path='size', expected='size <= 4294967295', found=f_size)
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     _obj = _new(JournalResize)
     _obj.id = f_id
     _obj.size = f_size
@@ -3217,7 +3179,6 @@ def _m_journal_resize(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_id = pos
             f_id = mv[pos]
             if f_id < 128:
                 pos += 1
@@ -3229,8 +3190,7 @@ def _m_journal_resize(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (f_id >= 1 and f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
-            _a_size = pos
+                raise ConstraintError('a journal record names an invalid id')
             f_size = mv[pos]
             if f_size < 128:
                 pos += 1
@@ -3242,7 +3202,7 @@ def _m_journal_resize(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_size, pos = _uleb128(mv, pos, end, 'size')
             if not f_size <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_size, path='size', expected='size <= 4294967295', found=f_size)
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             _obj = _new(JournalResize)
             _obj.id = f_id
             _obj.size = f_size
@@ -3323,7 +3283,6 @@ def _d_journal_write(mv, pos, end):
 
 def _u_journal_write(mv, pos, end):
     _isb = mv.__class__ is bytes
-    _a_id = pos
     f_id = mv[pos]
     if f_id < 128:
         pos += 1
@@ -3335,7 +3294,7 @@ def _u_journal_write(mv, pos, end):
             raise IndexError
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not (f_id >= 1 and f_id <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+        raise ConstraintError('a journal record names an invalid id')
     f_offset = mv[pos]
     if f_offset < 128:
         pos += 1
@@ -3346,7 +3305,6 @@ def _u_journal_write(mv, pos, end):
         if pos > end:
             raise IndexError
         f_offset, pos = _uleb128(mv, pos, end, 'offset')
-    _a_length = pos
     f_length = mv[pos]
     if f_length < 128:
         pos += 1
@@ -3358,10 +3316,10 @@ def _u_journal_write(mv, pos, end):
             raise IndexError
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not f_offset + f_length <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='offset + length <= 4294967295', found=f_length)
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     _n = f_length
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(JournalWrite)
@@ -3381,7 +3339,6 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_id = pos
             f_id = mv[pos]
             if f_id < 128:
                 pos += 1
@@ -3393,7 +3350,7 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (f_id >= 1 and f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+                raise ConstraintError('a journal record names an invalid id')
             f_offset = mv[pos]
             if f_offset < 128:
                 pos += 1
@@ -3404,7 +3361,6 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
                 if pos > end:
                     raise IndexError
                 f_offset, pos = _uleb128(mv, pos, end, 'offset')
-            _a_length = pos
             f_length = mv[pos]
             if f_length < 128:
                 pos += 1
@@ -3416,10 +3372,10 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_length, pos = _uleb128(mv, pos, end, 'length')
             if not f_offset + f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='offset + length <= 4294967295', found=f_length)
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             _n = f_length
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(JournalWrite)
@@ -3532,7 +3488,6 @@ def _d_journal_splice(mv, pos, end):
 
 def _u_journal_splice(mv, pos, end):
     _isb = mv.__class__ is bytes
-    _a_id = pos
     f_id = mv[pos]
     if f_id < 128:
         pos += 1
@@ -3544,7 +3499,7 @@ def _u_journal_splice(mv, pos, end):
             raise IndexError
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not (f_id >= 1 and f_id <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+        raise ConstraintError('a journal record names an invalid id')
     f_offset = mv[pos]
     if f_offset < 128:
         pos += 1
@@ -3555,7 +3510,6 @@ def _u_journal_splice(mv, pos, end):
         if pos > end:
             raise IndexError
         f_offset, pos = _uleb128(mv, pos, end, 'offset')
-    _a_old_len = pos
     f_old_len = mv[pos]
     if f_old_len < 128:
         pos += 1
@@ -3567,8 +3521,7 @@ def _u_journal_splice(mv, pos, end):
             raise IndexError
         f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
     if not f_offset + f_old_len <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=f_old_len)
-    _a_length = pos
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     f_length = mv[pos]
     if f_length < 128:
         pos += 1
@@ -3580,10 +3533,10 @@ def _u_journal_splice(mv, pos, end):
             raise IndexError
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not f_offset + f_length <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='offset + length <= 4294967295', found=f_length)
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     _n = f_length
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(JournalSplice)
@@ -3604,7 +3557,6 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_id = pos
             f_id = mv[pos]
             if f_id < 128:
                 pos += 1
@@ -3616,7 +3568,7 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (f_id >= 1 and f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+                raise ConstraintError('a journal record names an invalid id')
             f_offset = mv[pos]
             if f_offset < 128:
                 pos += 1
@@ -3627,7 +3579,6 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
                 if pos > end:
                     raise IndexError
                 f_offset, pos = _uleb128(mv, pos, end, 'offset')
-            _a_old_len = pos
             f_old_len = mv[pos]
             if f_old_len < 128:
                 pos += 1
@@ -3639,8 +3590,7 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
             if not f_offset + f_old_len <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=f_old_len)
-            _a_length = pos
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             f_length = mv[pos]
             if f_length < 128:
                 pos += 1
@@ -3652,10 +3602,10 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_length, pos = _uleb128(mv, pos, end, 'length')
             if not f_offset + f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='offset + length <= 4294967295', found=f_length)
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             _n = f_length
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(JournalSplice)
@@ -3780,7 +3730,6 @@ def _d_journal_copy(mv, pos, end):
     return _obj, pos
 
 def _u_journal_copy(mv, pos, end):
-    _a_src = pos
     f_src = mv[pos]
     if f_src < 128:
         pos += 1
@@ -3792,7 +3741,7 @@ def _u_journal_copy(mv, pos, end):
             raise IndexError
         f_src, pos = _uleb128(mv, pos, end, 'src')
     if not (f_src >= 1 and f_src <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id', offset=_a_src, path='src', expected='src >= 1 and src <= 4294967295', found=f_src)
+        raise ConstraintError('a journal record names an invalid id')
     f_src_offset = mv[pos]
     if f_src_offset < 128:
         pos += 1
@@ -3803,7 +3752,6 @@ def _u_journal_copy(mv, pos, end):
         if pos > end:
             raise IndexError
         f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-    _a_length = pos
     f_length = mv[pos]
     if f_length < 128:
         pos += 1
@@ -3815,8 +3763,7 @@ def _u_journal_copy(mv, pos, end):
             raise IndexError
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not f_src_offset + f_length <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='src_offset + length <= 4294967295', found=f_length)
-    _a_dst = pos
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     f_dst = mv[pos]
     if f_dst < 128:
         pos += 1
@@ -3828,8 +3775,7 @@ def _u_journal_copy(mv, pos, end):
             raise IndexError
         f_dst, pos = _uleb128(mv, pos, end, 'dst')
     if not (f_dst >= 1 and f_dst <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id', offset=_a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=f_dst)
-    _a_dst_offset = pos
+        raise ConstraintError('a journal record names an invalid id')
     f_dst_offset = mv[pos]
     if f_dst_offset < 128:
         pos += 1
@@ -3841,7 +3787,7 @@ def _u_journal_copy(mv, pos, end):
             raise IndexError
         f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
     if not f_dst_offset + f_length <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=f_dst_offset)
+        raise ConstraintError('a journal record reaches past 2**32 - 1')
     _obj = _new(JournalCopy)
     _obj.src = f_src
     _obj.src_offset = f_src_offset
@@ -3860,7 +3806,6 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_src = pos
             f_src = mv[pos]
             if f_src < 128:
                 pos += 1
@@ -3872,7 +3817,7 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_src, pos = _uleb128(mv, pos, end, 'src')
             if not (f_src >= 1 and f_src <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_a_src, path='src', expected='src >= 1 and src <= 4294967295', found=f_src)
+                raise ConstraintError('a journal record names an invalid id')
             f_src_offset = mv[pos]
             if f_src_offset < 128:
                 pos += 1
@@ -3883,7 +3828,6 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                 if pos > end:
                     raise IndexError
                 f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-            _a_length = pos
             f_length = mv[pos]
             if f_length < 128:
                 pos += 1
@@ -3895,8 +3839,7 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_length, pos = _uleb128(mv, pos, end, 'length')
             if not f_src_offset + f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='src_offset + length <= 4294967295', found=f_length)
-            _a_dst = pos
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             f_dst = mv[pos]
             if f_dst < 128:
                 pos += 1
@@ -3908,8 +3851,7 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_dst, pos = _uleb128(mv, pos, end, 'dst')
             if not (f_dst >= 1 and f_dst <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=f_dst)
-            _a_dst_offset = pos
+                raise ConstraintError('a journal record names an invalid id')
             f_dst_offset = mv[pos]
             if f_dst_offset < 128:
                 pos += 1
@@ -3921,7 +3863,7 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
             if not f_dst_offset + f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=f_dst_offset)
+                raise ConstraintError('a journal record reaches past 2**32 - 1')
             _obj = _new(JournalCopy)
             _obj.src = f_src
             _obj.src_offset = f_src_offset
@@ -4299,7 +4241,6 @@ def _u_journal_record(mv, pos, end):
     _tag = f_tag
     f_tag = _JOURNALTAG_BY_VALUE[f_tag]
     if _tag == 1:
-        _journal_free___a_id = pos
         _journal_free__f_id = mv[pos]
         if _journal_free__f_id < 128:
             pos += 1
@@ -4311,12 +4252,11 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
         if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
-            raise ConstraintError('a journal record names an invalid id', offset=_journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_free__f_id)
+            raise ConstraintError('a journal record names an invalid id')
         _journal_free___obj = _new(JournalFree)
         _journal_free___obj.id = _journal_free__f_id
         f_body = _journal_free___obj
     elif _tag == 2:
-        _journal_resize___a_id = pos
         _journal_resize__f_id = mv[pos]
         if _journal_resize__f_id < 128:
             pos += 1
@@ -4328,8 +4268,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
         if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
-            raise ConstraintError('a journal record names an invalid id', offset=_journal_resize___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_resize__f_id)
-        _journal_resize___a_size = pos
+            raise ConstraintError('a journal record names an invalid id')
         _journal_resize__f_size = mv[pos]
         if _journal_resize__f_size < 128:
             pos += 1
@@ -4341,13 +4280,12 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
         if not _journal_resize__f_size <= 4294967295:
-            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_resize___a_size, path='size', expected='size <= 4294967295', found=_journal_resize__f_size)
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_resize___obj = _new(JournalResize)
         _journal_resize___obj.id = _journal_resize__f_id
         _journal_resize___obj.size = _journal_resize__f_size
         f_body = _journal_resize___obj
     elif _tag == 3:
-        _journal_write___a_id = pos
         _journal_write__f_id = mv[pos]
         if _journal_write__f_id < 128:
             pos += 1
@@ -4359,7 +4297,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
         if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
-            raise ConstraintError('a journal record names an invalid id', offset=_journal_write___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_write__f_id)
+            raise ConstraintError('a journal record names an invalid id')
         _journal_write__f_offset = mv[pos]
         if _journal_write__f_offset < 128:
             pos += 1
@@ -4370,7 +4308,6 @@ def _u_journal_record(mv, pos, end):
             if pos > end:
                 raise IndexError
             _journal_write__f_offset, pos = _uleb128(mv, pos, end, 'offset')
-        _journal_write___a_length = pos
         _journal_write__f_length = mv[pos]
         if _journal_write__f_length < 128:
             pos += 1
@@ -4382,10 +4319,10 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
         if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
-            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_write___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_write__f_length)
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_write___n = _journal_write__f_length
         if _journal_write___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_write___n)
+            raise ConstraintError('negative size')
         _journal_write__f_data = mv[pos:pos + _journal_write___n] if _isb else bytes(mv[pos:pos + _journal_write___n])
         pos += _journal_write___n
         _journal_write___obj = _new(JournalWrite)
@@ -4394,7 +4331,6 @@ def _u_journal_record(mv, pos, end):
         _journal_write___obj.data = _journal_write__f_data
         f_body = _journal_write___obj
     elif _tag == 4:
-        _journal_splice___a_id = pos
         _journal_splice__f_id = mv[pos]
         if _journal_splice__f_id < 128:
             pos += 1
@@ -4406,7 +4342,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
         if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
-            raise ConstraintError('a journal record names an invalid id', offset=_journal_splice___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_splice__f_id)
+            raise ConstraintError('a journal record names an invalid id')
         _journal_splice__f_offset = mv[pos]
         if _journal_splice__f_offset < 128:
             pos += 1
@@ -4417,7 +4353,6 @@ def _u_journal_record(mv, pos, end):
             if pos > end:
                 raise IndexError
             _journal_splice__f_offset, pos = _uleb128(mv, pos, end, 'offset')
-        _journal_splice___a_old_len = pos
         _journal_splice__f_old_len = mv[pos]
         if _journal_splice__f_old_len < 128:
             pos += 1
@@ -4429,8 +4364,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
         if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
-            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=_journal_splice__f_old_len)
-        _journal_splice___a_length = pos
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_splice__f_length = mv[pos]
         if _journal_splice__f_length < 128:
             pos += 1
@@ -4442,10 +4376,10 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
         if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
-            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_splice__f_length)
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_splice___n = _journal_splice__f_length
         if _journal_splice___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_splice___n)
+            raise ConstraintError('negative size')
         _journal_splice__f_data = mv[pos:pos + _journal_splice___n] if _isb else bytes(mv[pos:pos + _journal_splice___n])
         pos += _journal_splice___n
         _journal_splice___obj = _new(JournalSplice)
@@ -4455,7 +4389,6 @@ def _u_journal_record(mv, pos, end):
         _journal_splice___obj.data = _journal_splice__f_data
         f_body = _journal_splice___obj
     elif _tag == 5:
-        _journal_copy___a_src = pos
         _journal_copy__f_src = mv[pos]
         if _journal_copy__f_src < 128:
             pos += 1
@@ -4467,7 +4400,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
         if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-            raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+            raise ConstraintError('a journal record names an invalid id')
         _journal_copy__f_src_offset = mv[pos]
         if _journal_copy__f_src_offset < 128:
             pos += 1
@@ -4478,7 +4411,6 @@ def _u_journal_record(mv, pos, end):
             if pos > end:
                 raise IndexError
             _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-        _journal_copy___a_length = pos
         _journal_copy__f_length = mv[pos]
         if _journal_copy__f_length < 128:
             pos += 1
@@ -4490,8 +4422,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
         if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
-        _journal_copy___a_dst = pos
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_copy__f_dst = mv[pos]
         if _journal_copy__f_dst < 128:
             pos += 1
@@ -4503,8 +4434,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
         if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-            raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
-        _journal_copy___a_dst_offset = pos
+            raise ConstraintError('a journal record names an invalid id')
         _journal_copy__f_dst_offset = mv[pos]
         if _journal_copy__f_dst_offset < 128:
             pos += 1
@@ -4516,7 +4446,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
         if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_copy___obj = _new(JournalCopy)
         _journal_copy___obj.src = _journal_copy__f_src
         _journal_copy___obj.src_offset = _journal_copy__f_src_offset
@@ -4525,7 +4455,6 @@ def _u_journal_record(mv, pos, end):
         _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
         f_body = _journal_copy___obj
     elif _tag == 6:
-        _journal_copy___a_src = pos
         _journal_copy__f_src = mv[pos]
         if _journal_copy__f_src < 128:
             pos += 1
@@ -4537,7 +4466,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
         if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-            raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+            raise ConstraintError('a journal record names an invalid id')
         _journal_copy__f_src_offset = mv[pos]
         if _journal_copy__f_src_offset < 128:
             pos += 1
@@ -4548,7 +4477,6 @@ def _u_journal_record(mv, pos, end):
             if pos > end:
                 raise IndexError
             _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-        _journal_copy___a_length = pos
         _journal_copy__f_length = mv[pos]
         if _journal_copy__f_length < 128:
             pos += 1
@@ -4560,8 +4488,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
         if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
-        _journal_copy___a_dst = pos
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_copy__f_dst = mv[pos]
         if _journal_copy__f_dst < 128:
             pos += 1
@@ -4573,8 +4500,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
         if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-            raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
-        _journal_copy___a_dst_offset = pos
+            raise ConstraintError('a journal record names an invalid id')
         _journal_copy__f_dst_offset = mv[pos]
         if _journal_copy__f_dst_offset < 128:
             pos += 1
@@ -4586,7 +4512,7 @@ def _u_journal_record(mv, pos, end):
                 raise IndexError
             _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
         if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+            raise ConstraintError('a journal record reaches past 2**32 - 1')
         _journal_copy___obj = _new(JournalCopy)
         _journal_copy___obj.src = _journal_copy__f_src
         _journal_copy___obj.src_offset = _journal_copy__f_src_offset
@@ -4595,7 +4521,7 @@ def _u_journal_record(mv, pos, end):
         _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
         f_body = _journal_copy___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+        raise ConstraintError('no case for tag')
     _obj = _new(JournalRecord)
     _obj.tag = f_tag
     _obj.body = f_body
@@ -4617,7 +4543,6 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
             _tag = f_tag
             f_tag = _JOURNALTAG_BY_VALUE[f_tag]
             if _tag == 1:
-                _journal_free___a_id = pos
                 _journal_free__f_id = mv[pos]
                 if _journal_free__f_id < 128:
                     pos += 1
@@ -4629,12 +4554,11 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
                 if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
-                    raise ConstraintError('a journal record names an invalid id', offset=_journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_free__f_id)
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_free___obj = _new(JournalFree)
                 _journal_free___obj.id = _journal_free__f_id
                 f_body = _journal_free___obj
             elif _tag == 2:
-                _journal_resize___a_id = pos
                 _journal_resize__f_id = mv[pos]
                 if _journal_resize__f_id < 128:
                     pos += 1
@@ -4646,8 +4570,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
                 if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
-                    raise ConstraintError('a journal record names an invalid id', offset=_journal_resize___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_resize__f_id)
-                _journal_resize___a_size = pos
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_resize__f_size = mv[pos]
                 if _journal_resize__f_size < 128:
                     pos += 1
@@ -4659,13 +4582,12 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
                 if not _journal_resize__f_size <= 4294967295:
-                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_resize___a_size, path='size', expected='size <= 4294967295', found=_journal_resize__f_size)
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_resize___obj = _new(JournalResize)
                 _journal_resize___obj.id = _journal_resize__f_id
                 _journal_resize___obj.size = _journal_resize__f_size
                 f_body = _journal_resize___obj
             elif _tag == 3:
-                _journal_write___a_id = pos
                 _journal_write__f_id = mv[pos]
                 if _journal_write__f_id < 128:
                     pos += 1
@@ -4677,7 +4599,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
                 if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
-                    raise ConstraintError('a journal record names an invalid id', offset=_journal_write___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_write__f_id)
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_write__f_offset = mv[pos]
                 if _journal_write__f_offset < 128:
                     pos += 1
@@ -4688,7 +4610,6 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                     if pos > end:
                         raise IndexError
                     _journal_write__f_offset, pos = _uleb128(mv, pos, end, 'offset')
-                _journal_write___a_length = pos
                 _journal_write__f_length = mv[pos]
                 if _journal_write__f_length < 128:
                     pos += 1
@@ -4700,10 +4621,10 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
                 if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
-                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_write___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_write__f_length)
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_write___n = _journal_write__f_length
                 if _journal_write___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_write___n)
+                    raise ConstraintError('negative size')
                 _journal_write__f_data = mv[pos:pos + _journal_write___n] if _isb else bytes(mv[pos:pos + _journal_write___n])
                 pos += _journal_write___n
                 _journal_write___obj = _new(JournalWrite)
@@ -4712,7 +4633,6 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                 _journal_write___obj.data = _journal_write__f_data
                 f_body = _journal_write___obj
             elif _tag == 4:
-                _journal_splice___a_id = pos
                 _journal_splice__f_id = mv[pos]
                 if _journal_splice__f_id < 128:
                     pos += 1
@@ -4724,7 +4644,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
                 if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
-                    raise ConstraintError('a journal record names an invalid id', offset=_journal_splice___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_splice__f_id)
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_splice__f_offset = mv[pos]
                 if _journal_splice__f_offset < 128:
                     pos += 1
@@ -4735,7 +4655,6 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                     if pos > end:
                         raise IndexError
                     _journal_splice__f_offset, pos = _uleb128(mv, pos, end, 'offset')
-                _journal_splice___a_old_len = pos
                 _journal_splice__f_old_len = mv[pos]
                 if _journal_splice__f_old_len < 128:
                     pos += 1
@@ -4747,8 +4666,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
                 if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
-                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=_journal_splice__f_old_len)
-                _journal_splice___a_length = pos
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_splice__f_length = mv[pos]
                 if _journal_splice__f_length < 128:
                     pos += 1
@@ -4760,10 +4678,10 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
                 if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
-                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_splice__f_length)
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_splice___n = _journal_splice__f_length
                 if _journal_splice___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_splice___n)
+                    raise ConstraintError('negative size')
                 _journal_splice__f_data = mv[pos:pos + _journal_splice___n] if _isb else bytes(mv[pos:pos + _journal_splice___n])
                 pos += _journal_splice___n
                 _journal_splice___obj = _new(JournalSplice)
@@ -4773,7 +4691,6 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                 _journal_splice___obj.data = _journal_splice__f_data
                 f_body = _journal_splice___obj
             elif _tag == 5:
-                _journal_copy___a_src = pos
                 _journal_copy__f_src = mv[pos]
                 if _journal_copy__f_src < 128:
                     pos += 1
@@ -4785,7 +4702,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
                 if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-                    raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_copy__f_src_offset = mv[pos]
                 if _journal_copy__f_src_offset < 128:
                     pos += 1
@@ -4796,7 +4713,6 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                     if pos > end:
                         raise IndexError
                     _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-                _journal_copy___a_length = pos
                 _journal_copy__f_length = mv[pos]
                 if _journal_copy__f_length < 128:
                     pos += 1
@@ -4808,8 +4724,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
                 if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
-                _journal_copy___a_dst = pos
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_copy__f_dst = mv[pos]
                 if _journal_copy__f_dst < 128:
                     pos += 1
@@ -4821,8 +4736,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
                 if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-                    raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
-                _journal_copy___a_dst_offset = pos
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_copy__f_dst_offset = mv[pos]
                 if _journal_copy__f_dst_offset < 128:
                     pos += 1
@@ -4834,7 +4748,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
                 if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_copy___obj = _new(JournalCopy)
                 _journal_copy___obj.src = _journal_copy__f_src
                 _journal_copy___obj.src_offset = _journal_copy__f_src_offset
@@ -4843,7 +4757,6 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                 _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
                 f_body = _journal_copy___obj
             elif _tag == 6:
-                _journal_copy___a_src = pos
                 _journal_copy__f_src = mv[pos]
                 if _journal_copy__f_src < 128:
                     pos += 1
@@ -4855,7 +4768,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
                 if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-                    raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_copy__f_src_offset = mv[pos]
                 if _journal_copy__f_src_offset < 128:
                     pos += 1
@@ -4866,7 +4779,6 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                     if pos > end:
                         raise IndexError
                     _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-                _journal_copy___a_length = pos
                 _journal_copy__f_length = mv[pos]
                 if _journal_copy__f_length < 128:
                     pos += 1
@@ -4878,8 +4790,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
                 if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
-                _journal_copy___a_dst = pos
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_copy__f_dst = mv[pos]
                 if _journal_copy__f_dst < 128:
                     pos += 1
@@ -4891,8 +4802,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
                 if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-                    raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
-                _journal_copy___a_dst_offset = pos
+                    raise ConstraintError('a journal record names an invalid id')
                 _journal_copy__f_dst_offset = mv[pos]
                 if _journal_copy__f_dst_offset < 128:
                     pos += 1
@@ -4904,7 +4814,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
                 if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+                    raise ConstraintError('a journal record reaches past 2**32 - 1')
                 _journal_copy___obj = _new(JournalCopy)
                 _journal_copy___obj.src = _journal_copy__f_src
                 _journal_copy___obj.src_offset = _journal_copy__f_src_offset
@@ -4913,7 +4823,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                 _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
                 f_body = _journal_copy___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+                raise ConstraintError('no case for tag')
             _obj = _new(JournalRecord)
             _obj.tag = f_tag
             _obj.body = f_body
@@ -5180,17 +5090,14 @@ def _u_journal_records(mv, pos, end):
         if pos >= end:
             break
         _ip = pos
-        _journal_record___re_pos, _journal_record___re_end = (pos, end)
         _journal_record__f_tag = mv[pos]
-        _journal_record___r2 = pos
         pos += 1
         _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
         if _journal_record___v is None:
-            raise ConstraintError('unknown journal_tag value', offset=_journal_record___r2, path='tag', expected=[1, 2, 3, 4, 5, 6], found=_journal_record__f_tag)
+            raise ConstraintError('unknown journal_tag value')
         _journal_record__f_tag = _journal_record___v
         _journal_record___tag = _journal_record__f_tag
         if _journal_record___tag == 1:
-            _journal_record___journal_free___a_id = pos
             _journal_record___journal_free__f_id = mv[pos]
             if _journal_record___journal_free__f_id < 128:
                 pos += 1
@@ -5202,7 +5109,7 @@ def _u_journal_records(mv, pos, end):
                     raise IndexError
                 _journal_record___journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (_journal_record___journal_free__f_id >= 1 and _journal_record___journal_free__f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_record___journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_record___journal_free__f_id)
+                raise ConstraintError('a journal record names an invalid id')
             _journal_record___journal_free___obj = _new(JournalFree)
             _journal_record___journal_free___obj.id = _journal_record___journal_free__f_id
             _journal_record___obj = _new(JournalRecord)
@@ -5212,12 +5119,12 @@ def _u_journal_records(mv, pos, end):
         else:
             if pos > end:
                 raise IndexError
-            pos, end = (_journal_record___re_pos, _journal_record___re_end)
+            pos -= 1
             if pos > end:
                 raise IndexError
             _x, pos = _u_journal_record(mv, pos, end)
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_records.append(_x)
     _obj = _new(JournalRecords)
     _obj.records = f_records
@@ -5238,17 +5145,14 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
                 if pos >= end:
                     break
                 _ip = pos
-                _journal_record___re_pos, _journal_record___re_end = (pos, end)
                 _journal_record__f_tag = mv[pos]
-                _journal_record___r2 = pos
                 pos += 1
                 _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
                 if _journal_record___v is None:
-                    raise ConstraintError('unknown journal_tag value', offset=_journal_record___r2, path='tag', expected=[1, 2, 3, 4, 5, 6], found=_journal_record__f_tag)
+                    raise ConstraintError('unknown journal_tag value')
                 _journal_record__f_tag = _journal_record___v
                 _journal_record___tag = _journal_record__f_tag
                 if _journal_record___tag == 1:
-                    _journal_record___journal_free___a_id = pos
                     _journal_record___journal_free__f_id = mv[pos]
                     if _journal_record___journal_free__f_id < 128:
                         pos += 1
@@ -5260,7 +5164,7 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _journal_record___journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
                     if not (_journal_record___journal_free__f_id >= 1 and _journal_record___journal_free__f_id <= 4294967295):
-                        raise ConstraintError('a journal record names an invalid id', offset=_journal_record___journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_record___journal_free__f_id)
+                        raise ConstraintError('a journal record names an invalid id')
                     _journal_record___journal_free___obj = _new(JournalFree)
                     _journal_record___journal_free___obj.id = _journal_record___journal_free__f_id
                     _journal_record___obj = _new(JournalRecord)
@@ -5270,12 +5174,12 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
                 else:
                     if pos > end:
                         raise IndexError
-                    pos, end = (_journal_record___re_pos, _journal_record___re_end)
+                    pos -= 1
                     if pos > end:
                         raise IndexError
                     _x, pos = _u_journal_record(mv, pos, end)
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_records.append(_x)
             _obj = _new(JournalRecords)
             _obj.records = f_records
@@ -5513,7 +5417,6 @@ def _d_journal_transaction(mv, pos, end):
 
 def _u_journal_transaction(mv, pos, end):
     _isb = mv.__class__ is bytes
-    _a_length = pos
     f_length = mv[pos]
     if f_length < 128:
         pos += 1
@@ -5525,10 +5428,10 @@ def _u_journal_transaction(mv, pos, end):
             raise IndexError
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not f_length <= 4294967295:
-        raise ConstraintError('a transaction longer than 2**32 - 1 bytes', offset=_a_length, path='length', expected='length <= 4294967295', found=f_length)
+        raise ConstraintError('a transaction longer than 2**32 - 1 bytes')
     _n = f_length
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='records', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_records = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     f_crc, = _S8.unpack_from(mv, pos)
@@ -5550,7 +5453,6 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_length = pos
             f_length = mv[pos]
             if f_length < 128:
                 pos += 1
@@ -5562,10 +5464,10 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_length, pos = _uleb128(mv, pos, end, 'length')
             if not f_length <= 4294967295:
-                raise ConstraintError('a transaction longer than 2**32 - 1 bytes', offset=_a_length, path='length', expected='length <= 4294967295', found=f_length)
+                raise ConstraintError('a transaction longer than 2**32 - 1 bytes')
             _n = f_length
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='records', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_records = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             f_crc, = _S8_unpack_from(mv, pos)

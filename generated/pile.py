@@ -1285,93 +1285,64 @@ def _u_pile_record(mv, pos, end):
     f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
     pos += 16
     if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-        _frame_rest___re_pos, _frame_rest___re_end = (pos, end)
-        _frame_rest___r2 = pos
         pos += 48
         if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-            raise ConstraintError('bad magic', offset=_frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_frame_rest__f_magic_tail)
+            raise ConstraintError('bad magic')
         if not _frame_rest__f_span >= 1:
-            raise ConstraintError('span 0 (CorruptPile)', offset=_frame_rest___r2 + 12, path='span', expected='span >= 1', found=_frame_rest__f_span)
+            raise ConstraintError('span 0 (CorruptPile)')
         _frame_rest___n = _frame_rest__f_span * 256 - 64
-        if _frame_rest___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_frame_rest___n)
-        if pos + _frame_rest___n > end:
-            raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes', offset=pos, path='body', expected=_frame_rest___n, found=end - pos)
-        _frame_rest___outer_end_body = end
-        end = pos + _frame_rest___n
-        _frame_rest___sec_body = pos
         if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-            _frame_rest___blob_body___blob_head___r4 = pos
+            _frame_rest___sec_end_body = pos + _frame_rest___n
             pos += 192
             if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_frame_rest___blob_body___blob_head__f_length)
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if _frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_scalar_pad)
+                raise ConstraintError('reserved bytes must be zero')
             if _frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _frame_rest___blob_body___blob_head___obj = _new(BlobHead)
             _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
             _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
             _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
-            _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body___blob_head___obj.length
-            _frame_rest___blob_body___blob_data__start = pos
-            _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_data__p_length
-            if _frame_rest___blob_body___blob_data___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_rest___blob_body___blob_data___n)
-            _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
-            pos += _frame_rest___blob_body___blob_data___n
-            _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
-            pos += _frame_rest___blob_body___blob_data___n
+            _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_head__f_length] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_head__f_length])
+            pos = _frame_rest___sec_end_body
             _frame_rest___blob_body___blob_data___obj = _new(BlobData)
             _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
             _frame_rest___blob_body___obj = _new(BlobBody)
             _frame_rest___blob_body___obj.head = _frame_rest___blob_body___blob_head___obj
             _frame_rest___blob_body___obj.data = _frame_rest___blob_body___blob_data___obj
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_frame_rest___sec_body, path='body', expected=end - _frame_rest___sec_body, found=pos - _frame_rest___sec_body)
-            end = _frame_rest___outer_end_body
             _frame_rest___obj = _new(FrameRest)
             _frame_rest___obj.span = _frame_rest__f_span
             _frame_rest___obj.kind = _frame_rest__f_kind
             _frame_rest___obj.body = _frame_rest___blob_body___obj
             f_record = _frame_rest___obj
         else:
+            if pos + _frame_rest___n > end:
+                raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes')
+            _frame_rest___outer_end_body = end
+            end = pos + _frame_rest___n
             if pos > end:
                 raise IndexError
-            pos, end = (_frame_rest___re_pos, _frame_rest___re_end)
+            pos -= 48
+            end = _frame_rest___outer_end_body
             if pos > end:
                 raise IndexError
             f_record, pos = _u_frame_rest(mv, pos, end)
     elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-        _envelope36_rest___re_pos, _envelope36_rest___re_end = (pos, end)
         _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S101.unpack_from(mv, pos)
-        _envelope36_rest___r54 = pos
         pos += 20
         if not _envelope36_rest__f_span >= 1:
-            raise ConstraintError('span 0 (CorruptPile)', offset=_envelope36_rest___r54 + 16, path='span', expected='span >= 1', found=_envelope36_rest__f_span)
+            raise ConstraintError('span 0 (CorruptPile)')
         _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
-        if _envelope36_rest___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_envelope36_rest___n)
-        if pos + _envelope36_rest___n > end:
-            raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes', offset=pos, path='body', expected=_envelope36_rest___n, found=end - pos)
-        _envelope36_rest___outer_end_body = end
-        end = pos + _envelope36_rest___n
-        _envelope36_rest___sec_body = pos
         if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-            _envelope36_rest___env_blob_body___r56 = pos
+            _envelope36_rest___sec_end_body = pos + _envelope36_rest___n
             pos += 220
             if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_envelope36_rest___env_blob_body___r56 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_envelope36_rest___env_blob_body__f_length)
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_envelope36_rest___env_blob_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_envelope36_rest___env_blob_body__f_reserved)
-            _envelope36_rest___env_blob_body___blob_data__start = pos
-            _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
-            if _envelope36_rest___env_blob_body___blob_data___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_envelope36_rest___env_blob_body___blob_data___n)
-            _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
-            pos += _envelope36_rest___env_blob_body___blob_data___n
-            _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
-            pos += _envelope36_rest___env_blob_body___blob_data___n
+                raise ConstraintError('reserved bytes must be zero')
+            _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body__f_length] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body__f_length])
+            pos = _envelope36_rest___sec_end_body
             _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
             _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
             _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
@@ -1379,18 +1350,20 @@ def _u_pile_record(mv, pos, end):
             _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
             _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
             _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body___blob_data___obj
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_envelope36_rest___sec_body, path='body', expected=end - _envelope36_rest___sec_body, found=pos - _envelope36_rest___sec_body)
-            end = _envelope36_rest___outer_end_body
             _envelope36_rest___obj = _new(Envelope36Rest)
             _envelope36_rest___obj.kind = _envelope36_rest__f_kind
             _envelope36_rest___obj.span = _envelope36_rest__f_span
             _envelope36_rest___obj.body = _envelope36_rest___env_blob_body___obj
             f_record = _envelope36_rest___obj
         else:
+            if pos + _envelope36_rest___n > end:
+                raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes')
+            _envelope36_rest___outer_end_body = end
+            end = pos + _envelope36_rest___n
             if pos > end:
                 raise IndexError
-            pos, end = (_envelope36_rest___re_pos, _envelope36_rest___re_end)
+            pos -= 20
+            end = _envelope36_rest___outer_end_body
             if pos > end:
                 raise IndexError
             f_record, pos = _u_envelope36_rest(mv, pos, end)
@@ -1399,8 +1372,6 @@ def _u_pile_record(mv, pos, end):
         pos += 48
         _v1_blob___v1_blob_data__start = pos
         _v1_blob___v1_blob_data___n = _v1_blob__f_length
-        if _v1_blob___v1_blob_data___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob___v1_blob_data___n)
         _v1_blob___v1_blob_data__f_payload = mv[pos:pos + _v1_blob___v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
         pos += _v1_blob___v1_blob_data___n
         _v1_blob___v1_blob_data___n = -(pos - _v1_blob___v1_blob_data__start) % 64
@@ -1415,20 +1386,18 @@ def _u_pile_record(mv, pos, end):
         f_record = _v1_blob___obj
     elif f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
         _v1_branch__f_branch, _v1_branch__f_head = _S75.unpack_from(mv, pos)
-        _v1_branch___r75 = pos
         pos += 48
         if not max(_v1_branch__f_branch) > 0:
-            raise ConstraintError('nil branch id', offset=_v1_branch___r75, path='branch', expected='max(branch) > 0', found=_v1_branch__f_branch)
+            raise ConstraintError('nil branch id')
         _v1_branch___obj = _new(V1Branch)
         _v1_branch___obj.branch = _v1_branch__f_branch
         _v1_branch___obj.head = _v1_branch__f_head
         f_record = _v1_branch___obj
     elif f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
         _v1_tombstone__f_branch, _v1_tombstone__f_unchecked = _S75.unpack_from(mv, pos)
-        _v1_tombstone___r75 = pos
         pos += 48
         if not max(_v1_tombstone__f_branch) > 0:
-            raise ConstraintError('nil branch id', offset=_v1_tombstone___r75, path='branch', expected='max(branch) > 0', found=_v1_tombstone__f_branch)
+            raise ConstraintError('nil branch id')
         _v1_tombstone___obj = _new(V1Tombstone)
         _v1_tombstone___obj.branch = _v1_tombstone__f_branch
         _v1_tombstone___obj.unchecked = _v1_tombstone__f_unchecked
@@ -1438,8 +1407,6 @@ def _u_pile_record(mv, pos, end):
         pos += 240
         _v3_blob___blob_data__start = pos
         _v3_blob___blob_data___n = _v3_blob__f_length
-        if _v3_blob___blob_data___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v3_blob___blob_data___n)
         _v3_blob___blob_data__f_payload = mv[pos:pos + _v3_blob___blob_data___n] if _isb else bytes(mv[pos:pos + _v3_blob___blob_data___n])
         pos += _v3_blob___blob_data___n
         _v3_blob___blob_data___n = -(pos - _v3_blob___blob_data__start) % 256
@@ -1455,10 +1422,9 @@ def _u_pile_record(mv, pos, end):
         f_record = _v3_blob___obj
     elif f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
         _v3_branch__f_branch, _v3_branch__f_head, _v3_branch__f_unchecked = _S80.unpack_from(mv, pos)
-        _v3_branch___r80 = pos
         pos += 240
         if not max(_v3_branch__f_branch) > 0:
-            raise ConstraintError('nil branch id', offset=_v3_branch___r80, path='branch', expected='max(branch) > 0', found=_v3_branch__f_branch)
+            raise ConstraintError('nil branch id')
         _v3_branch___obj = _new(V3Branch)
         _v3_branch___obj.branch = _v3_branch__f_branch
         _v3_branch___obj.head = _v3_branch__f_head
@@ -1466,10 +1432,9 @@ def _u_pile_record(mv, pos, end):
         f_record = _v3_branch___obj
     elif f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
         _v3_tombstone__f_branch, _v3_tombstone__f_unchecked = _S82.unpack_from(mv, pos)
-        _v3_tombstone___r82 = pos
         pos += 240
         if not max(_v3_tombstone__f_branch) > 0:
-            raise ConstraintError('nil branch id', offset=_v3_tombstone___r82, path='branch', expected='max(branch) > 0', found=_v3_tombstone__f_branch)
+            raise ConstraintError('nil branch id')
         _v3_tombstone___obj = _new(V3Tombstone)
         _v3_tombstone___obj.branch = _v3_tombstone__f_branch
         _v3_tombstone___obj.unchecked = _v3_tombstone__f_unchecked
@@ -1504,16 +1469,15 @@ def _u_pile_record(mv, pos, end):
         f_record = _v3_local_cell___obj
     elif f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
         _v3_collection_definition__f_scope, _v3_collection_definition__f_representation, _v3_collection_definition__f_recipe, _v3_collection_definition__f_reserved = _S87.unpack_from(mv, pos)
-        _v3_collection_definition___r87 = pos
         pos += 240
         if not max(_v3_collection_definition__f_scope) > 0:
-            raise ConstraintError('nil id', offset=_v3_collection_definition___r87, path='scope', expected='max(scope) > 0', found=_v3_collection_definition__f_scope)
+            raise ConstraintError('nil id')
         if not max(_v3_collection_definition__f_representation) > 0:
-            raise ConstraintError('nil id', offset=_v3_collection_definition___r87 + 16, path='representation', expected='max(representation) > 0', found=_v3_collection_definition__f_representation)
+            raise ConstraintError('nil id')
         if not max(_v3_collection_definition__f_recipe) > 0:
-            raise ConstraintError('nil id', offset=_v3_collection_definition___r87 + 32, path='recipe', expected='max(recipe) > 0', found=_v3_collection_definition__f_recipe)
+            raise ConstraintError('nil id')
         if _v3_collection_definition__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_v3_collection_definition___r87 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_collection_definition__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _v3_collection_definition___obj = _new(V3CollectionDefinition)
         _v3_collection_definition___obj.scope = _v3_collection_definition__f_scope
         _v3_collection_definition___obj.representation = _v3_collection_definition__f_representation
@@ -1521,10 +1485,9 @@ def _u_pile_record(mv, pos, end):
         f_record = _v3_collection_definition___obj
     elif f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
         _v3_commit__f_definition, _v3_commit__f_data, _v3_commit__f_metadata, _v3_commit__f_author, _v3_commit__f_sig_r, _v3_commit__f_sig_s, _v3_commit__f_reserved = _S89.unpack_from(mv, pos)
-        _v3_commit___r89 = pos
         pos += 240
         if _v3_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_v3_commit___r89 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_commit__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _v3_commit___obj = _new(V3Commit)
         _v3_commit___obj.definition = _v3_commit__f_definition
         _v3_commit___obj.data = _v3_commit__f_data
@@ -1535,12 +1498,11 @@ def _u_pile_record(mv, pos, end):
         f_record = _v3_commit___obj
     elif f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
         _v3_merge__f_definition, _v3_merge__f_low, _v3_merge__f_high, _v3_merge__f_result, _v3_merge__f_reserved = _S91.unpack_from(mv, pos)
-        _v3_merge___r91 = pos
         pos += 240
         if not _v3_merge__f_high >= _v3_merge__f_low:
-            raise ConstraintError('merge high < low', offset=_v3_merge___r91 + 48, path='high', expected='high >= low', found=_v3_merge__f_high)
+            raise ConstraintError('merge high < low')
         if _v3_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_v3_merge___r91 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_merge__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _v3_merge___obj = _new(V3Merge)
         _v3_merge___obj.definition = _v3_merge__f_definition
         _v3_merge___obj.low = _v3_merge__f_low
@@ -1549,10 +1511,9 @@ def _u_pile_record(mv, pos, end):
         f_record = _v3_merge___obj
     elif f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
         _v3_derive__f_source, _v3_derive__f_target, _v3_derive__f_input, _v3_derive__f_output, _v3_derive__f_reserved = _S93.unpack_from(mv, pos)
-        _v3_derive___r93 = pos
         pos += 240
         if _v3_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_v3_derive___r93 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_derive__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _v3_derive___obj = _new(V3Derive)
         _v3_derive___obj.source = _v3_derive__f_source
         _v3_derive___obj.target = _v3_derive__f_target
@@ -1561,10 +1522,9 @@ def _u_pile_record(mv, pos, end):
         f_record = _v3_derive___obj
     elif f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
         _v4_commit__f_collection, _v4_commit__f_data, _v4_commit__f_metadata, _v4_commit__f_author, _v4_commit__f_sig_r, _v4_commit__f_sig_s, _v4_commit__f_reserved = _S95.unpack_from(mv, pos)
-        _v4_commit___r95 = pos
         pos += 240
         if _v4_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_v4_commit___r95 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_commit__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _v4_commit___obj = _new(V4Commit)
         _v4_commit___obj.collection = _v4_commit__f_collection
         _v4_commit___obj.data = _v4_commit__f_data
@@ -1575,12 +1535,11 @@ def _u_pile_record(mv, pos, end):
         f_record = _v4_commit___obj
     elif f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
         _v4_merge__f_collection, _v4_merge__f_low, _v4_merge__f_high, _v4_merge__f_result, _v4_merge__f_reserved = _S97.unpack_from(mv, pos)
-        _v4_merge___r97 = pos
         pos += 240
         if not _v4_merge__f_high >= _v4_merge__f_low:
-            raise ConstraintError('merge high < low', offset=_v4_merge___r97 + 64, path='high', expected='high >= low', found=_v4_merge__f_high)
+            raise ConstraintError('merge high < low')
         if _v4_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_v4_merge___r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_merge__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _v4_merge___obj = _new(V4Merge)
         _v4_merge___obj.collection = _v4_merge__f_collection
         _v4_merge___obj.low = _v4_merge__f_low
@@ -1589,10 +1548,9 @@ def _u_pile_record(mv, pos, end):
         f_record = _v4_merge___obj
     elif f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
         _v4_derive__f_source, _v4_derive__f_target, _v4_derive__f_input, _v4_derive__f_output, _v4_derive__f_reserved = _S97.unpack_from(mv, pos)
-        _v4_derive___r97 = pos
         pos += 240
         if _v4_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_v4_derive___r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_derive__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _v4_derive___obj = _new(V4Derive)
         _v4_derive___obj.source = _v4_derive__f_source
         _v4_derive___obj.target = _v4_derive__f_target
@@ -1600,7 +1558,7 @@ def _u_pile_record(mv, pos, end):
         _v4_derive___obj.output = _v4_derive__f_output
         f_record = _v4_derive___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='record', expected=[b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05', b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13', b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96', b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04', b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40', b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z', b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7', b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO', b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^', b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r', b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t', b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q', b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1', b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw', b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9', b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80', b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f', b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'", b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9'], found=f_marker)
+        raise ConstraintError('no case for tag')
     _obj = _new(PileRecord)
     _obj.marker = f_marker
     _obj.record = f_record
@@ -1634,93 +1592,64 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
             f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S100_unpack_from(mv, pos)
             pos += 16
             if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-                _frame_rest___re_pos, _frame_rest___re_end = (pos, end)
-                _frame_rest___r2 = pos
                 pos += 48
                 if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                    raise ConstraintError('bad magic', offset=_frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_frame_rest__f_magic_tail)
+                    raise ConstraintError('bad magic')
                 if not _frame_rest__f_span >= 1:
-                    raise ConstraintError('span 0 (CorruptPile)', offset=_frame_rest___r2 + 12, path='span', expected='span >= 1', found=_frame_rest__f_span)
+                    raise ConstraintError('span 0 (CorruptPile)')
                 _frame_rest___n = _frame_rest__f_span * 256 - 64
-                if _frame_rest___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_frame_rest___n)
-                if pos + _frame_rest___n > end:
-                    raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes', offset=pos, path='body', expected=_frame_rest___n, found=end - pos)
-                _frame_rest___outer_end_body = end
-                end = pos + _frame_rest___n
-                _frame_rest___sec_body = pos
                 if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                    _frame_rest___blob_body___blob_head___r4 = pos
+                    _frame_rest___sec_end_body = pos + _frame_rest___n
                     pos += 192
                     if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_frame_rest___blob_body___blob_head__f_length)
+                        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                     if _frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_scalar_pad)
+                        raise ConstraintError('reserved bytes must be zero')
                     if _frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_reserved)
+                        raise ConstraintError('reserved bytes must be zero')
                     _frame_rest___blob_body___blob_head___obj = _new(BlobHead)
                     _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
                     _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
                     _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
-                    _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body___blob_head___obj.length
-                    _frame_rest___blob_body___blob_data__start = pos
-                    _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_data__p_length
-                    if _frame_rest___blob_body___blob_data___n < 0:
-                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_rest___blob_body___blob_data___n)
-                    _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
-                    pos += _frame_rest___blob_body___blob_data___n
-                    _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
-                    pos += _frame_rest___blob_body___blob_data___n
+                    _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_head__f_length] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_head__f_length])
+                    pos = _frame_rest___sec_end_body
                     _frame_rest___blob_body___blob_data___obj = _new(BlobData)
                     _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
                     _frame_rest___blob_body___obj = _new(BlobBody)
                     _frame_rest___blob_body___obj.head = _frame_rest___blob_body___blob_head___obj
                     _frame_rest___blob_body___obj.data = _frame_rest___blob_body___blob_data___obj
-                    if pos != end:
-                        raise ConstraintError('section size mismatch', offset=_frame_rest___sec_body, path='body', expected=end - _frame_rest___sec_body, found=pos - _frame_rest___sec_body)
-                    end = _frame_rest___outer_end_body
                     _frame_rest___obj = _new(FrameRest)
                     _frame_rest___obj.span = _frame_rest__f_span
                     _frame_rest___obj.kind = _frame_rest__f_kind
                     _frame_rest___obj.body = _frame_rest___blob_body___obj
                     f_record = _frame_rest___obj
                 else:
+                    if pos + _frame_rest___n > end:
+                        raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes')
+                    _frame_rest___outer_end_body = end
+                    end = pos + _frame_rest___n
                     if pos > end:
                         raise IndexError
-                    pos, end = (_frame_rest___re_pos, _frame_rest___re_end)
+                    pos -= 48
+                    end = _frame_rest___outer_end_body
                     if pos > end:
                         raise IndexError
                     f_record, pos = _u_frame_rest(mv, pos, end)
             elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-                _envelope36_rest___re_pos, _envelope36_rest___re_end = (pos, end)
                 _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S101_unpack_from(mv, pos)
-                _envelope36_rest___r54 = pos
                 pos += 20
                 if not _envelope36_rest__f_span >= 1:
-                    raise ConstraintError('span 0 (CorruptPile)', offset=_envelope36_rest___r54 + 16, path='span', expected='span >= 1', found=_envelope36_rest__f_span)
+                    raise ConstraintError('span 0 (CorruptPile)')
                 _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
-                if _envelope36_rest___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_envelope36_rest___n)
-                if pos + _envelope36_rest___n > end:
-                    raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes', offset=pos, path='body', expected=_envelope36_rest___n, found=end - pos)
-                _envelope36_rest___outer_end_body = end
-                end = pos + _envelope36_rest___n
-                _envelope36_rest___sec_body = pos
                 if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-                    _envelope36_rest___env_blob_body___r56 = pos
+                    _envelope36_rest___sec_end_body = pos + _envelope36_rest___n
                     pos += 220
                     if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
-                        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_envelope36_rest___env_blob_body___r56 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_envelope36_rest___env_blob_body__f_length)
+                        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                     if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_envelope36_rest___env_blob_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_envelope36_rest___env_blob_body__f_reserved)
-                    _envelope36_rest___env_blob_body___blob_data__start = pos
-                    _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
-                    if _envelope36_rest___env_blob_body___blob_data___n < 0:
-                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_envelope36_rest___env_blob_body___blob_data___n)
-                    _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
-                    pos += _envelope36_rest___env_blob_body___blob_data___n
-                    _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
-                    pos += _envelope36_rest___env_blob_body___blob_data___n
+                        raise ConstraintError('reserved bytes must be zero')
+                    _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body__f_length] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body__f_length])
+                    pos = _envelope36_rest___sec_end_body
                     _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
                     _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
                     _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
@@ -1728,18 +1657,20 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
                     _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
                     _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body___blob_data___obj
-                    if pos != end:
-                        raise ConstraintError('section size mismatch', offset=_envelope36_rest___sec_body, path='body', expected=end - _envelope36_rest___sec_body, found=pos - _envelope36_rest___sec_body)
-                    end = _envelope36_rest___outer_end_body
                     _envelope36_rest___obj = _new(Envelope36Rest)
                     _envelope36_rest___obj.kind = _envelope36_rest__f_kind
                     _envelope36_rest___obj.span = _envelope36_rest__f_span
                     _envelope36_rest___obj.body = _envelope36_rest___env_blob_body___obj
                     f_record = _envelope36_rest___obj
                 else:
+                    if pos + _envelope36_rest___n > end:
+                        raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes')
+                    _envelope36_rest___outer_end_body = end
+                    end = pos + _envelope36_rest___n
                     if pos > end:
                         raise IndexError
-                    pos, end = (_envelope36_rest___re_pos, _envelope36_rest___re_end)
+                    pos -= 20
+                    end = _envelope36_rest___outer_end_body
                     if pos > end:
                         raise IndexError
                     f_record, pos = _u_envelope36_rest(mv, pos, end)
@@ -1748,8 +1679,6 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 pos += 48
                 _v1_blob___v1_blob_data__start = pos
                 _v1_blob___v1_blob_data___n = _v1_blob__f_length
-                if _v1_blob___v1_blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob___v1_blob_data___n)
                 _v1_blob___v1_blob_data__f_payload = mv[pos:pos + _v1_blob___v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
                 pos += _v1_blob___v1_blob_data___n
                 _v1_blob___v1_blob_data___n = -(pos - _v1_blob___v1_blob_data__start) % 64
@@ -1764,20 +1693,18 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v1_blob___obj
             elif f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
                 _v1_branch__f_branch, _v1_branch__f_head = _S75_unpack_from(mv, pos)
-                _v1_branch___r75 = pos
                 pos += 48
                 if not max(_v1_branch__f_branch) > 0:
-                    raise ConstraintError('nil branch id', offset=_v1_branch___r75, path='branch', expected='max(branch) > 0', found=_v1_branch__f_branch)
+                    raise ConstraintError('nil branch id')
                 _v1_branch___obj = _new(V1Branch)
                 _v1_branch___obj.branch = _v1_branch__f_branch
                 _v1_branch___obj.head = _v1_branch__f_head
                 f_record = _v1_branch___obj
             elif f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
                 _v1_tombstone__f_branch, _v1_tombstone__f_unchecked = _S75_unpack_from(mv, pos)
-                _v1_tombstone___r75 = pos
                 pos += 48
                 if not max(_v1_tombstone__f_branch) > 0:
-                    raise ConstraintError('nil branch id', offset=_v1_tombstone___r75, path='branch', expected='max(branch) > 0', found=_v1_tombstone__f_branch)
+                    raise ConstraintError('nil branch id')
                 _v1_tombstone___obj = _new(V1Tombstone)
                 _v1_tombstone___obj.branch = _v1_tombstone__f_branch
                 _v1_tombstone___obj.unchecked = _v1_tombstone__f_unchecked
@@ -1787,8 +1714,6 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 pos += 240
                 _v3_blob___blob_data__start = pos
                 _v3_blob___blob_data___n = _v3_blob__f_length
-                if _v3_blob___blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v3_blob___blob_data___n)
                 _v3_blob___blob_data__f_payload = mv[pos:pos + _v3_blob___blob_data___n] if _isb else bytes(mv[pos:pos + _v3_blob___blob_data___n])
                 pos += _v3_blob___blob_data___n
                 _v3_blob___blob_data___n = -(pos - _v3_blob___blob_data__start) % 256
@@ -1804,10 +1729,9 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v3_blob___obj
             elif f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
                 _v3_branch__f_branch, _v3_branch__f_head, _v3_branch__f_unchecked = _S80_unpack_from(mv, pos)
-                _v3_branch___r80 = pos
                 pos += 240
                 if not max(_v3_branch__f_branch) > 0:
-                    raise ConstraintError('nil branch id', offset=_v3_branch___r80, path='branch', expected='max(branch) > 0', found=_v3_branch__f_branch)
+                    raise ConstraintError('nil branch id')
                 _v3_branch___obj = _new(V3Branch)
                 _v3_branch___obj.branch = _v3_branch__f_branch
                 _v3_branch___obj.head = _v3_branch__f_head
@@ -1815,10 +1739,9 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v3_branch___obj
             elif f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
                 _v3_tombstone__f_branch, _v3_tombstone__f_unchecked = _S82_unpack_from(mv, pos)
-                _v3_tombstone___r82 = pos
                 pos += 240
                 if not max(_v3_tombstone__f_branch) > 0:
-                    raise ConstraintError('nil branch id', offset=_v3_tombstone___r82, path='branch', expected='max(branch) > 0', found=_v3_tombstone__f_branch)
+                    raise ConstraintError('nil branch id')
                 _v3_tombstone___obj = _new(V3Tombstone)
                 _v3_tombstone___obj.branch = _v3_tombstone__f_branch
                 _v3_tombstone___obj.unchecked = _v3_tombstone__f_unchecked
@@ -1853,16 +1776,15 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v3_local_cell___obj
             elif f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
                 _v3_collection_definition__f_scope, _v3_collection_definition__f_representation, _v3_collection_definition__f_recipe, _v3_collection_definition__f_reserved = _S87_unpack_from(mv, pos)
-                _v3_collection_definition___r87 = pos
                 pos += 240
                 if not max(_v3_collection_definition__f_scope) > 0:
-                    raise ConstraintError('nil id', offset=_v3_collection_definition___r87, path='scope', expected='max(scope) > 0', found=_v3_collection_definition__f_scope)
+                    raise ConstraintError('nil id')
                 if not max(_v3_collection_definition__f_representation) > 0:
-                    raise ConstraintError('nil id', offset=_v3_collection_definition___r87 + 16, path='representation', expected='max(representation) > 0', found=_v3_collection_definition__f_representation)
+                    raise ConstraintError('nil id')
                 if not max(_v3_collection_definition__f_recipe) > 0:
-                    raise ConstraintError('nil id', offset=_v3_collection_definition___r87 + 32, path='recipe', expected='max(recipe) > 0', found=_v3_collection_definition__f_recipe)
+                    raise ConstraintError('nil id')
                 if _v3_collection_definition__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_v3_collection_definition___r87 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_collection_definition__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _v3_collection_definition___obj = _new(V3CollectionDefinition)
                 _v3_collection_definition___obj.scope = _v3_collection_definition__f_scope
                 _v3_collection_definition___obj.representation = _v3_collection_definition__f_representation
@@ -1870,10 +1792,9 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v3_collection_definition___obj
             elif f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
                 _v3_commit__f_definition, _v3_commit__f_data, _v3_commit__f_metadata, _v3_commit__f_author, _v3_commit__f_sig_r, _v3_commit__f_sig_s, _v3_commit__f_reserved = _S89_unpack_from(mv, pos)
-                _v3_commit___r89 = pos
                 pos += 240
                 if _v3_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_v3_commit___r89 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_commit__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _v3_commit___obj = _new(V3Commit)
                 _v3_commit___obj.definition = _v3_commit__f_definition
                 _v3_commit___obj.data = _v3_commit__f_data
@@ -1884,12 +1805,11 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v3_commit___obj
             elif f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
                 _v3_merge__f_definition, _v3_merge__f_low, _v3_merge__f_high, _v3_merge__f_result, _v3_merge__f_reserved = _S91_unpack_from(mv, pos)
-                _v3_merge___r91 = pos
                 pos += 240
                 if not _v3_merge__f_high >= _v3_merge__f_low:
-                    raise ConstraintError('merge high < low', offset=_v3_merge___r91 + 48, path='high', expected='high >= low', found=_v3_merge__f_high)
+                    raise ConstraintError('merge high < low')
                 if _v3_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_v3_merge___r91 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_merge__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _v3_merge___obj = _new(V3Merge)
                 _v3_merge___obj.definition = _v3_merge__f_definition
                 _v3_merge___obj.low = _v3_merge__f_low
@@ -1898,10 +1818,9 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v3_merge___obj
             elif f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
                 _v3_derive__f_source, _v3_derive__f_target, _v3_derive__f_input, _v3_derive__f_output, _v3_derive__f_reserved = _S93_unpack_from(mv, pos)
-                _v3_derive___r93 = pos
                 pos += 240
                 if _v3_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_v3_derive___r93 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_derive__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _v3_derive___obj = _new(V3Derive)
                 _v3_derive___obj.source = _v3_derive__f_source
                 _v3_derive___obj.target = _v3_derive__f_target
@@ -1910,10 +1829,9 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v3_derive___obj
             elif f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
                 _v4_commit__f_collection, _v4_commit__f_data, _v4_commit__f_metadata, _v4_commit__f_author, _v4_commit__f_sig_r, _v4_commit__f_sig_s, _v4_commit__f_reserved = _S95_unpack_from(mv, pos)
-                _v4_commit___r95 = pos
                 pos += 240
                 if _v4_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_v4_commit___r95 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_commit__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _v4_commit___obj = _new(V4Commit)
                 _v4_commit___obj.collection = _v4_commit__f_collection
                 _v4_commit___obj.data = _v4_commit__f_data
@@ -1924,12 +1842,11 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v4_commit___obj
             elif f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
                 _v4_merge__f_collection, _v4_merge__f_low, _v4_merge__f_high, _v4_merge__f_result, _v4_merge__f_reserved = _S97_unpack_from(mv, pos)
-                _v4_merge___r97 = pos
                 pos += 240
                 if not _v4_merge__f_high >= _v4_merge__f_low:
-                    raise ConstraintError('merge high < low', offset=_v4_merge___r97 + 64, path='high', expected='high >= low', found=_v4_merge__f_high)
+                    raise ConstraintError('merge high < low')
                 if _v4_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_v4_merge___r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_merge__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _v4_merge___obj = _new(V4Merge)
                 _v4_merge___obj.collection = _v4_merge__f_collection
                 _v4_merge___obj.low = _v4_merge__f_low
@@ -1938,10 +1855,9 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 f_record = _v4_merge___obj
             elif f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
                 _v4_derive__f_source, _v4_derive__f_target, _v4_derive__f_input, _v4_derive__f_output, _v4_derive__f_reserved = _S97_unpack_from(mv, pos)
-                _v4_derive___r97 = pos
                 pos += 240
                 if _v4_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_v4_derive___r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_derive__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _v4_derive___obj = _new(V4Derive)
                 _v4_derive___obj.source = _v4_derive__f_source
                 _v4_derive___obj.target = _v4_derive__f_target
@@ -1949,7 +1865,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v4_derive___obj.output = _v4_derive__f_output
                 f_record = _v4_derive___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='record', expected=[b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05', b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13', b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96', b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04', b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40', b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z', b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7', b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO', b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^', b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r', b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t', b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q', b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1', b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw', b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9', b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80', b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f', b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'", b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9'], found=f_marker)
+                raise ConstraintError('no case for tag')
             _obj = _new(PileRecord)
             _obj.marker = f_marker
             _obj.record = f_record
@@ -3171,38 +3087,30 @@ def _d_frame_rest(mv, pos, end):
 def _u_frame_rest(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S102.unpack_from(mv, pos)
-    _r2 = pos
     pos += 48
     if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise ConstraintError('bad magic', offset=_r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic_tail)
+        raise ConstraintError('bad magic')
     if not f_span >= 1:
-        raise ConstraintError('span 0 (CorruptPile)', offset=_r2 + 12, path='span', expected='span >= 1', found=f_span)
+        raise ConstraintError('span 0 (CorruptPile)')
     _n = f_span * 256 - 64
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
-    _sec_body = pos
     if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-        _blob_body___blob_head___r4 = pos
         pos += 192
         if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
-            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_body___blob_head__f_length)
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)')
         if _blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_scalar_pad)
+            raise ConstraintError('reserved bytes must be zero')
         if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _blob_body___blob_head___obj = _new(BlobHead)
         _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
         _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
         _blob_body___blob_head___obj.hash = _blob_body___blob_head__f_hash
-        _blob_body___blob_data__p_length = _blob_body___blob_head___obj.length
         _blob_body___blob_data__start = pos
-        _blob_body___blob_data___n = _blob_body___blob_data__p_length
-        if _blob_body___blob_data___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_body___blob_data___n)
+        _blob_body___blob_data___n = _blob_body___blob_head__f_length
         _blob_body___blob_data__f_payload = mv[pos:pos + _blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _blob_body___blob_data___n])
         pos += _blob_body___blob_data___n
         _blob_body___blob_data___n = -(pos - _blob_body___blob_data__start) % 256
@@ -3215,62 +3123,57 @@ def _u_frame_rest(mv, pos, end):
         f_body = _blob_body___obj
     elif f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
         _pin_head_body__f_pin, _pin_head_body__f_reserved1, _pin_head_body__f_head, _pin_head_body__f_reserved2 = _S6.unpack_from(mv, pos)
-        _pin_head_body___r6 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_pin_head_body___r6, path='pin', expected='span == 1', found=_pin_head_body__f_pin)
+            raise ConstraintError('kind requires span 1')
         if not max(_pin_head_body__f_pin) > 0:
-            raise ConstraintError('nil pin id', offset=_pin_head_body___r6, path='pin', expected='max(pin) > 0', found=_pin_head_body__f_pin)
+            raise ConstraintError('nil pin id')
         if _pin_head_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved1)
+            raise ConstraintError('reserved bytes must be zero')
         if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         _pin_head_body___obj = _new(PinHeadBody)
         _pin_head_body___obj.pin = _pin_head_body__f_pin
         _pin_head_body___obj.head = _pin_head_body__f_head
         f_body = _pin_head_body___obj
     elif f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
         _pin_tombstone_body__f_pin, _pin_tombstone_body__f_reserved = _S8.unpack_from(mv, pos)
-        _pin_tombstone_body___r8 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_pin_tombstone_body___r8, path='pin', expected='span == 1', found=_pin_tombstone_body__f_pin)
+            raise ConstraintError('kind requires span 1')
         if not max(_pin_tombstone_body__f_pin) > 0:
-            raise ConstraintError('nil pin id', offset=_pin_tombstone_body___r8, path='pin', expected='max(pin) > 0', found=_pin_tombstone_body__f_pin)
+            raise ConstraintError('nil pin id')
         if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_pin_tombstone_body___r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_tombstone_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _pin_tombstone_body___obj = _new(PinTombstoneBody)
         _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
         f_body = _pin_tombstone_body___obj
     elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
         _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S103.unpack_from(mv, pos)
-        _want_v3_body___r10 = pos
         pos += 32
         _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
         if _want_v3_body___v is None:
             if _want_v3_body__f_tag in (3,):
-                raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
-            raise ConstraintError('unknown want_tag value', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
+                raise ConstraintError('retired want_tag value (permanently retired, never reused)')
+            raise ConstraintError('unknown want_tag value')
         _want_v3_body__f_tag = _want_v3_body___v
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_want_v3_body___r10, path='tag', expected='span == 1', found=_want_v3_body__f_tag)
+            raise ConstraintError('kind requires span 1')
         if _want_v3_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved1)
+            raise ConstraintError('reserved bytes must be zero')
         _want_v3_body___tag = _want_v3_body__f_tag
         if _want_v3_body___tag == 1:
-            _want_v3_body___want_blob___r12 = pos
             pos += 96
             if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_blob__f_zero)
+                raise ConstraintError('reserved bytes must be zero')
             _want_v3_body___want_blob___obj = _new(WantBlob)
             _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
             _want_v3_body__f_request = _want_v3_body___want_blob___obj
         elif _want_v3_body___tag == 2:
             _want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high = _S14.unpack_from(mv, pos)
-            _want_v3_body___want_merge___r14 = pos
             pos += 96
             if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
-                raise ConstraintError('merge request high < low', offset=_want_v3_body___want_merge___r14 + 64, path='high', expected='high >= low', found=_want_v3_body___want_merge__f_high)
+                raise ConstraintError('merge request high < low')
             _want_v3_body___want_merge___obj = _new(WantMerge)
             _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
             _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
@@ -3278,31 +3181,28 @@ def _u_frame_rest(mv, pos, end):
             _want_v3_body__f_request = _want_v3_body___want_merge___obj
         elif _want_v3_body___tag == 4:
             _want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input, _want_v3_body___want_derive__f_zero = _S14.unpack_from(mv, pos)
-            _want_v3_body___want_derive___r14 = pos
             pos += 96
             if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_derive__f_zero)
+                raise ConstraintError('reserved bytes must be zero')
             _want_v3_body___want_derive___obj = _new(WantDerive)
             _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
             _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
             _want_v3_body__f_request = _want_v3_body___want_derive___obj
         else:
-            raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_want_v3_body___tag)
+            raise ConstraintError('no case for tag')
         _want_v3_body__f_reserved2, = _S17.unpack_from(mv, pos)
-        _want_v3_body___r17 = pos
         pos += 64
         if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         _want_v3_body___obj = _new(WantV3Body)
         _want_v3_body___obj.tag = _want_v3_body__f_tag
         _want_v3_body___obj.request = _want_v3_body__f_request
         f_body = _want_v3_body___obj
     elif f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
         _commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s = _S19.unpack_from(mv, pos)
-        _commit_body___r19 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_commit_body___r19, path='collection', expected='span == 1', found=_commit_body__f_collection)
+            raise ConstraintError('kind requires span 1')
         _commit_body___obj = _new(CommitBody)
         _commit_body___obj.collection = _commit_body__f_collection
         _commit_body___obj.data = _commit_body__f_data
@@ -3313,14 +3213,13 @@ def _u_frame_rest(mv, pos, end):
         f_body = _commit_body___obj
     elif f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
         _merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s, _merge_v6_body__f_reserved = _S21.unpack_from(mv, pos)
-        _merge_v6_body___r21 = pos
         pos += 448
         if not f_span == 2:
-            raise ConstraintError('kind requires span 2', offset=_merge_v6_body___r21, path='collection', expected='span == 2', found=_merge_v6_body__f_collection)
+            raise ConstraintError('kind requires span 2')
         if not _merge_v6_body__f_high + _merge_v6_body__f_high_witness >= _merge_v6_body__f_low + _merge_v6_body__f_low_witness:
-            raise ConstraintError('merge inputs out of canonical order', offset=_merge_v6_body___r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=_merge_v6_body__f_high_witness)
+            raise ConstraintError('merge inputs out of canonical order')
         if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_merge_v6_body___r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_merge_v6_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _merge_v6_body___obj = _new(MergeV6Body)
         _merge_v6_body___obj.collection = _merge_v6_body__f_collection
         _merge_v6_body___obj.low = _merge_v6_body__f_low
@@ -3334,12 +3233,11 @@ def _u_frame_rest(mv, pos, end):
         f_body = _merge_v6_body___obj
     elif f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
         _derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s, _derive_v7_body__f_reserved = _S23.unpack_from(mv, pos)
-        _derive_v7_body___r23 = pos
         pos += 448
         if not f_span == 2:
-            raise ConstraintError('kind requires span 2', offset=_derive_v7_body___r23, path='target', expected='span == 2', found=_derive_v7_body__f_target)
+            raise ConstraintError('kind requires span 2')
         if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_derive_v7_body___r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_derive_v7_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _derive_v7_body___obj = _new(DeriveV7Body)
         _derive_v7_body___obj.target = _derive_v7_body__f_target
         _derive_v7_body___obj.input = _derive_v7_body__f_input
@@ -3364,7 +3262,7 @@ def _u_frame_rest(mv, pos, end):
             _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
             _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
             if pos <= _proof_v5_body___ip:
-                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                raise ConstraintError('repeated item consumes no bytes')
             _proof_v5_body__f_edges.append(_proof_v5_body___proof_edge__obj)
         _proof_v5_body___obj = _new(ProofV5Body)
         _proof_v5_body___obj.resource = _proof_v5_body__f_resource
@@ -3373,38 +3271,35 @@ def _u_frame_rest(mv, pos, end):
         f_body = _proof_v5_body___obj
     elif f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
         _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29.unpack_from(mv, pos)
-        _retired_blob_want_body___r29 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
+            raise ConstraintError('kind requires span 1')
         if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
         _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
         f_body = _retired_blob_want_body___obj
     elif f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
         _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29.unpack_from(mv, pos)
-        _retired_blob_want_body___r29 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
+            raise ConstraintError('kind requires span 1')
         if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
         _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
         f_body = _retired_blob_want_body___obj
     elif f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
         _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31.unpack_from(mv, pos)
-        _retired_typed_want_body___r31 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
+            raise ConstraintError('kind requires span 1')
         if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-            raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
+            raise ConstraintError('typed want tag must be 2, 3 or 4')
         if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
+            raise ConstraintError('reserved bytes must be zero')
         if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
         _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
         _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
@@ -3413,16 +3308,15 @@ def _u_frame_rest(mv, pos, end):
         f_body = _retired_typed_want_body___obj
     elif f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
         _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31.unpack_from(mv, pos)
-        _retired_typed_want_body___r31 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
+            raise ConstraintError('kind requires span 1')
         if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-            raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
+            raise ConstraintError('typed want tag must be 2, 3 or 4')
         if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
+            raise ConstraintError('reserved bytes must be zero')
         if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
         _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
         _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
@@ -3431,14 +3325,13 @@ def _u_frame_rest(mv, pos, end):
         f_body = _retired_typed_want_body___obj
     elif f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
         _unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result, _unsigned_merge_body__f_reserved = _S33.unpack_from(mv, pos)
-        _unsigned_merge_body___r33 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_unsigned_merge_body___r33, path='collection', expected='span == 1', found=_unsigned_merge_body__f_collection)
+            raise ConstraintError('kind requires span 1')
         if not _unsigned_merge_body__f_high >= _unsigned_merge_body__f_low:
-            raise ConstraintError('merge high < low', offset=_unsigned_merge_body___r33 + 64, path='high', expected='high >= low', found=_unsigned_merge_body__f_high)
+            raise ConstraintError('merge high < low')
         if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_unsigned_merge_body___r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_merge_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _unsigned_merge_body___obj = _new(UnsignedMergeBody)
         _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
         _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
@@ -3447,12 +3340,11 @@ def _u_frame_rest(mv, pos, end):
         f_body = _unsigned_merge_body___obj
     elif f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
         _unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output, _unsigned_derive_body__f_reserved = _S35.unpack_from(mv, pos)
-        _unsigned_derive_body___r35 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_unsigned_derive_body___r35, path='target', expected='span == 1', found=_unsigned_derive_body__f_target)
+            raise ConstraintError('kind requires span 1')
         if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_unsigned_derive_body___r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_derive_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
         _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
         _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
@@ -3460,53 +3352,46 @@ def _u_frame_rest(mv, pos, end):
         f_body = _unsigned_derive_body___obj
     elif f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
         _peer_body__f_team, _peer_body__f_peer, _peer_body__f_reserved = _S37.unpack_from(mv, pos)
-        _peer_body___r37 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_peer_body___r37, path='team', expected='span == 1', found=_peer_body__f_team)
+            raise ConstraintError('kind requires span 1')
         if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_peer_body___r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_peer_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _peer_body___obj = _new(PeerBody)
         _peer_body___obj.team = _peer_body__f_team
         _peer_body___obj.peer = _peer_body__f_peer
         f_body = _peer_body___obj
     elif f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
         _store_scope_body__f_team, _store_scope_body__f_reserved = _S29.unpack_from(mv, pos)
-        _store_scope_body___r29 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_store_scope_body___r29, path='team', expected='span == 1', found=_store_scope_body__f_team)
+            raise ConstraintError('kind requires span 1')
         if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_store_scope_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_store_scope_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _store_scope_body___obj = _new(StoreScopeBody)
         _store_scope_body___obj.team = _store_scope_body__f_team
         f_body = _store_scope_body___obj
     elif f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
         _artifact_offer_body__f_content, = _S40.unpack_from(mv, pos)
-        _artifact_offer_body___r40 = pos
         pos += 192
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_artifact_offer_body___r40, path='content', expected='span == 1', found=_artifact_offer_body__f_content)
+            raise ConstraintError('kind requires span 1')
         _artifact_offer_body___obj = _new(ArtifactOfferBody)
         _artifact_offer_body___obj.content = _artifact_offer_body__f_content
         f_body = _artifact_offer_body___obj
     elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
         _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S104.unpack_from(mv, pos)
-        _proof_v1_body___r42 = pos
         pos += 32
         if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
-            raise ConstraintError('bad proof v1 body length', offset=_proof_v1_body___r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=_proof_v1_body__f_body_len)
+            raise ConstraintError('bad proof v1 body length')
         if not f_span == (96 + _proof_v1_body__f_body_len + 255) // 256:
-            raise ConstraintError('proof span is not minimal', offset=_proof_v1_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v1_body__f_body_len)
+            raise ConstraintError('proof span is not minimal')
         if _proof_v1_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_proof_v1_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v1_body__f_reserved)
-        if _proof_v1_body__f_body_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v1_body__f_body_len)
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _proof_v1_body__f_body_len > end:
-            raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v1_body__f_body_len, found=end - pos)
+            raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes')
         _proof_v1_body___proof_v1_data___outer_end_body = end
         end = pos + _proof_v1_body__f_body_len
-        _proof_v1_body___proof_v1_data___sec_body = pos
         pos += 32
         _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
         while True:
@@ -3519,23 +3404,22 @@ def _u_frame_rest(mv, pos, end):
             _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
             _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
             if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
-                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                raise ConstraintError('repeated item consumes no bytes')
             _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj)
         _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
         _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
         _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_proof_v1_body___proof_v1_data___sec_body, path='body', expected=end - _proof_v1_body___proof_v1_data___sec_body, found=pos - _proof_v1_body___proof_v1_data___sec_body)
+            raise ConstraintError('section size mismatch')
         end = _proof_v1_body___proof_v1_data___outer_end_body
-        _proof_v1_body___proof_v1_data___a_tail = pos
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _proof_v1_body___proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
         if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
-            raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_body___proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_body___proof_v1_data__f_tail)
+            raise ConstraintError('retired proof tail not zero or span not minimal')
         _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
         _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
         _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
@@ -3545,41 +3429,35 @@ def _u_frame_rest(mv, pos, end):
         f_body = _proof_v1_body___obj
     elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
         _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S105.unpack_from(mv, pos)
-        _proof_v2_body___r42 = pos
         pos += 32
         if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
-            raise ConstraintError('bad proof v2 body length', offset=_proof_v2_body___r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=_proof_v2_body__f_body_len)
+            raise ConstraintError('bad proof v2 body length')
         if not f_span == (96 + _proof_v2_body__f_body_len + 255) // 256:
-            raise ConstraintError('proof span is not minimal', offset=_proof_v2_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v2_body__f_body_len)
+            raise ConstraintError('proof span is not minimal')
         if _proof_v2_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_proof_v2_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v2_body__f_reserved)
-        if _proof_v2_body__f_body_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v2_body__f_body_len)
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _proof_v2_body__f_body_len > end:
-            raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v2_body__f_body_len, found=end - pos)
+            raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes')
         _proof_v2_body___proof_v2_data___outer_end_body = end
         end = pos + _proof_v2_body__f_body_len
-        _proof_v2_body___proof_v2_data___sec_body = pos
-        _proof_v2_body___proof_v2_data___proof_v2_content___r48 = pos
         pos += 80
         if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-            raise ConstraintError('bad magic', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_body___proof_v2_data___proof_v2_content__f_magic)
+            raise ConstraintError('bad magic')
         _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
         while True:
             if pos >= end:
                 break
             _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
-            _proof_v2_body___proof_v2_data___proof_v2_content___r50 = pos
             pos += 145
             if not max(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                raise ConstraintError('nil action id', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
+                raise ConstraintError('nil action id')
             if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
+                raise ConstraintError('bad proof v2 edge flags')
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
             if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
+                raise ConstraintError('bad proof v2 validity bounds')
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
@@ -3588,24 +3466,23 @@ def _u_frame_rest(mv, pos, end):
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
             if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
-                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                raise ConstraintError('repeated item consumes no bytes')
             _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj)
         _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
         _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
         _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
         _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_proof_v2_body___proof_v2_data___sec_body, path='body', expected=end - _proof_v2_body___proof_v2_data___sec_body, found=pos - _proof_v2_body___proof_v2_data___sec_body)
+            raise ConstraintError('section size mismatch')
         end = _proof_v2_body___proof_v2_data___outer_end_body
-        _proof_v2_body___proof_v2_data___a_tail = pos
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _proof_v2_body___proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
         if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
-            raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_body___proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_body___proof_v2_data__f_tail)
+            raise ConstraintError('retired proof tail not zero or span not minimal')
         _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
         _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
         _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
@@ -3615,21 +3492,17 @@ def _u_frame_rest(mv, pos, end):
         f_body = _proof_v2_body___obj
     elif f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2':
         _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S105.unpack_from(mv, pos)
-        _proof_v3_body___r42 = pos
         pos += 32
         if not (_proof_v3_body__f_body_len >= 241 and (_proof_v3_body__f_body_len - 80) % 161 == 0):
-            raise ConstraintError('bad proof v3 body length', offset=_proof_v3_body___r42, path='body_len', expected='body_len >= 241 and (body_len - 80) % 161 == 0', found=_proof_v3_body__f_body_len)
+            raise ConstraintError('bad proof v3 body length')
         if not f_span == (96 + _proof_v3_body__f_body_len + 255) // 256:
-            raise ConstraintError('proof span is not minimal', offset=_proof_v3_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v3_body__f_body_len)
+            raise ConstraintError('proof span is not minimal')
         if _proof_v3_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_proof_v3_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v3_body__f_reserved)
-        if _proof_v3_body__f_body_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v3_body__f_body_len)
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _proof_v3_body__f_body_len > end:
-            raise TruncatedError('section needs ' + str(_proof_v3_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v3_body__f_body_len, found=end - pos)
+            raise TruncatedError('section needs ' + str(_proof_v3_body__f_body_len) + ' bytes')
         _proof_v3_body___proof_v3_data___outer_end_body = end
         end = pos + _proof_v3_body__f_body_len
-        _proof_v3_body___proof_v3_data___sec_body = pos
         pos += 80
         _proof_v3_body___proof_v3_data___proof_v3_content__f_edges = []
         while True:
@@ -3637,14 +3510,13 @@ def _u_frame_rest(mv, pos, end):
                 break
             _proof_v3_body___proof_v3_data___proof_v3_content___ip = pos
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
-            _proof_v3_body___proof_v3_data___proof_v3_content___r52 = pos
             pos += 161
             if not _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                raise ConstraintError('bad proof v3 edge flags', offset=_proof_v3_body___proof_v3_data___proof_v3_content___r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags)
+                raise ConstraintError('bad proof v3 edge flags')
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
             if not (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_proof_v3_body___proof_v3_data___proof_v3_content___r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper)
+                raise ConstraintError('proof v3 validity bounds set without bit 2')
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
@@ -3653,7 +3525,7 @@ def _u_frame_rest(mv, pos, end):
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
             _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
             if pos <= _proof_v3_body___proof_v3_data___proof_v3_content___ip:
-                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                raise ConstraintError('repeated item consumes no bytes')
             _proof_v3_body___proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj)
         _proof_v3_body___proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
         _proof_v3_body___proof_v3_data___proof_v3_content___obj.magic = _proof_v3_body___proof_v3_data___proof_v3_content__f_magic
@@ -3661,17 +3533,16 @@ def _u_frame_rest(mv, pos, end):
         _proof_v3_body___proof_v3_data___proof_v3_content___obj.root = _proof_v3_body___proof_v3_data___proof_v3_content__f_root
         _proof_v3_body___proof_v3_data___proof_v3_content___obj.edges = _proof_v3_body___proof_v3_data___proof_v3_content__f_edges
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_proof_v3_body___proof_v3_data___sec_body, path='body', expected=end - _proof_v3_body___proof_v3_data___sec_body, found=pos - _proof_v3_body___proof_v3_data___sec_body)
+            raise ConstraintError('section size mismatch')
         end = _proof_v3_body___proof_v3_data___outer_end_body
-        _proof_v3_body___proof_v3_data___a_tail = pos
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _proof_v3_body___proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
         if not (len(_proof_v3_body___proof_v3_data__f_tail) < 256 and (len(_proof_v3_body___proof_v3_data__f_tail) == 0 or max(_proof_v3_body___proof_v3_data__f_tail) == 0)):
-            raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v3_body___proof_v3_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v3_body___proof_v3_data__f_tail)
+            raise ConstraintError('retired proof tail not zero or span not minimal')
         _proof_v3_body___proof_v3_data___obj = _new(ProofV3Data)
         _proof_v3_body___proof_v3_data___obj.body = _proof_v3_body___proof_v3_data___proof_v3_content___obj
         _proof_v3_body___proof_v3_data___obj.tail = _proof_v3_body___proof_v3_data__f_tail
@@ -3685,7 +3556,7 @@ def _u_frame_rest(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
     _obj = _new(FrameRest)
     _obj.span = f_span
@@ -3727,38 +3598,30 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S102_unpack_from(mv, pos)
-            _r2 = pos
             pos += 48
             if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise ConstraintError('bad magic', offset=_r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic_tail)
+                raise ConstraintError('bad magic')
             if not f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)', offset=_r2 + 12, path='span', expected='span >= 1', found=f_span)
+                raise ConstraintError('span 0 (CorruptPile)')
             _n = f_span * 256 - 64
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
-            _sec_body = pos
             if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                _blob_body___blob_head___r4 = pos
                 pos += 192
                 if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
-                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_body___blob_head__f_length)
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                 if _blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_scalar_pad)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _blob_body___blob_head___obj = _new(BlobHead)
                 _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
                 _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
                 _blob_body___blob_head___obj.hash = _blob_body___blob_head__f_hash
-                _blob_body___blob_data__p_length = _blob_body___blob_head___obj.length
                 _blob_body___blob_data__start = pos
-                _blob_body___blob_data___n = _blob_body___blob_data__p_length
-                if _blob_body___blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_body___blob_data___n)
+                _blob_body___blob_data___n = _blob_body___blob_head__f_length
                 _blob_body___blob_data__f_payload = mv[pos:pos + _blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _blob_body___blob_data___n])
                 pos += _blob_body___blob_data___n
                 _blob_body___blob_data___n = -(pos - _blob_body___blob_data__start) % 256
@@ -3771,62 +3634,57 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _blob_body___obj
             elif f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
                 _pin_head_body__f_pin, _pin_head_body__f_reserved1, _pin_head_body__f_head, _pin_head_body__f_reserved2 = _S6_unpack_from(mv, pos)
-                _pin_head_body___r6 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_pin_head_body___r6, path='pin', expected='span == 1', found=_pin_head_body__f_pin)
+                    raise ConstraintError('kind requires span 1')
                 if not max(_pin_head_body__f_pin) > 0:
-                    raise ConstraintError('nil pin id', offset=_pin_head_body___r6, path='pin', expected='max(pin) > 0', found=_pin_head_body__f_pin)
+                    raise ConstraintError('nil pin id')
                 if _pin_head_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved1)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 _pin_head_body___obj = _new(PinHeadBody)
                 _pin_head_body___obj.pin = _pin_head_body__f_pin
                 _pin_head_body___obj.head = _pin_head_body__f_head
                 f_body = _pin_head_body___obj
             elif f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
                 _pin_tombstone_body__f_pin, _pin_tombstone_body__f_reserved = _S8_unpack_from(mv, pos)
-                _pin_tombstone_body___r8 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_pin_tombstone_body___r8, path='pin', expected='span == 1', found=_pin_tombstone_body__f_pin)
+                    raise ConstraintError('kind requires span 1')
                 if not max(_pin_tombstone_body__f_pin) > 0:
-                    raise ConstraintError('nil pin id', offset=_pin_tombstone_body___r8, path='pin', expected='max(pin) > 0', found=_pin_tombstone_body__f_pin)
+                    raise ConstraintError('nil pin id')
                 if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_pin_tombstone_body___r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_tombstone_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _pin_tombstone_body___obj = _new(PinTombstoneBody)
                 _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
                 f_body = _pin_tombstone_body___obj
             elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
                 _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S103_unpack_from(mv, pos)
-                _want_v3_body___r10 = pos
                 pos += 32
                 _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
                 if _want_v3_body___v is None:
                     if _want_v3_body__f_tag in (3,):
-                        raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
-                    raise ConstraintError('unknown want_tag value', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
+                        raise ConstraintError('retired want_tag value (permanently retired, never reused)')
+                    raise ConstraintError('unknown want_tag value')
                 _want_v3_body__f_tag = _want_v3_body___v
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_want_v3_body___r10, path='tag', expected='span == 1', found=_want_v3_body__f_tag)
+                    raise ConstraintError('kind requires span 1')
                 if _want_v3_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved1)
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_v3_body___tag = _want_v3_body__f_tag
                 if _want_v3_body___tag == 1:
-                    _want_v3_body___want_blob___r12 = pos
                     pos += 96
                     if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_blob__f_zero)
+                        raise ConstraintError('reserved bytes must be zero')
                     _want_v3_body___want_blob___obj = _new(WantBlob)
                     _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
                     _want_v3_body__f_request = _want_v3_body___want_blob___obj
                 elif _want_v3_body___tag == 2:
                     _want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high = _S14_unpack_from(mv, pos)
-                    _want_v3_body___want_merge___r14 = pos
                     pos += 96
                     if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
-                        raise ConstraintError('merge request high < low', offset=_want_v3_body___want_merge___r14 + 64, path='high', expected='high >= low', found=_want_v3_body___want_merge__f_high)
+                        raise ConstraintError('merge request high < low')
                     _want_v3_body___want_merge___obj = _new(WantMerge)
                     _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
                     _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
@@ -3834,31 +3692,28 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _want_v3_body__f_request = _want_v3_body___want_merge___obj
                 elif _want_v3_body___tag == 4:
                     _want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input, _want_v3_body___want_derive__f_zero = _S14_unpack_from(mv, pos)
-                    _want_v3_body___want_derive___r14 = pos
                     pos += 96
                     if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_derive__f_zero)
+                        raise ConstraintError('reserved bytes must be zero')
                     _want_v3_body___want_derive___obj = _new(WantDerive)
                     _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
                     _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
                     _want_v3_body__f_request = _want_v3_body___want_derive___obj
                 else:
-                    raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_want_v3_body___tag)
+                    raise ConstraintError('no case for tag')
                 _want_v3_body__f_reserved2, = _S17_unpack_from(mv, pos)
-                _want_v3_body___r17 = pos
                 pos += 64
                 if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_v3_body___obj = _new(WantV3Body)
                 _want_v3_body___obj.tag = _want_v3_body__f_tag
                 _want_v3_body___obj.request = _want_v3_body__f_request
                 f_body = _want_v3_body___obj
             elif f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
                 _commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s = _S19_unpack_from(mv, pos)
-                _commit_body___r19 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_commit_body___r19, path='collection', expected='span == 1', found=_commit_body__f_collection)
+                    raise ConstraintError('kind requires span 1')
                 _commit_body___obj = _new(CommitBody)
                 _commit_body___obj.collection = _commit_body__f_collection
                 _commit_body___obj.data = _commit_body__f_data
@@ -3869,14 +3724,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _commit_body___obj
             elif f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
                 _merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s, _merge_v6_body__f_reserved = _S21_unpack_from(mv, pos)
-                _merge_v6_body___r21 = pos
                 pos += 448
                 if not f_span == 2:
-                    raise ConstraintError('kind requires span 2', offset=_merge_v6_body___r21, path='collection', expected='span == 2', found=_merge_v6_body__f_collection)
+                    raise ConstraintError('kind requires span 2')
                 if not _merge_v6_body__f_high + _merge_v6_body__f_high_witness >= _merge_v6_body__f_low + _merge_v6_body__f_low_witness:
-                    raise ConstraintError('merge inputs out of canonical order', offset=_merge_v6_body___r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=_merge_v6_body__f_high_witness)
+                    raise ConstraintError('merge inputs out of canonical order')
                 if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_merge_v6_body___r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_merge_v6_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _merge_v6_body___obj = _new(MergeV6Body)
                 _merge_v6_body___obj.collection = _merge_v6_body__f_collection
                 _merge_v6_body___obj.low = _merge_v6_body__f_low
@@ -3890,12 +3744,11 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _merge_v6_body___obj
             elif f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
                 _derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s, _derive_v7_body__f_reserved = _S23_unpack_from(mv, pos)
-                _derive_v7_body___r23 = pos
                 pos += 448
                 if not f_span == 2:
-                    raise ConstraintError('kind requires span 2', offset=_derive_v7_body___r23, path='target', expected='span == 2', found=_derive_v7_body__f_target)
+                    raise ConstraintError('kind requires span 2')
                 if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_derive_v7_body___r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_derive_v7_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _derive_v7_body___obj = _new(DeriveV7Body)
                 _derive_v7_body___obj.target = _derive_v7_body__f_target
                 _derive_v7_body___obj.input = _derive_v7_body__f_input
@@ -3920,7 +3773,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
                     _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
                     if pos <= _proof_v5_body___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        raise ConstraintError('repeated item consumes no bytes')
                     _proof_v5_body__f_edges.append(_proof_v5_body___proof_edge__obj)
                 _proof_v5_body___obj = _new(ProofV5Body)
                 _proof_v5_body___obj.resource = _proof_v5_body__f_resource
@@ -3929,38 +3782,35 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _proof_v5_body___obj
             elif f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
                 _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29_unpack_from(mv, pos)
-                _retired_blob_want_body___r29 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
+                    raise ConstraintError('kind requires span 1')
                 if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
                 _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
                 f_body = _retired_blob_want_body___obj
             elif f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
                 _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29_unpack_from(mv, pos)
-                _retired_blob_want_body___r29 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
+                    raise ConstraintError('kind requires span 1')
                 if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
                 _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
                 f_body = _retired_blob_want_body___obj
             elif f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
                 _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31_unpack_from(mv, pos)
-                _retired_typed_want_body___r31 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
+                    raise ConstraintError('kind requires span 1')
                 if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-                    raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
+                    raise ConstraintError('typed want tag must be 2, 3 or 4')
                 if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
                 _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
                 _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
@@ -3969,16 +3819,15 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _retired_typed_want_body___obj
             elif f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
                 _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31_unpack_from(mv, pos)
-                _retired_typed_want_body___r31 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
+                    raise ConstraintError('kind requires span 1')
                 if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-                    raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
+                    raise ConstraintError('typed want tag must be 2, 3 or 4')
                 if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
                 _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
                 _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
@@ -3987,14 +3836,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _retired_typed_want_body___obj
             elif f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
                 _unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result, _unsigned_merge_body__f_reserved = _S33_unpack_from(mv, pos)
-                _unsigned_merge_body___r33 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_unsigned_merge_body___r33, path='collection', expected='span == 1', found=_unsigned_merge_body__f_collection)
+                    raise ConstraintError('kind requires span 1')
                 if not _unsigned_merge_body__f_high >= _unsigned_merge_body__f_low:
-                    raise ConstraintError('merge high < low', offset=_unsigned_merge_body___r33 + 64, path='high', expected='high >= low', found=_unsigned_merge_body__f_high)
+                    raise ConstraintError('merge high < low')
                 if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_unsigned_merge_body___r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_merge_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _unsigned_merge_body___obj = _new(UnsignedMergeBody)
                 _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
                 _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
@@ -4003,12 +3851,11 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _unsigned_merge_body___obj
             elif f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
                 _unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output, _unsigned_derive_body__f_reserved = _S35_unpack_from(mv, pos)
-                _unsigned_derive_body___r35 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_unsigned_derive_body___r35, path='target', expected='span == 1', found=_unsigned_derive_body__f_target)
+                    raise ConstraintError('kind requires span 1')
                 if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_unsigned_derive_body___r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_derive_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
                 _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
                 _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
@@ -4016,53 +3863,46 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _unsigned_derive_body___obj
             elif f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
                 _peer_body__f_team, _peer_body__f_peer, _peer_body__f_reserved = _S37_unpack_from(mv, pos)
-                _peer_body___r37 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_peer_body___r37, path='team', expected='span == 1', found=_peer_body__f_team)
+                    raise ConstraintError('kind requires span 1')
                 if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_peer_body___r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_peer_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _peer_body___obj = _new(PeerBody)
                 _peer_body___obj.team = _peer_body__f_team
                 _peer_body___obj.peer = _peer_body__f_peer
                 f_body = _peer_body___obj
             elif f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
                 _store_scope_body__f_team, _store_scope_body__f_reserved = _S29_unpack_from(mv, pos)
-                _store_scope_body___r29 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_store_scope_body___r29, path='team', expected='span == 1', found=_store_scope_body__f_team)
+                    raise ConstraintError('kind requires span 1')
                 if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_store_scope_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_store_scope_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _store_scope_body___obj = _new(StoreScopeBody)
                 _store_scope_body___obj.team = _store_scope_body__f_team
                 f_body = _store_scope_body___obj
             elif f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
                 _artifact_offer_body__f_content, = _S40_unpack_from(mv, pos)
-                _artifact_offer_body___r40 = pos
                 pos += 192
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_artifact_offer_body___r40, path='content', expected='span == 1', found=_artifact_offer_body__f_content)
+                    raise ConstraintError('kind requires span 1')
                 _artifact_offer_body___obj = _new(ArtifactOfferBody)
                 _artifact_offer_body___obj.content = _artifact_offer_body__f_content
                 f_body = _artifact_offer_body___obj
             elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
                 _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S104_unpack_from(mv, pos)
-                _proof_v1_body___r42 = pos
                 pos += 32
                 if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
-                    raise ConstraintError('bad proof v1 body length', offset=_proof_v1_body___r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=_proof_v1_body__f_body_len)
+                    raise ConstraintError('bad proof v1 body length')
                 if not f_span == (96 + _proof_v1_body__f_body_len + 255) // 256:
-                    raise ConstraintError('proof span is not minimal', offset=_proof_v1_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v1_body__f_body_len)
+                    raise ConstraintError('proof span is not minimal')
                 if _proof_v1_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_proof_v1_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v1_body__f_reserved)
-                if _proof_v1_body__f_body_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v1_body__f_body_len)
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _proof_v1_body__f_body_len > end:
-                    raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v1_body__f_body_len, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes')
                 _proof_v1_body___proof_v1_data___outer_end_body = end
                 end = pos + _proof_v1_body__f_body_len
-                _proof_v1_body___proof_v1_data___sec_body = pos
                 pos += 32
                 _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
                 while True:
@@ -4075,23 +3915,22 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
                     _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
                     if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        raise ConstraintError('repeated item consumes no bytes')
                     _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj)
                 _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
                 _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
                 _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_proof_v1_body___proof_v1_data___sec_body, path='body', expected=end - _proof_v1_body___proof_v1_data___sec_body, found=pos - _proof_v1_body___proof_v1_data___sec_body)
+                    raise ConstraintError('section size mismatch')
                 end = _proof_v1_body___proof_v1_data___outer_end_body
-                _proof_v1_body___proof_v1_data___a_tail = pos
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _proof_v1_body___proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
                 if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_body___proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_body___proof_v1_data__f_tail)
+                    raise ConstraintError('retired proof tail not zero or span not minimal')
                 _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
                 _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
                 _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
@@ -4101,41 +3940,35 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _proof_v1_body___obj
             elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
                 _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S105_unpack_from(mv, pos)
-                _proof_v2_body___r42 = pos
                 pos += 32
                 if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
-                    raise ConstraintError('bad proof v2 body length', offset=_proof_v2_body___r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=_proof_v2_body__f_body_len)
+                    raise ConstraintError('bad proof v2 body length')
                 if not f_span == (96 + _proof_v2_body__f_body_len + 255) // 256:
-                    raise ConstraintError('proof span is not minimal', offset=_proof_v2_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v2_body__f_body_len)
+                    raise ConstraintError('proof span is not minimal')
                 if _proof_v2_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_proof_v2_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v2_body__f_reserved)
-                if _proof_v2_body__f_body_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v2_body__f_body_len)
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _proof_v2_body__f_body_len > end:
-                    raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v2_body__f_body_len, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes')
                 _proof_v2_body___proof_v2_data___outer_end_body = end
                 end = pos + _proof_v2_body__f_body_len
-                _proof_v2_body___proof_v2_data___sec_body = pos
-                _proof_v2_body___proof_v2_data___proof_v2_content___r48 = pos
                 pos += 80
                 if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                    raise ConstraintError('bad magic', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_body___proof_v2_data___proof_v2_content__f_magic)
+                    raise ConstraintError('bad magic')
                 _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
                 while True:
                     if pos >= end:
                         break
                     _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
-                    _proof_v2_body___proof_v2_data___proof_v2_content___r50 = pos
                     pos += 145
                     if not max(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                        raise ConstraintError('nil action id', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
+                        raise ConstraintError('nil action id')
                     if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                        raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
+                        raise ConstraintError('bad proof v2 edge flags')
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                     if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                        raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
+                        raise ConstraintError('bad proof v2 validity bounds')
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
@@ -4144,24 +3977,23 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
                     if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        raise ConstraintError('repeated item consumes no bytes')
                     _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj)
                 _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
                 _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
                 _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
                 _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_proof_v2_body___proof_v2_data___sec_body, path='body', expected=end - _proof_v2_body___proof_v2_data___sec_body, found=pos - _proof_v2_body___proof_v2_data___sec_body)
+                    raise ConstraintError('section size mismatch')
                 end = _proof_v2_body___proof_v2_data___outer_end_body
-                _proof_v2_body___proof_v2_data___a_tail = pos
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _proof_v2_body___proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
                 if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_body___proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_body___proof_v2_data__f_tail)
+                    raise ConstraintError('retired proof tail not zero or span not minimal')
                 _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
                 _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
                 _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
@@ -4171,21 +4003,17 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _proof_v2_body___obj
             elif f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2':
                 _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S105_unpack_from(mv, pos)
-                _proof_v3_body___r42 = pos
                 pos += 32
                 if not (_proof_v3_body__f_body_len >= 241 and (_proof_v3_body__f_body_len - 80) % 161 == 0):
-                    raise ConstraintError('bad proof v3 body length', offset=_proof_v3_body___r42, path='body_len', expected='body_len >= 241 and (body_len - 80) % 161 == 0', found=_proof_v3_body__f_body_len)
+                    raise ConstraintError('bad proof v3 body length')
                 if not f_span == (96 + _proof_v3_body__f_body_len + 255) // 256:
-                    raise ConstraintError('proof span is not minimal', offset=_proof_v3_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v3_body__f_body_len)
+                    raise ConstraintError('proof span is not minimal')
                 if _proof_v3_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_proof_v3_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v3_body__f_reserved)
-                if _proof_v3_body__f_body_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v3_body__f_body_len)
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _proof_v3_body__f_body_len > end:
-                    raise TruncatedError('section needs ' + str(_proof_v3_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v3_body__f_body_len, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_proof_v3_body__f_body_len) + ' bytes')
                 _proof_v3_body___proof_v3_data___outer_end_body = end
                 end = pos + _proof_v3_body__f_body_len
-                _proof_v3_body___proof_v3_data___sec_body = pos
                 pos += 80
                 _proof_v3_body___proof_v3_data___proof_v3_content__f_edges = []
                 while True:
@@ -4193,14 +4021,13 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                         break
                     _proof_v3_body___proof_v3_data___proof_v3_content___ip = pos
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
-                    _proof_v3_body___proof_v3_data___proof_v3_content___r52 = pos
                     pos += 161
                     if not _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                        raise ConstraintError('bad proof v3 edge flags', offset=_proof_v3_body___proof_v3_data___proof_v3_content___r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags)
+                        raise ConstraintError('bad proof v3 edge flags')
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
                     if not (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                        raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_proof_v3_body___proof_v3_data___proof_v3_content___r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper)
+                        raise ConstraintError('proof v3 validity bounds set without bit 2')
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
@@ -4209,7 +4036,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
                     _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
                     if pos <= _proof_v3_body___proof_v3_data___proof_v3_content___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        raise ConstraintError('repeated item consumes no bytes')
                     _proof_v3_body___proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj)
                 _proof_v3_body___proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
                 _proof_v3_body___proof_v3_data___proof_v3_content___obj.magic = _proof_v3_body___proof_v3_data___proof_v3_content__f_magic
@@ -4217,17 +4044,16 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v3_body___proof_v3_data___proof_v3_content___obj.root = _proof_v3_body___proof_v3_data___proof_v3_content__f_root
                 _proof_v3_body___proof_v3_data___proof_v3_content___obj.edges = _proof_v3_body___proof_v3_data___proof_v3_content__f_edges
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_proof_v3_body___proof_v3_data___sec_body, path='body', expected=end - _proof_v3_body___proof_v3_data___sec_body, found=pos - _proof_v3_body___proof_v3_data___sec_body)
+                    raise ConstraintError('section size mismatch')
                 end = _proof_v3_body___proof_v3_data___outer_end_body
-                _proof_v3_body___proof_v3_data___a_tail = pos
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _proof_v3_body___proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
                 if not (len(_proof_v3_body___proof_v3_data__f_tail) < 256 and (len(_proof_v3_body___proof_v3_data__f_tail) == 0 or max(_proof_v3_body___proof_v3_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v3_body___proof_v3_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v3_body___proof_v3_data__f_tail)
+                    raise ConstraintError('retired proof tail not zero or span not minimal')
                 _proof_v3_body___proof_v3_data___obj = _new(ProofV3Data)
                 _proof_v3_body___proof_v3_data___obj.body = _proof_v3_body___proof_v3_data___proof_v3_content___obj
                 _proof_v3_body___proof_v3_data___obj.tail = _proof_v3_body___proof_v3_data__f_tail
@@ -4241,7 +4067,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
             _obj = _new(FrameRest)
             _obj.span = f_span
@@ -5157,29 +4983,24 @@ def _d_frame_head(mv, pos, end):
 def _u_frame_head(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S108.unpack_from(mv, pos)
-    _r106 = pos
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise ConstraintError('bad magic', offset=_r106, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_span >= 1:
-        raise ConstraintError('span 0 (CorruptPile)', offset=_r106 + 28, path='span', expected='span >= 1', found=f_span)
+        raise ConstraintError('span 0 (CorruptPile)')
     _n = 192
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='head', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_head = end
     end = pos + _n
-    _sec_head = pos
     if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-        _blob_head___r4 = pos
         pos += 192
         if not f_span == 1 + (_blob_head__f_length + 255) // 256:
-            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)')
         if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
+            raise ConstraintError('reserved bytes must be zero')
         if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _blob_head___obj = _new(BlobHead)
         _blob_head___obj.timestamp = _blob_head__f_timestamp
         _blob_head___obj.length = _blob_head__f_length
@@ -5191,7 +5012,7 @@ def _u_frame_head(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_head, path='head', expected=end - _sec_head, found=pos - _sec_head)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_head
     _obj = _new(FrameHead)
     _obj.span = f_span
@@ -5212,29 +5033,24 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S108_unpack_from(mv, pos)
-            _r106 = pos
             pos += 64
             if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise ConstraintError('bad magic', offset=_r106, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)', offset=_r106 + 28, path='span', expected='span >= 1', found=f_span)
+                raise ConstraintError('span 0 (CorruptPile)')
             _n = 192
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='head', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_head = end
             end = pos + _n
-            _sec_head = pos
             if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                _blob_head___r4 = pos
                 pos += 192
                 if not f_span == 1 + (_blob_head__f_length + 255) // 256:
-                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                 if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _blob_head___obj = _new(BlobHead)
                 _blob_head___obj.timestamp = _blob_head__f_timestamp
                 _blob_head___obj.length = _blob_head__f_length
@@ -5246,7 +5062,7 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_head, path='head', expected=end - _sec_head, found=pos - _sec_head)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_head
             _obj = _new(FrameHead)
             _obj.span = f_span
@@ -5332,14 +5148,13 @@ def _d_blob_head(mv, pos, end, p_span):
 
 def _u_blob_head(mv, pos, end, p_span):
     f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4.unpack_from(mv, pos)
-    _r4 = pos
     pos += 192
     if not p_span == 1 + (f_length + 255) // 256:
-        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=f_length)
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
     if f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_scalar_pad)
+        raise ConstraintError('reserved bytes must be zero')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(BlobHead)
     _obj.timestamp = f_timestamp
     _obj.length = f_length
@@ -5358,14 +5173,13 @@ def _m_blob_head(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4_unpack_from(mv, pos)
-            _r4 = pos
             pos += 192
             if not p_span == 1 + (f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=f_length)
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_scalar_pad)
+                raise ConstraintError('reserved bytes must be zero')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(BlobHead)
             _obj.timestamp = f_timestamp
             _obj.length = f_length
@@ -5419,7 +5233,7 @@ def _u_blob_data(mv, pos, end, p_length):
     start = pos
     _n = p_length
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _n = -(pos - start) % 256
@@ -5442,7 +5256,7 @@ def _m_blob_data(mv, pos, end, p_length, _rest=_decode_many):
             start = pos
             _n = p_length
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _n = -(pos - start) % 256
@@ -5525,23 +5339,19 @@ def _d_blob_body(mv, pos, end, p_span):
 def _u_blob_body(mv, pos, end, p_span):
     _isb = mv.__class__ is bytes
     _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4.unpack_from(mv, pos)
-    _blob_head___r4 = pos
     pos += 192
     if not p_span == 1 + (_blob_head__f_length + 255) // 256:
-        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
     if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
+        raise ConstraintError('reserved bytes must be zero')
     if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _blob_head___obj = _new(BlobHead)
     _blob_head___obj.timestamp = _blob_head__f_timestamp
     _blob_head___obj.length = _blob_head__f_length
     _blob_head___obj.hash = _blob_head__f_hash
-    _blob_data__p_length = _blob_head___obj.length
     _blob_data__start = pos
-    _blob_data___n = _blob_data__p_length
-    if _blob_data___n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
+    _blob_data___n = _blob_head__f_length
     _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
     pos += _blob_data___n
     _blob_data___n = -(pos - _blob_data__start) % 256
@@ -5566,23 +5376,19 @@ def _m_blob_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4_unpack_from(mv, pos)
-            _blob_head___r4 = pos
             pos += 192
             if not p_span == 1 + (_blob_head__f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
+                raise ConstraintError('reserved bytes must be zero')
             if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _blob_head___obj = _new(BlobHead)
             _blob_head___obj.timestamp = _blob_head__f_timestamp
             _blob_head___obj.length = _blob_head__f_length
             _blob_head___obj.hash = _blob_head__f_hash
-            _blob_data__p_length = _blob_head___obj.length
             _blob_data__start = pos
-            _blob_data___n = _blob_data__p_length
-            if _blob_data___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
+            _blob_data___n = _blob_head__f_length
             _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
             pos += _blob_data___n
             _blob_data___n = -(pos - _blob_data__start) % 256
@@ -5663,16 +5469,15 @@ def _d_pin_head_body(mv, pos, end, p_span):
 
 def _u_pin_head_body(mv, pos, end, p_span):
     f_pin, f_reserved1, f_head, f_reserved2 = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r6, path='pin', expected='span == 1', found=f_pin)
+        raise ConstraintError('kind requires span 1')
     if not max(f_pin) > 0:
-        raise ConstraintError('nil pin id', offset=_r6, path='pin', expected='max(pin) > 0', found=f_pin)
+        raise ConstraintError('nil pin id')
     if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+        raise ConstraintError('reserved bytes must be zero')
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(PinHeadBody)
     _obj.pin = f_pin
     _obj.head = f_head
@@ -5690,16 +5495,15 @@ def _m_pin_head_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_pin, f_reserved1, f_head, f_reserved2 = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r6, path='pin', expected='span == 1', found=f_pin)
+                raise ConstraintError('kind requires span 1')
             if not max(f_pin) > 0:
-                raise ConstraintError('nil pin id', offset=_r6, path='pin', expected='max(pin) > 0', found=f_pin)
+                raise ConstraintError('nil pin id')
             if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+                raise ConstraintError('reserved bytes must be zero')
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(PinHeadBody)
             _obj.pin = f_pin
             _obj.head = f_head
@@ -5756,14 +5560,13 @@ def _d_pin_tombstone_body(mv, pos, end, p_span):
 
 def _u_pin_tombstone_body(mv, pos, end, p_span):
     f_pin, f_reserved = _S8.unpack_from(mv, pos)
-    _r8 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r8, path='pin', expected='span == 1', found=f_pin)
+        raise ConstraintError('kind requires span 1')
     if not max(f_pin) > 0:
-        raise ConstraintError('nil pin id', offset=_r8, path='pin', expected='max(pin) > 0', found=f_pin)
+        raise ConstraintError('nil pin id')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(PinTombstoneBody)
     _obj.pin = f_pin
     return (_obj, pos)
@@ -5780,14 +5583,13 @@ def _m_pin_tombstone_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_pin, f_reserved = _S8_unpack_from(mv, pos)
-            _r8 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r8, path='pin', expected='span == 1', found=f_pin)
+                raise ConstraintError('kind requires span 1')
             if not max(f_pin) > 0:
-                raise ConstraintError('nil pin id', offset=_r8, path='pin', expected='max(pin) > 0', found=f_pin)
+                raise ConstraintError('nil pin id')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(PinTombstoneBody)
             _obj.pin = f_pin
             _append(_obj)
@@ -5835,10 +5637,9 @@ def _d_want_blob(mv, pos, end):
 
 def _u_want_blob(mv, pos, end):
     f_blob, f_zero = _S12.unpack_from(mv, pos)
-    _r12 = pos
     pos += 96
     if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(WantBlob)
     _obj.blob = f_blob
     return (_obj, pos)
@@ -5855,10 +5656,9 @@ def _m_want_blob(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_blob, f_zero = _S12_unpack_from(mv, pos)
-            _r12 = pos
             pos += 96
             if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(WantBlob)
             _obj.blob = f_blob
             _append(_obj)
@@ -5900,10 +5700,9 @@ def _d_want_merge(mv, pos, end):
 
 def _u_want_merge(mv, pos, end):
     f_collection, f_low, f_high = _S14.unpack_from(mv, pos)
-    _r14 = pos
     pos += 96
     if not f_high >= f_low:
-        raise ConstraintError('merge request high < low', offset=_r14 + 64, path='high', expected='high >= low', found=f_high)
+        raise ConstraintError('merge request high < low')
     _obj = _new(WantMerge)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -5922,10 +5721,9 @@ def _m_want_merge(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_collection, f_low, f_high = _S14_unpack_from(mv, pos)
-            _r14 = pos
             pos += 96
             if not f_high >= f_low:
-                raise ConstraintError('merge request high < low', offset=_r14 + 64, path='high', expected='high >= low', found=f_high)
+                raise ConstraintError('merge request high < low')
             _obj = _new(WantMerge)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -5980,10 +5778,9 @@ def _d_want_derive(mv, pos, end):
 
 def _u_want_derive(mv, pos, end):
     f_target, f_input, f_zero = _S14.unpack_from(mv, pos)
-    _r14 = pos
     pos += 96
     if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(WantDerive)
     _obj.target = f_target
     _obj.input = f_input
@@ -6001,10 +5798,9 @@ def _m_want_derive(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_target, f_input, f_zero = _S14_unpack_from(mv, pos)
-            _r14 = pos
             pos += 96
             if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(WantDerive)
             _obj.target = f_target
             _obj.input = f_input
@@ -6107,19 +5903,17 @@ def _u_want_request(mv, pos, end):
     f_tag = _WANTTAG_BY_VALUE[f_tag]
     if _tag == 1:
         _want_blob__f_blob, _want_blob__f_zero = _S12.unpack_from(mv, pos)
-        _want_blob___r12 = pos
         pos += 96
         if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
+            raise ConstraintError('reserved bytes must be zero')
         _want_blob___obj = _new(WantBlob)
         _want_blob___obj.blob = _want_blob__f_blob
         f_request = _want_blob___obj
     elif _tag == 2:
         _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14.unpack_from(mv, pos)
-        _want_merge___r14 = pos
         pos += 96
         if not _want_merge__f_high >= _want_merge__f_low:
-            raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
+            raise ConstraintError('merge request high < low')
         _want_merge___obj = _new(WantMerge)
         _want_merge___obj.collection = _want_merge__f_collection
         _want_merge___obj.low = _want_merge__f_low
@@ -6127,16 +5921,15 @@ def _u_want_request(mv, pos, end):
         f_request = _want_merge___obj
     elif _tag == 4:
         _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14.unpack_from(mv, pos)
-        _want_derive___r14 = pos
         pos += 96
         if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
+            raise ConstraintError('reserved bytes must be zero')
         _want_derive___obj = _new(WantDerive)
         _want_derive___obj.target = _want_derive__f_target
         _want_derive___obj.input = _want_derive__f_input
         f_request = _want_derive___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
+        raise ConstraintError('no case for tag')
     _obj = _new(WantRequest)
     _obj.tag = f_tag
     _obj.request = f_request
@@ -6160,19 +5953,17 @@ def _m_want_request(mv, pos, end, _rest=_decode_many):
             f_tag = _WANTTAG_BY_VALUE[f_tag]
             if _tag == 1:
                 _want_blob__f_blob, _want_blob__f_zero = _S12_unpack_from(mv, pos)
-                _want_blob___r12 = pos
                 pos += 96
                 if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_blob___obj = _new(WantBlob)
                 _want_blob___obj.blob = _want_blob__f_blob
                 f_request = _want_blob___obj
             elif _tag == 2:
                 _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14_unpack_from(mv, pos)
-                _want_merge___r14 = pos
                 pos += 96
                 if not _want_merge__f_high >= _want_merge__f_low:
-                    raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
+                    raise ConstraintError('merge request high < low')
                 _want_merge___obj = _new(WantMerge)
                 _want_merge___obj.collection = _want_merge__f_collection
                 _want_merge___obj.low = _want_merge__f_low
@@ -6180,16 +5971,15 @@ def _m_want_request(mv, pos, end, _rest=_decode_many):
                 f_request = _want_merge___obj
             elif _tag == 4:
                 _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14_unpack_from(mv, pos)
-                _want_derive___r14 = pos
                 pos += 96
                 if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_derive___obj = _new(WantDerive)
                 _want_derive___obj.target = _want_derive__f_target
                 _want_derive___obj.input = _want_derive__f_input
                 f_request = _want_derive___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
+                raise ConstraintError('no case for tag')
             _obj = _new(WantRequest)
             _obj.tag = f_tag
             _obj.request = f_request
@@ -6362,28 +6152,25 @@ def _d_want_v3_body(mv, pos, end, p_span):
 
 def _u_want_v3_body(mv, pos, end, p_span):
     f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S103.unpack_from(mv, pos)
-    _r10 = pos
     pos += 32
     f_tag = _WANTTAG_BY_VALUE[f_tag]
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r10, path='tag', expected='span == 1', found=f_tag)
+        raise ConstraintError('kind requires span 1')
     if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+        raise ConstraintError('reserved bytes must be zero')
     _tag = f_tag
     if _tag == 1:
-        _want_blob___r12 = pos
         pos += 96
         if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
+            raise ConstraintError('reserved bytes must be zero')
         _want_blob___obj = _new(WantBlob)
         _want_blob___obj.blob = _want_blob__f_blob
         f_request = _want_blob___obj
     elif _tag == 2:
         _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14.unpack_from(mv, pos)
-        _want_merge___r14 = pos
         pos += 96
         if not _want_merge__f_high >= _want_merge__f_low:
-            raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
+            raise ConstraintError('merge request high < low')
         _want_merge___obj = _new(WantMerge)
         _want_merge___obj.collection = _want_merge__f_collection
         _want_merge___obj.low = _want_merge__f_low
@@ -6391,21 +6178,19 @@ def _u_want_v3_body(mv, pos, end, p_span):
         f_request = _want_merge___obj
     elif _tag == 4:
         _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14.unpack_from(mv, pos)
-        _want_derive___r14 = pos
         pos += 96
         if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
+            raise ConstraintError('reserved bytes must be zero')
         _want_derive___obj = _new(WantDerive)
         _want_derive___obj.target = _want_derive__f_target
         _want_derive___obj.input = _want_derive__f_input
         f_request = _want_derive___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
+        raise ConstraintError('no case for tag')
     f_reserved2, = _S17.unpack_from(mv, pos)
-    _r17 = pos
     pos += 64
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(WantV3Body)
     _obj.tag = f_tag
     _obj.request = f_request
@@ -6425,28 +6210,25 @@ def _m_want_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S103_unpack_from(mv, pos)
-            _r10 = pos
             pos += 32
             f_tag = _WANTTAG_BY_VALUE[f_tag]
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r10, path='tag', expected='span == 1', found=f_tag)
+                raise ConstraintError('kind requires span 1')
             if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+                raise ConstraintError('reserved bytes must be zero')
             _tag = f_tag
             if _tag == 1:
-                _want_blob___r12 = pos
                 pos += 96
                 if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_blob___obj = _new(WantBlob)
                 _want_blob___obj.blob = _want_blob__f_blob
                 f_request = _want_blob___obj
             elif _tag == 2:
                 _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14_unpack_from(mv, pos)
-                _want_merge___r14 = pos
                 pos += 96
                 if not _want_merge__f_high >= _want_merge__f_low:
-                    raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
+                    raise ConstraintError('merge request high < low')
                 _want_merge___obj = _new(WantMerge)
                 _want_merge___obj.collection = _want_merge__f_collection
                 _want_merge___obj.low = _want_merge__f_low
@@ -6454,21 +6236,19 @@ def _m_want_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                 f_request = _want_merge___obj
             elif _tag == 4:
                 _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14_unpack_from(mv, pos)
-                _want_derive___r14 = pos
                 pos += 96
                 if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
+                    raise ConstraintError('reserved bytes must be zero')
                 _want_derive___obj = _new(WantDerive)
                 _want_derive___obj.target = _want_derive__f_target
                 _want_derive___obj.input = _want_derive__f_input
                 f_request = _want_derive___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
+                raise ConstraintError('no case for tag')
             f_reserved2, = _S17_unpack_from(mv, pos)
-            _r17 = pos
             pos += 64
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(WantV3Body)
             _obj.tag = f_tag
             _obj.request = f_request
@@ -6589,10 +6369,9 @@ def _d_commit_body(mv, pos, end, p_span):
 
 def _u_commit_body(mv, pos, end, p_span):
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
-    _r19 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r19, path='collection', expected='span == 1', found=f_collection)
+        raise ConstraintError('kind requires span 1')
     _obj = _new(CommitBody)
     _obj.collection = f_collection
     _obj.data = f_data
@@ -6614,10 +6393,9 @@ def _m_commit_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
-            _r19 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r19, path='collection', expected='span == 1', found=f_collection)
+                raise ConstraintError('kind requires span 1')
             _obj = _new(CommitBody)
             _obj.collection = f_collection
             _obj.data = f_data
@@ -6698,14 +6476,13 @@ def _d_merge_v6_body(mv, pos, end, p_span):
 
 def _u_merge_v6_body(mv, pos, end, p_span):
     f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21.unpack_from(mv, pos)
-    _r21 = pos
     pos += 448
     if not p_span == 2:
-        raise ConstraintError('kind requires span 2', offset=_r21, path='collection', expected='span == 2', found=f_collection)
+        raise ConstraintError('kind requires span 2')
     if not f_high + f_high_witness >= f_low + f_low_witness:
-        raise ConstraintError('merge inputs out of canonical order', offset=_r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=f_high_witness)
+        raise ConstraintError('merge inputs out of canonical order')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(MergeV6Body)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -6730,14 +6507,13 @@ def _m_merge_v6_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21_unpack_from(mv, pos)
-            _r21 = pos
             pos += 448
             if not p_span == 2:
-                raise ConstraintError('kind requires span 2', offset=_r21, path='collection', expected='span == 2', found=f_collection)
+                raise ConstraintError('kind requires span 2')
             if not f_high + f_high_witness >= f_low + f_low_witness:
-                raise ConstraintError('merge inputs out of canonical order', offset=_r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=f_high_witness)
+                raise ConstraintError('merge inputs out of canonical order')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(MergeV6Body)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -6833,12 +6609,11 @@ def _d_derive_v7_body(mv, pos, end, p_span):
 
 def _u_derive_v7_body(mv, pos, end, p_span):
     f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23.unpack_from(mv, pos)
-    _r23 = pos
     pos += 448
     if not p_span == 2:
-        raise ConstraintError('kind requires span 2', offset=_r23, path='target', expected='span == 2', found=f_target)
+        raise ConstraintError('kind requires span 2')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(DeriveV7Body)
     _obj.target = f_target
     _obj.input = f_input
@@ -6861,12 +6636,11 @@ def _m_derive_v7_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23_unpack_from(mv, pos)
-            _r23 = pos
             pos += 448
             if not p_span == 2:
-                raise ConstraintError('kind requires span 2', offset=_r23, path='target', expected='span == 2', found=f_target)
+                raise ConstraintError('kind requires span 2')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(DeriveV7Body)
             _obj.target = f_target
             _obj.input = f_input
@@ -7042,7 +6816,7 @@ def _u_proof_v5_body(mv, pos, end, p_span):
         _proof_edge__obj.delegate = _proof_edge_f_delegate
         _proof_edge__obj.signature = _proof_edge_f_signature
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_edges.append(_proof_edge__obj)
     _obj = _new(ProofV5Body)
     _obj.resource = f_resource
@@ -7076,7 +6850,7 @@ def _m_proof_v5_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_edge__obj.delegate = _proof_edge_f_delegate
                 _proof_edge__obj.signature = _proof_edge_f_signature
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_edges.append(_proof_edge__obj)
             _obj = _new(ProofV5Body)
             _obj.resource = f_resource
@@ -7142,12 +6916,11 @@ def _d_retired_blob_want_body(mv, pos, end, p_span):
 
 def _u_retired_blob_want_body(mv, pos, end, p_span):
     f_blob, f_reserved = _S29.unpack_from(mv, pos)
-    _r29 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r29, path='blob', expected='span == 1', found=f_blob)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(RetiredBlobWantBody)
     _obj.blob = f_blob
     return (_obj, pos)
@@ -7164,12 +6937,11 @@ def _m_retired_blob_want_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_blob, f_reserved = _S29_unpack_from(mv, pos)
-            _r29 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r29, path='blob', expected='span == 1', found=f_blob)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(RetiredBlobWantBody)
             _obj.blob = f_blob
             _append(_obj)
@@ -7222,16 +6994,15 @@ def _d_retired_typed_want_body(mv, pos, end, p_span):
 
 def _u_retired_typed_want_body(mv, pos, end, p_span):
     f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31.unpack_from(mv, pos)
-    _r31 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r31, path='tag', expected='span == 1', found=f_tag)
+        raise ConstraintError('kind requires span 1')
     if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-        raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=f_tag)
+        raise ConstraintError('typed want tag must be 2, 3 or 4')
     if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+        raise ConstraintError('reserved bytes must be zero')
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(RetiredTypedWantBody)
     _obj.tag = f_tag
     _obj.a = f_a
@@ -7251,16 +7022,15 @@ def _m_retired_typed_want_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31_unpack_from(mv, pos)
-            _r31 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r31, path='tag', expected='span == 1', found=f_tag)
+                raise ConstraintError('kind requires span 1')
             if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-                raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=f_tag)
+                raise ConstraintError('typed want tag must be 2, 3 or 4')
             if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+                raise ConstraintError('reserved bytes must be zero')
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(RetiredTypedWantBody)
             _obj.tag = f_tag
             _obj.a = f_a
@@ -7326,14 +7096,13 @@ def _d_unsigned_merge_body(mv, pos, end, p_span):
 
 def _u_unsigned_merge_body(mv, pos, end, p_span):
     f_collection, f_low, f_high, f_result, f_reserved = _S33.unpack_from(mv, pos)
-    _r33 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r33, path='collection', expected='span == 1', found=f_collection)
+        raise ConstraintError('kind requires span 1')
     if not f_high >= f_low:
-        raise ConstraintError('merge high < low', offset=_r33 + 64, path='high', expected='high >= low', found=f_high)
+        raise ConstraintError('merge high < low')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(UnsignedMergeBody)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -7353,14 +7122,13 @@ def _m_unsigned_merge_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_reserved = _S33_unpack_from(mv, pos)
-            _r33 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r33, path='collection', expected='span == 1', found=f_collection)
+                raise ConstraintError('kind requires span 1')
             if not f_high >= f_low:
-                raise ConstraintError('merge high < low', offset=_r33 + 64, path='high', expected='high >= low', found=f_high)
+                raise ConstraintError('merge high < low')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(UnsignedMergeBody)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -7427,12 +7195,11 @@ def _d_unsigned_derive_body(mv, pos, end, p_span):
 
 def _u_unsigned_derive_body(mv, pos, end, p_span):
     f_target, f_input, f_output, f_reserved = _S35.unpack_from(mv, pos)
-    _r35 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r35, path='target', expected='span == 1', found=f_target)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(UnsignedDeriveBody)
     _obj.target = f_target
     _obj.input = f_input
@@ -7451,12 +7218,11 @@ def _m_unsigned_derive_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_target, f_input, f_output, f_reserved = _S35_unpack_from(mv, pos)
-            _r35 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r35, path='target', expected='span == 1', found=f_target)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(UnsignedDeriveBody)
             _obj.target = f_target
             _obj.input = f_input
@@ -7513,12 +7279,11 @@ def _d_peer_body(mv, pos, end, p_span):
 
 def _u_peer_body(mv, pos, end, p_span):
     f_team, f_peer, f_reserved = _S37.unpack_from(mv, pos)
-    _r37 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r37, path='team', expected='span == 1', found=f_team)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(PeerBody)
     _obj.team = f_team
     _obj.peer = f_peer
@@ -7536,12 +7301,11 @@ def _m_peer_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_team, f_peer, f_reserved = _S37_unpack_from(mv, pos)
-            _r37 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r37, path='team', expected='span == 1', found=f_team)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(PeerBody)
             _obj.team = f_team
             _obj.peer = f_peer
@@ -7592,12 +7356,11 @@ def _d_store_scope_body(mv, pos, end, p_span):
 
 def _u_store_scope_body(mv, pos, end, p_span):
     f_team, f_reserved = _S29.unpack_from(mv, pos)
-    _r29 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r29, path='team', expected='span == 1', found=f_team)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(StoreScopeBody)
     _obj.team = f_team
     return (_obj, pos)
@@ -7614,12 +7377,11 @@ def _m_store_scope_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_team, f_reserved = _S29_unpack_from(mv, pos)
-            _r29 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r29, path='team', expected='span == 1', found=f_team)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(StoreScopeBody)
             _obj.team = f_team
             _append(_obj)
@@ -7663,10 +7425,9 @@ def _d_artifact_offer_body(mv, pos, end, p_span):
 
 def _u_artifact_offer_body(mv, pos, end, p_span):
     f_content, = _S40.unpack_from(mv, pos)
-    _r40 = pos
     pos += 192
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r40, path='content', expected='span == 1', found=f_content)
+        raise ConstraintError('kind requires span 1')
     _obj = _new(ArtifactOfferBody)
     _obj.content = f_content
     return (_obj, pos)
@@ -7683,10 +7444,9 @@ def _m_artifact_offer_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_content, = _S40_unpack_from(mv, pos)
-            _r40 = pos
             pos += 192
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r40, path='content', expected='span == 1', found=f_content)
+                raise ConstraintError('kind requires span 1')
             _obj = _new(ArtifactOfferBody)
             _obj.content = f_content
             _append(_obj)
@@ -7822,7 +7582,7 @@ def _u_proof_v1_content(mv, pos, end):
         _proof_v1_edge__obj.head = _proof_v1_edge_f_head
         _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_edges.append(_proof_v1_edge__obj)
     _obj = _new(ProofV1Content)
     _obj.root = f_root
@@ -7854,7 +7614,7 @@ def _m_proof_v1_content(mv, pos, end, _rest=_decode_many):
                 _proof_v1_edge__obj.head = _proof_v1_edge_f_head
                 _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_edges.append(_proof_v1_edge__obj)
             _obj = _new(ProofV1Content)
             _obj.root = f_root
@@ -7920,16 +7680,15 @@ def _d_proof_v2_edge(mv, pos, end):
 
 def _u_proof_v2_edge(mv, pos, end):
     f_action, f_flags, f_lower, f_upper, f_delegate, f_signature = _S50.unpack_from(mv, pos)
-    _r50 = pos
     pos += 145
     if not max(f_action) > 0:
-        raise ConstraintError('nil action id', offset=_r50, path='action', expected='max(action) > 0', found=f_action)
+        raise ConstraintError('nil action id')
     if not (f_flags & 248 == 0 and f_flags & 3 != 0):
-        raise ConstraintError('bad proof v2 edge flags', offset=_r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=f_flags)
+        raise ConstraintError('bad proof v2 edge flags')
     f_lower = int.from_bytes(f_lower, 'big', signed=True)
     f_upper = int.from_bytes(f_upper, 'big', signed=True)
     if not (f_lower <= f_upper if f_flags & 4 else f_lower == 0 and f_upper == 0):
-        raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=f_upper)
+        raise ConstraintError('bad proof v2 validity bounds')
     _obj = _new(ProofV2Edge)
     _obj.action = f_action
     _obj.flags = f_flags
@@ -7951,16 +7710,15 @@ def _m_proof_v2_edge(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_action, f_flags, f_lower, f_upper, f_delegate, f_signature = _S50_unpack_from(mv, pos)
-            _r50 = pos
             pos += 145
             if not max(f_action) > 0:
-                raise ConstraintError('nil action id', offset=_r50, path='action', expected='max(action) > 0', found=f_action)
+                raise ConstraintError('nil action id')
             if not (f_flags & 248 == 0 and f_flags & 3 != 0):
-                raise ConstraintError('bad proof v2 edge flags', offset=_r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=f_flags)
+                raise ConstraintError('bad proof v2 edge flags')
             f_lower = int.from_bytes(f_lower, 'big', signed=True)
             f_upper = int.from_bytes(f_upper, 'big', signed=True)
             if not (f_lower <= f_upper if f_flags & 4 else f_lower == 0 and f_upper == 0):
-                raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=f_upper)
+                raise ConstraintError('bad proof v2 validity bounds')
             _obj = _new(ProofV2Edge)
             _obj.action = f_action
             _obj.flags = f_flags
@@ -8061,26 +7819,24 @@ def _d_proof_v2_content(mv, pos, end):
 
 def _u_proof_v2_content(mv, pos, end):
     f_magic, f_resource, f_root = _S48.unpack_from(mv, pos)
-    _r48 = pos
     pos += 80
     if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise ConstraintError('bad magic', offset=_r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=f_magic)
+        raise ConstraintError('bad magic')
     f_edges = []
     while True:
         if pos >= end:
             break
         _ip = pos
         _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
-        _r50 = pos
         pos += 145
         if not max(_proof_v2_edge_f_action) > 0:
-            raise ConstraintError('nil action id', offset=_r50, path='action', expected='max(action) > 0', found=_proof_v2_edge_f_action)
+            raise ConstraintError('nil action id')
         if not (_proof_v2_edge_f_flags & 248 == 0 and _proof_v2_edge_f_flags & 3 != 0):
-            raise ConstraintError('bad proof v2 edge flags', offset=_r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_edge_f_flags)
+            raise ConstraintError('bad proof v2 edge flags')
         _proof_v2_edge_f_lower = int.from_bytes(_proof_v2_edge_f_lower, 'big', signed=True)
         _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
         if not (_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper if _proof_v2_edge_f_flags & 4 else _proof_v2_edge_f_lower == 0 and _proof_v2_edge_f_upper == 0):
-            raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_edge_f_upper)
+            raise ConstraintError('bad proof v2 validity bounds')
         _proof_v2_edge__obj = _new(ProofV2Edge)
         _proof_v2_edge__obj.action = _proof_v2_edge_f_action
         _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
@@ -8089,7 +7845,7 @@ def _u_proof_v2_content(mv, pos, end):
         _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
         _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_edges.append(_proof_v2_edge__obj)
     _obj = _new(ProofV2Content)
     _obj.resource = f_resource
@@ -8110,26 +7866,24 @@ def _m_proof_v2_content(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_resource, f_root = _S48_unpack_from(mv, pos)
-            _r48 = pos
             pos += 80
             if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise ConstraintError('bad magic', offset=_r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=f_magic)
+                raise ConstraintError('bad magic')
             f_edges = []
             while True:
                 if pos >= end:
                     break
                 _ip = pos
                 _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
-                _r50 = pos
                 pos += 145
                 if not max(_proof_v2_edge_f_action) > 0:
-                    raise ConstraintError('nil action id', offset=_r50, path='action', expected='max(action) > 0', found=_proof_v2_edge_f_action)
+                    raise ConstraintError('nil action id')
                 if not (_proof_v2_edge_f_flags & 248 == 0 and _proof_v2_edge_f_flags & 3 != 0):
-                    raise ConstraintError('bad proof v2 edge flags', offset=_r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_edge_f_flags)
+                    raise ConstraintError('bad proof v2 edge flags')
                 _proof_v2_edge_f_lower = int.from_bytes(_proof_v2_edge_f_lower, 'big', signed=True)
                 _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
                 if not (_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper if _proof_v2_edge_f_flags & 4 else _proof_v2_edge_f_lower == 0 and _proof_v2_edge_f_upper == 0):
-                    raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_edge_f_upper)
+                    raise ConstraintError('bad proof v2 validity bounds')
                 _proof_v2_edge__obj = _new(ProofV2Edge)
                 _proof_v2_edge__obj.action = _proof_v2_edge_f_action
                 _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
@@ -8138,7 +7892,7 @@ def _m_proof_v2_content(mv, pos, end, _rest=_decode_many):
                 _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
                 _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_edges.append(_proof_v2_edge__obj)
             _obj = _new(ProofV2Content)
             _obj.resource = f_resource
@@ -8260,12 +8014,11 @@ def _u_proof_v1_data(mv, pos, end, p_body_len):
     _isb = mv.__class__ is bytes
     _n = p_body_len
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
-    _sec_body = pos
     _proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
     pos += 32
     _proof_v1_content__f_edges = []
@@ -8279,23 +8032,22 @@ def _u_proof_v1_data(mv, pos, end, p_body_len):
         _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
         _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
         if pos <= _proof_v1_content___ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v1_content__f_edges.append(_proof_v1_content___proof_v1_edge__obj)
     _proof_v1_content___obj = _new(ProofV1Content)
     _proof_v1_content___obj.root = _proof_v1_content__f_root
     _proof_v1_content___obj.edges = _proof_v1_content__f_edges
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
-    _a_tail = pos
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _obj = _new(ProofV1Data)
     _obj.body = _proof_v1_content___obj
     _obj.tail = f_tail
@@ -8316,12 +8068,11 @@ def _m_proof_v1_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _rs = pos
             _n = p_body_len
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
-            _sec_body = pos
             _proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
             pos += 32
             _proof_v1_content__f_edges = []
@@ -8335,23 +8086,22 @@ def _m_proof_v1_data(mv, pos, end, p_body_len, _rest=_decode_many):
                 _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
                 _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
                 if pos <= _proof_v1_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v1_content__f_edges.append(_proof_v1_content___proof_v1_edge__obj)
             _proof_v1_content___obj = _new(ProofV1Content)
             _proof_v1_content___obj.root = _proof_v1_content__f_root
             _proof_v1_content___obj.edges = _proof_v1_content__f_edges
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
-            _a_tail = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _obj = _new(ProofV1Data)
             _obj.body = _proof_v1_content___obj
             _obj.tail = f_tail
@@ -8484,33 +8234,30 @@ def _u_proof_v2_data(mv, pos, end, p_body_len):
     _isb = mv.__class__ is bytes
     _n = p_body_len
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
-    _sec_body = pos
     _proof_v2_content__f_magic, _proof_v2_content__f_resource, _proof_v2_content__f_root = _S48.unpack_from(mv, pos)
-    _proof_v2_content___r48 = pos
     pos += 80
     if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise ConstraintError('bad magic', offset=_proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_content__f_magic)
+        raise ConstraintError('bad magic')
     _proof_v2_content__f_edges = []
     while True:
         if pos >= end:
             break
         _proof_v2_content___ip = pos
         _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
-        _proof_v2_content___r50 = pos
         pos += 145
         if not max(_proof_v2_content___proof_v2_edge_f_action) > 0:
-            raise ConstraintError('nil action id', offset=_proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_content___proof_v2_edge_f_action)
+            raise ConstraintError('nil action id')
         if not (_proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-            raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_content___proof_v2_edge_f_flags)
+            raise ConstraintError('bad proof v2 edge flags')
         _proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
         _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
         if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
-            raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_content___proof_v2_edge_f_upper)
+            raise ConstraintError('bad proof v2 validity bounds')
         _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
         _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
         _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
@@ -8519,24 +8266,23 @@ def _u_proof_v2_data(mv, pos, end, p_body_len):
         _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
         _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
         if pos <= _proof_v2_content___ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v2_content__f_edges.append(_proof_v2_content___proof_v2_edge__obj)
     _proof_v2_content___obj = _new(ProofV2Content)
     _proof_v2_content___obj.resource = _proof_v2_content__f_resource
     _proof_v2_content___obj.root = _proof_v2_content__f_root
     _proof_v2_content___obj.edges = _proof_v2_content__f_edges
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
-    _a_tail = pos
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _obj = _new(ProofV2Data)
     _obj.body = _proof_v2_content___obj
     _obj.tail = f_tail
@@ -8557,33 +8303,30 @@ def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _rs = pos
             _n = p_body_len
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
-            _sec_body = pos
             _proof_v2_content__f_magic, _proof_v2_content__f_resource, _proof_v2_content__f_root = _S48_unpack_from(mv, pos)
-            _proof_v2_content___r48 = pos
             pos += 80
             if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise ConstraintError('bad magic', offset=_proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_content__f_magic)
+                raise ConstraintError('bad magic')
             _proof_v2_content__f_edges = []
             while True:
                 if pos >= end:
                     break
                 _proof_v2_content___ip = pos
                 _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
-                _proof_v2_content___r50 = pos
                 pos += 145
                 if not max(_proof_v2_content___proof_v2_edge_f_action) > 0:
-                    raise ConstraintError('nil action id', offset=_proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_content___proof_v2_edge_f_action)
+                    raise ConstraintError('nil action id')
                 if not (_proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                    raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_content___proof_v2_edge_f_flags)
+                    raise ConstraintError('bad proof v2 edge flags')
                 _proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
                 _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                 if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
-                    raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_content___proof_v2_edge_f_upper)
+                    raise ConstraintError('bad proof v2 validity bounds')
                 _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
                 _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
                 _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
@@ -8592,24 +8335,23 @@ def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
                 _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
                 _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
                 if pos <= _proof_v2_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v2_content__f_edges.append(_proof_v2_content___proof_v2_edge__obj)
             _proof_v2_content___obj = _new(ProofV2Content)
             _proof_v2_content___obj.resource = _proof_v2_content__f_resource
             _proof_v2_content___obj.root = _proof_v2_content__f_root
             _proof_v2_content___obj.edges = _proof_v2_content__f_edges
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
-            _a_tail = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _obj = _new(ProofV2Data)
             _obj.body = _proof_v2_content___obj
             _obj.tail = f_tail
@@ -8762,21 +8504,17 @@ def _d_proof_v1_body(mv, pos, end, p_span):
 def _u_proof_v1_body(mv, pos, end, p_span):
     _isb = mv.__class__ is bytes
     f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S104.unpack_from(mv, pos)
-    _r42 = pos
     pos += 32
     if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
-        raise ConstraintError('bad proof v1 body length', offset=_r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=f_body_len)
+        raise ConstraintError('bad proof v1 body length')
     if not p_span == (96 + f_body_len + 255) // 256:
-        raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+        raise ConstraintError('proof span is not minimal')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    if f_body_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_body_len > end:
-        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
     _proof_v1_data___outer_end_body = end
     end = pos + f_body_len
-    _proof_v1_data___sec_body = pos
     pos += 32
     _proof_v1_data___proof_v1_content__f_edges = []
     while True:
@@ -8789,23 +8527,22 @@ def _u_proof_v1_body(mv, pos, end, p_span):
         _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
         _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
         if pos <= _proof_v1_data___proof_v1_content___ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___proof_v1_edge__obj)
     _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
     _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
     _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_proof_v1_data___sec_body, path='body', expected=end - _proof_v1_data___sec_body, found=pos - _proof_v1_data___sec_body)
+        raise ConstraintError('section size mismatch')
     end = _proof_v1_data___outer_end_body
-    _proof_v1_data___a_tail = pos
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     _proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_data__f_tail)
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _proof_v1_data___obj = _new(ProofV1Data)
     _proof_v1_data___obj.body = _proof_v1_data___proof_v1_content___obj
     _proof_v1_data___obj.tail = _proof_v1_data__f_tail
@@ -8828,21 +8565,17 @@ def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S104_unpack_from(mv, pos)
-            _r42 = pos
             pos += 32
             if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
-                raise ConstraintError('bad proof v1 body length', offset=_r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=f_body_len)
+                raise ConstraintError('bad proof v1 body length')
             if not p_span == (96 + f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+                raise ConstraintError('proof span is not minimal')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            if f_body_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_body_len > end:
-                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
             _proof_v1_data___outer_end_body = end
             end = pos + f_body_len
-            _proof_v1_data___sec_body = pos
             pos += 32
             _proof_v1_data___proof_v1_content__f_edges = []
             while True:
@@ -8855,23 +8588,22 @@ def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
                 _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
                 if pos <= _proof_v1_data___proof_v1_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___proof_v1_edge__obj)
             _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
             _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
             _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_proof_v1_data___sec_body, path='body', expected=end - _proof_v1_data___sec_body, found=pos - _proof_v1_data___sec_body)
+                raise ConstraintError('section size mismatch')
             end = _proof_v1_data___outer_end_body
-            _proof_v1_data___a_tail = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_data__f_tail)
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _proof_v1_data___obj = _new(ProofV1Data)
             _proof_v1_data___obj.body = _proof_v1_data___proof_v1_content___obj
             _proof_v1_data___obj.tail = _proof_v1_data__f_tail
@@ -9039,41 +8771,35 @@ def _d_proof_v2_body(mv, pos, end, p_span):
 def _u_proof_v2_body(mv, pos, end, p_span):
     _isb = mv.__class__ is bytes
     f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S105.unpack_from(mv, pos)
-    _r42 = pos
     pos += 32
     if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
-        raise ConstraintError('bad proof v2 body length', offset=_r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=f_body_len)
+        raise ConstraintError('bad proof v2 body length')
     if not p_span == (96 + f_body_len + 255) // 256:
-        raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+        raise ConstraintError('proof span is not minimal')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    if f_body_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_body_len > end:
-        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
     _proof_v2_data___outer_end_body = end
     end = pos + f_body_len
-    _proof_v2_data___sec_body = pos
-    _proof_v2_data___proof_v2_content___r48 = pos
     pos += 80
     if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise ConstraintError('bad magic', offset=_proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_data___proof_v2_content__f_magic)
+        raise ConstraintError('bad magic')
     _proof_v2_data___proof_v2_content__f_edges = []
     while True:
         if pos >= end:
             break
         _proof_v2_data___proof_v2_content___ip = pos
         _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
-        _proof_v2_data___proof_v2_content___r50 = pos
         pos += 145
         if not max(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-            raise ConstraintError('nil action id', offset=_proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
+            raise ConstraintError('nil action id')
         if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-            raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
+            raise ConstraintError('bad proof v2 edge flags')
         _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
         _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
         if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-            raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
+            raise ConstraintError('bad proof v2 validity bounds')
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
@@ -9082,24 +8808,23 @@ def _u_proof_v2_body(mv, pos, end, p_span):
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
         _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
         if pos <= _proof_v2_data___proof_v2_content___ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___proof_v2_edge__obj)
     _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
     _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
     _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
     _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_proof_v2_data___sec_body, path='body', expected=end - _proof_v2_data___sec_body, found=pos - _proof_v2_data___sec_body)
+        raise ConstraintError('section size mismatch')
     end = _proof_v2_data___outer_end_body
-    _proof_v2_data___a_tail = pos
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     _proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_data__f_tail)
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _proof_v2_data___obj = _new(ProofV2Data)
     _proof_v2_data___obj.body = _proof_v2_data___proof_v2_content___obj
     _proof_v2_data___obj.tail = _proof_v2_data__f_tail
@@ -9122,41 +8847,35 @@ def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S105_unpack_from(mv, pos)
-            _r42 = pos
             pos += 32
             if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
-                raise ConstraintError('bad proof v2 body length', offset=_r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=f_body_len)
+                raise ConstraintError('bad proof v2 body length')
             if not p_span == (96 + f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+                raise ConstraintError('proof span is not minimal')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            if f_body_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_body_len > end:
-                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
             _proof_v2_data___outer_end_body = end
             end = pos + f_body_len
-            _proof_v2_data___sec_body = pos
-            _proof_v2_data___proof_v2_content___r48 = pos
             pos += 80
             if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise ConstraintError('bad magic', offset=_proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_data___proof_v2_content__f_magic)
+                raise ConstraintError('bad magic')
             _proof_v2_data___proof_v2_content__f_edges = []
             while True:
                 if pos >= end:
                     break
                 _proof_v2_data___proof_v2_content___ip = pos
                 _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
-                _proof_v2_data___proof_v2_content___r50 = pos
                 pos += 145
                 if not max(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                    raise ConstraintError('nil action id', offset=_proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
+                    raise ConstraintError('nil action id')
                 if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                    raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
+                    raise ConstraintError('bad proof v2 edge flags')
                 _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
                 _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                 if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                    raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
+                    raise ConstraintError('bad proof v2 validity bounds')
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
@@ -9165,24 +8884,23 @@ def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
                 _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
                 if pos <= _proof_v2_data___proof_v2_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___proof_v2_edge__obj)
             _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
             _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
             _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
             _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_proof_v2_data___sec_body, path='body', expected=end - _proof_v2_data___sec_body, found=pos - _proof_v2_data___sec_body)
+                raise ConstraintError('section size mismatch')
             end = _proof_v2_data___outer_end_body
-            _proof_v2_data___a_tail = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_data__f_tail)
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _proof_v2_data___obj = _new(ProofV2Data)
             _proof_v2_data___obj.body = _proof_v2_data___proof_v2_content___obj
             _proof_v2_data___obj.tail = _proof_v2_data__f_tail
@@ -9299,14 +9017,13 @@ def _d_proof_v3_edge(mv, pos, end):
 
 def _u_proof_v3_edge(mv, pos, end):
     f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature = _S52.unpack_from(mv, pos)
-    _r52 = pos
     pos += 161
     if not f_flags & 248 == 0:
-        raise ConstraintError('bad proof v3 edge flags', offset=_r52 + 32, path='flags', expected='flags & 248 == 0', found=f_flags)
+        raise ConstraintError('bad proof v3 edge flags')
     f_lower = int.from_bytes(f_lower, 'big', signed=True)
     f_upper = int.from_bytes(f_upper, 'big', signed=True)
     if not (f_flags & 4 or (f_lower == 0 and f_upper == 0)):
-        raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=f_upper)
+        raise ConstraintError('proof v3 validity bounds set without bit 2')
     _obj = _new(ProofV3Edge)
     _obj.capability = f_capability
     _obj.flags = f_flags
@@ -9328,14 +9045,13 @@ def _m_proof_v3_edge(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature = _S52_unpack_from(mv, pos)
-            _r52 = pos
             pos += 161
             if not f_flags & 248 == 0:
-                raise ConstraintError('bad proof v3 edge flags', offset=_r52 + 32, path='flags', expected='flags & 248 == 0', found=f_flags)
+                raise ConstraintError('bad proof v3 edge flags')
             f_lower = int.from_bytes(f_lower, 'big', signed=True)
             f_upper = int.from_bytes(f_upper, 'big', signed=True)
             if not (f_flags & 4 or (f_lower == 0 and f_upper == 0)):
-                raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=f_upper)
+                raise ConstraintError('proof v3 validity bounds set without bit 2')
             _obj = _new(ProofV3Edge)
             _obj.capability = f_capability
             _obj.flags = f_flags
@@ -9435,14 +9151,13 @@ def _u_proof_v3_content(mv, pos, end):
             break
         _ip = pos
         _proof_v3_edge_f_capability, _proof_v3_edge_f_flags, _proof_v3_edge_f_lower, _proof_v3_edge_f_upper, _proof_v3_edge_f_delegate, _proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
-        _r52 = pos
         pos += 161
         if not _proof_v3_edge_f_flags & 248 == 0:
-            raise ConstraintError('bad proof v3 edge flags', offset=_r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_edge_f_flags)
+            raise ConstraintError('bad proof v3 edge flags')
         _proof_v3_edge_f_lower = int.from_bytes(_proof_v3_edge_f_lower, 'big', signed=True)
         _proof_v3_edge_f_upper = int.from_bytes(_proof_v3_edge_f_upper, 'big', signed=True)
         if not (_proof_v3_edge_f_flags & 4 or (_proof_v3_edge_f_lower == 0 and _proof_v3_edge_f_upper == 0)):
-            raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_edge_f_upper)
+            raise ConstraintError('proof v3 validity bounds set without bit 2')
         _proof_v3_edge__obj = _new(ProofV3Edge)
         _proof_v3_edge__obj.capability = _proof_v3_edge_f_capability
         _proof_v3_edge__obj.flags = _proof_v3_edge_f_flags
@@ -9451,7 +9166,7 @@ def _u_proof_v3_content(mv, pos, end):
         _proof_v3_edge__obj.delegate = _proof_v3_edge_f_delegate
         _proof_v3_edge__obj.signature = _proof_v3_edge_f_signature
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_edges.append(_proof_v3_edge__obj)
     _obj = _new(ProofV3Content)
     _obj.magic = f_magic
@@ -9480,14 +9195,13 @@ def _m_proof_v3_content(mv, pos, end, _rest=_decode_many):
                     break
                 _ip = pos
                 _proof_v3_edge_f_capability, _proof_v3_edge_f_flags, _proof_v3_edge_f_lower, _proof_v3_edge_f_upper, _proof_v3_edge_f_delegate, _proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
-                _r52 = pos
                 pos += 161
                 if not _proof_v3_edge_f_flags & 248 == 0:
-                    raise ConstraintError('bad proof v3 edge flags', offset=_r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_edge_f_flags)
+                    raise ConstraintError('bad proof v3 edge flags')
                 _proof_v3_edge_f_lower = int.from_bytes(_proof_v3_edge_f_lower, 'big', signed=True)
                 _proof_v3_edge_f_upper = int.from_bytes(_proof_v3_edge_f_upper, 'big', signed=True)
                 if not (_proof_v3_edge_f_flags & 4 or (_proof_v3_edge_f_lower == 0 and _proof_v3_edge_f_upper == 0)):
-                    raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_edge_f_upper)
+                    raise ConstraintError('proof v3 validity bounds set without bit 2')
                 _proof_v3_edge__obj = _new(ProofV3Edge)
                 _proof_v3_edge__obj.capability = _proof_v3_edge_f_capability
                 _proof_v3_edge__obj.flags = _proof_v3_edge_f_flags
@@ -9496,7 +9210,7 @@ def _m_proof_v3_content(mv, pos, end, _rest=_decode_many):
                 _proof_v3_edge__obj.delegate = _proof_v3_edge_f_delegate
                 _proof_v3_edge__obj.signature = _proof_v3_edge_f_signature
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_edges.append(_proof_v3_edge__obj)
             _obj = _new(ProofV3Content)
             _obj.magic = f_magic
@@ -9632,12 +9346,11 @@ def _u_proof_v3_data(mv, pos, end, p_body_len):
     _isb = mv.__class__ is bytes
     _n = p_body_len
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
-    _sec_body = pos
     _proof_v3_content__f_magic, _proof_v3_content__f_resource, _proof_v3_content__f_root = _S48.unpack_from(mv, pos)
     pos += 80
     _proof_v3_content__f_edges = []
@@ -9646,14 +9359,13 @@ def _u_proof_v3_data(mv, pos, end, p_body_len):
             break
         _proof_v3_content___ip = pos
         _proof_v3_content___proof_v3_edge_f_capability, _proof_v3_content___proof_v3_edge_f_flags, _proof_v3_content___proof_v3_edge_f_lower, _proof_v3_content___proof_v3_edge_f_upper, _proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
-        _proof_v3_content___r52 = pos
         pos += 161
         if not _proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-            raise ConstraintError('bad proof v3 edge flags', offset=_proof_v3_content___r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_content___proof_v3_edge_f_flags)
+            raise ConstraintError('bad proof v3 edge flags')
         _proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
         _proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
         if not (_proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_content___proof_v3_edge_f_upper == 0)):
-            raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_proof_v3_content___r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_content___proof_v3_edge_f_upper)
+            raise ConstraintError('proof v3 validity bounds set without bit 2')
         _proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
         _proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_content___proof_v3_edge_f_capability
         _proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_content___proof_v3_edge_f_flags
@@ -9662,7 +9374,7 @@ def _u_proof_v3_data(mv, pos, end, p_body_len):
         _proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_content___proof_v3_edge_f_delegate
         _proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_content___proof_v3_edge_f_signature
         if pos <= _proof_v3_content___ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v3_content__f_edges.append(_proof_v3_content___proof_v3_edge__obj)
     _proof_v3_content___obj = _new(ProofV3Content)
     _proof_v3_content___obj.magic = _proof_v3_content__f_magic
@@ -9670,17 +9382,16 @@ def _u_proof_v3_data(mv, pos, end, p_body_len):
     _proof_v3_content___obj.root = _proof_v3_content__f_root
     _proof_v3_content___obj.edges = _proof_v3_content__f_edges
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
-    _a_tail = pos
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _obj = _new(ProofV3Data)
     _obj.body = _proof_v3_content___obj
     _obj.tail = f_tail
@@ -9701,12 +9412,11 @@ def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _rs = pos
             _n = p_body_len
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
-            _sec_body = pos
             _proof_v3_content__f_magic, _proof_v3_content__f_resource, _proof_v3_content__f_root = _S48_unpack_from(mv, pos)
             pos += 80
             _proof_v3_content__f_edges = []
@@ -9715,14 +9425,13 @@ def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
                     break
                 _proof_v3_content___ip = pos
                 _proof_v3_content___proof_v3_edge_f_capability, _proof_v3_content___proof_v3_edge_f_flags, _proof_v3_content___proof_v3_edge_f_lower, _proof_v3_content___proof_v3_edge_f_upper, _proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
-                _proof_v3_content___r52 = pos
                 pos += 161
                 if not _proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                    raise ConstraintError('bad proof v3 edge flags', offset=_proof_v3_content___r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_content___proof_v3_edge_f_flags)
+                    raise ConstraintError('bad proof v3 edge flags')
                 _proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
                 _proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
                 if not (_proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_content___proof_v3_edge_f_upper == 0)):
-                    raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_proof_v3_content___r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_content___proof_v3_edge_f_upper)
+                    raise ConstraintError('proof v3 validity bounds set without bit 2')
                 _proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
                 _proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_content___proof_v3_edge_f_capability
                 _proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_content___proof_v3_edge_f_flags
@@ -9731,7 +9440,7 @@ def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
                 _proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_content___proof_v3_edge_f_delegate
                 _proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_content___proof_v3_edge_f_signature
                 if pos <= _proof_v3_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v3_content__f_edges.append(_proof_v3_content___proof_v3_edge__obj)
             _proof_v3_content___obj = _new(ProofV3Content)
             _proof_v3_content___obj.magic = _proof_v3_content__f_magic
@@ -9739,17 +9448,16 @@ def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _proof_v3_content___obj.root = _proof_v3_content__f_root
             _proof_v3_content___obj.edges = _proof_v3_content__f_edges
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
-            _a_tail = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _obj = _new(ProofV3Data)
             _obj.body = _proof_v3_content___obj
             _obj.tail = f_tail
@@ -9915,21 +9623,17 @@ def _d_proof_v3_body(mv, pos, end, p_span):
 def _u_proof_v3_body(mv, pos, end, p_span):
     _isb = mv.__class__ is bytes
     f_body_len, f_reserved, _proof_v3_data___proof_v3_content__f_magic, _proof_v3_data___proof_v3_content__f_resource, _proof_v3_data___proof_v3_content__f_root = _S105.unpack_from(mv, pos)
-    _r42 = pos
     pos += 32
     if not (f_body_len >= 241 and (f_body_len - 80) % 161 == 0):
-        raise ConstraintError('bad proof v3 body length', offset=_r42, path='body_len', expected='body_len >= 241 and (body_len - 80) % 161 == 0', found=f_body_len)
+        raise ConstraintError('bad proof v3 body length')
     if not p_span == (96 + f_body_len + 255) // 256:
-        raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+        raise ConstraintError('proof span is not minimal')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    if f_body_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_body_len > end:
-        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
     _proof_v3_data___outer_end_body = end
     end = pos + f_body_len
-    _proof_v3_data___sec_body = pos
     pos += 80
     _proof_v3_data___proof_v3_content__f_edges = []
     while True:
@@ -9937,14 +9641,13 @@ def _u_proof_v3_body(mv, pos, end, p_span):
             break
         _proof_v3_data___proof_v3_content___ip = pos
         _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
-        _proof_v3_data___proof_v3_content___r52 = pos
         pos += 161
         if not _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-            raise ConstraintError('bad proof v3 edge flags', offset=_proof_v3_data___proof_v3_content___r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_data___proof_v3_content___proof_v3_edge_f_flags)
+            raise ConstraintError('bad proof v3 edge flags')
         _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
         _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
         if not (_proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-            raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_proof_v3_data___proof_v3_content___r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_data___proof_v3_content___proof_v3_edge_f_upper)
+            raise ConstraintError('proof v3 validity bounds set without bit 2')
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
@@ -9953,7 +9656,7 @@ def _u_proof_v3_body(mv, pos, end, p_span):
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
         _proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
         if pos <= _proof_v3_data___proof_v3_content___ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         _proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_data___proof_v3_content___proof_v3_edge__obj)
     _proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
     _proof_v3_data___proof_v3_content___obj.magic = _proof_v3_data___proof_v3_content__f_magic
@@ -9961,17 +9664,16 @@ def _u_proof_v3_body(mv, pos, end, p_span):
     _proof_v3_data___proof_v3_content___obj.root = _proof_v3_data___proof_v3_content__f_root
     _proof_v3_data___proof_v3_content___obj.edges = _proof_v3_data___proof_v3_content__f_edges
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_proof_v3_data___sec_body, path='body', expected=end - _proof_v3_data___sec_body, found=pos - _proof_v3_data___sec_body)
+        raise ConstraintError('section size mismatch')
     end = _proof_v3_data___outer_end_body
-    _proof_v3_data___a_tail = pos
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     _proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
     if not (len(_proof_v3_data__f_tail) < 256 and (len(_proof_v3_data__f_tail) == 0 or max(_proof_v3_data__f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v3_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v3_data__f_tail)
+        raise ConstraintError('retired proof tail not zero or span not minimal')
     _proof_v3_data___obj = _new(ProofV3Data)
     _proof_v3_data___obj.body = _proof_v3_data___proof_v3_content___obj
     _proof_v3_data___obj.tail = _proof_v3_data__f_tail
@@ -9994,21 +9696,17 @@ def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_body_len, f_reserved, _proof_v3_data___proof_v3_content__f_magic, _proof_v3_data___proof_v3_content__f_resource, _proof_v3_data___proof_v3_content__f_root = _S105_unpack_from(mv, pos)
-            _r42 = pos
             pos += 32
             if not (f_body_len >= 241 and (f_body_len - 80) % 161 == 0):
-                raise ConstraintError('bad proof v3 body length', offset=_r42, path='body_len', expected='body_len >= 241 and (body_len - 80) % 161 == 0', found=f_body_len)
+                raise ConstraintError('bad proof v3 body length')
             if not p_span == (96 + f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+                raise ConstraintError('proof span is not minimal')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            if f_body_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_body_len > end:
-                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
             _proof_v3_data___outer_end_body = end
             end = pos + f_body_len
-            _proof_v3_data___sec_body = pos
             pos += 80
             _proof_v3_data___proof_v3_content__f_edges = []
             while True:
@@ -10016,14 +9714,13 @@ def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                     break
                 _proof_v3_data___proof_v3_content___ip = pos
                 _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
-                _proof_v3_data___proof_v3_content___r52 = pos
                 pos += 161
                 if not _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                    raise ConstraintError('bad proof v3 edge flags', offset=_proof_v3_data___proof_v3_content___r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_data___proof_v3_content___proof_v3_edge_f_flags)
+                    raise ConstraintError('bad proof v3 edge flags')
                 _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
                 _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
                 if not (_proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                    raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_proof_v3_data___proof_v3_content___r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_data___proof_v3_content___proof_v3_edge_f_upper)
+                    raise ConstraintError('proof v3 validity bounds set without bit 2')
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
@@ -10032,7 +9729,7 @@ def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
                 _proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
                 if pos <= _proof_v3_data___proof_v3_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 _proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_data___proof_v3_content___proof_v3_edge__obj)
             _proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
             _proof_v3_data___proof_v3_content___obj.magic = _proof_v3_data___proof_v3_content__f_magic
@@ -10040,17 +9737,16 @@ def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
             _proof_v3_data___proof_v3_content___obj.root = _proof_v3_data___proof_v3_content__f_root
             _proof_v3_data___proof_v3_content___obj.edges = _proof_v3_data___proof_v3_content__f_edges
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_proof_v3_data___sec_body, path='body', expected=end - _proof_v3_data___sec_body, found=pos - _proof_v3_data___sec_body)
+                raise ConstraintError('section size mismatch')
             end = _proof_v3_data___outer_end_body
-            _proof_v3_data___a_tail = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
             if not (len(_proof_v3_data__f_tail) < 256 and (len(_proof_v3_data__f_tail) == 0 or max(_proof_v3_data__f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v3_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v3_data__f_tail)
+                raise ConstraintError('retired proof tail not zero or span not minimal')
             _proof_v3_data___obj = _new(ProofV3Data)
             _proof_v3_data___obj.body = _proof_v3_data___proof_v3_content___obj
             _proof_v3_data___obj.tail = _proof_v3_data__f_tail
@@ -10166,7 +9862,7 @@ def _u_v1_blob_data(mv, pos, end, p_length):
     start = pos
     _n = p_length
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _n = -(pos - start) % 64
@@ -10189,7 +9885,7 @@ def _m_v1_blob_data(mv, pos, end, p_length, _rest=_decode_many):
             start = pos
             _n = p_length
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _n = -(pos - start) % 64
@@ -10261,8 +9957,6 @@ def _u_v1_blob(mv, pos, end):
     pos += 48
     _v1_blob_data__start = pos
     _v1_blob_data___n = f_length
-    if _v1_blob_data___n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob_data___n)
     _v1_blob_data__f_payload = mv[pos:pos + _v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob_data___n])
     pos += _v1_blob_data___n
     _v1_blob_data___n = -(pos - _v1_blob_data__start) % 64
@@ -10292,8 +9986,6 @@ def _m_v1_blob(mv, pos, end, _rest=_decode_many):
             pos += 48
             _v1_blob_data__start = pos
             _v1_blob_data___n = f_length
-            if _v1_blob_data___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob_data___n)
             _v1_blob_data__f_payload = mv[pos:pos + _v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob_data___n])
             pos += _v1_blob_data___n
             _v1_blob_data___n = -(pos - _v1_blob_data__start) % 64
@@ -10364,10 +10056,9 @@ def _d_v1_branch(mv, pos, end):
 
 def _u_v1_branch(mv, pos, end):
     f_branch, f_head = _S75.unpack_from(mv, pos)
-    _r75 = pos
     pos += 48
     if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id', offset=_r75, path='branch', expected='max(branch) > 0', found=f_branch)
+        raise ConstraintError('nil branch id')
     _obj = _new(V1Branch)
     _obj.branch = f_branch
     _obj.head = f_head
@@ -10385,10 +10076,9 @@ def _m_v1_branch(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_branch, f_head = _S75_unpack_from(mv, pos)
-            _r75 = pos
             pos += 48
             if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_r75, path='branch', expected='max(branch) > 0', found=f_branch)
+                raise ConstraintError('nil branch id')
             _obj = _new(V1Branch)
             _obj.branch = f_branch
             _obj.head = f_head
@@ -10438,10 +10128,9 @@ def _d_v1_tombstone(mv, pos, end):
 
 def _u_v1_tombstone(mv, pos, end):
     f_branch, f_unchecked = _S75.unpack_from(mv, pos)
-    _r75 = pos
     pos += 48
     if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id', offset=_r75, path='branch', expected='max(branch) > 0', found=f_branch)
+        raise ConstraintError('nil branch id')
     _obj = _new(V1Tombstone)
     _obj.branch = f_branch
     _obj.unchecked = f_unchecked
@@ -10459,10 +10148,9 @@ def _m_v1_tombstone(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_branch, f_unchecked = _S75_unpack_from(mv, pos)
-            _r75 = pos
             pos += 48
             if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_r75, path='branch', expected='max(branch) > 0', found=f_branch)
+                raise ConstraintError('nil branch id')
             _obj = _new(V1Tombstone)
             _obj.branch = f_branch
             _obj.unchecked = f_unchecked
@@ -10534,8 +10222,6 @@ def _u_v3_blob(mv, pos, end):
     pos += 240
     _blob_data__start = pos
     _blob_data___n = f_length
-    if _blob_data___n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
     _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
     pos += _blob_data___n
     _blob_data___n = -(pos - _blob_data__start) % 256
@@ -10566,8 +10252,6 @@ def _m_v3_blob(mv, pos, end, _rest=_decode_many):
             pos += 240
             _blob_data__start = pos
             _blob_data___n = f_length
-            if _blob_data___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
             _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
             pos += _blob_data___n
             _blob_data___n = -(pos - _blob_data__start) % 256
@@ -10644,10 +10328,9 @@ def _d_v3_branch(mv, pos, end):
 
 def _u_v3_branch(mv, pos, end):
     f_branch, f_head, f_unchecked = _S80.unpack_from(mv, pos)
-    _r80 = pos
     pos += 240
     if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id', offset=_r80, path='branch', expected='max(branch) > 0', found=f_branch)
+        raise ConstraintError('nil branch id')
     _obj = _new(V3Branch)
     _obj.branch = f_branch
     _obj.head = f_head
@@ -10666,10 +10349,9 @@ def _m_v3_branch(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_branch, f_head, f_unchecked = _S80_unpack_from(mv, pos)
-            _r80 = pos
             pos += 240
             if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_r80, path='branch', expected='max(branch) > 0', found=f_branch)
+                raise ConstraintError('nil branch id')
             _obj = _new(V3Branch)
             _obj.branch = f_branch
             _obj.head = f_head
@@ -10724,10 +10406,9 @@ def _d_v3_tombstone(mv, pos, end):
 
 def _u_v3_tombstone(mv, pos, end):
     f_branch, f_unchecked = _S82.unpack_from(mv, pos)
-    _r82 = pos
     pos += 240
     if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id', offset=_r82, path='branch', expected='max(branch) > 0', found=f_branch)
+        raise ConstraintError('nil branch id')
     _obj = _new(V3Tombstone)
     _obj.branch = f_branch
     _obj.unchecked = f_unchecked
@@ -10745,10 +10426,9 @@ def _m_v3_tombstone(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_branch, f_unchecked = _S82_unpack_from(mv, pos)
-            _r82 = pos
             pos += 240
             if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_r82, path='branch', expected='max(branch) > 0', found=f_branch)
+                raise ConstraintError('nil branch id')
             _obj = _new(V3Tombstone)
             _obj.branch = f_branch
             _obj.unchecked = f_unchecked
@@ -10927,16 +10607,15 @@ def _d_v3_collection_definition(mv, pos, end):
 
 def _u_v3_collection_definition(mv, pos, end):
     f_scope, f_representation, f_recipe, f_reserved = _S87.unpack_from(mv, pos)
-    _r87 = pos
     pos += 240
     if not max(f_scope) > 0:
-        raise ConstraintError('nil id', offset=_r87, path='scope', expected='max(scope) > 0', found=f_scope)
+        raise ConstraintError('nil id')
     if not max(f_representation) > 0:
-        raise ConstraintError('nil id', offset=_r87 + 16, path='representation', expected='max(representation) > 0', found=f_representation)
+        raise ConstraintError('nil id')
     if not max(f_recipe) > 0:
-        raise ConstraintError('nil id', offset=_r87 + 32, path='recipe', expected='max(recipe) > 0', found=f_recipe)
+        raise ConstraintError('nil id')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r87 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V3CollectionDefinition)
     _obj.scope = f_scope
     _obj.representation = f_representation
@@ -10955,16 +10634,15 @@ def _m_v3_collection_definition(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_scope, f_representation, f_recipe, f_reserved = _S87_unpack_from(mv, pos)
-            _r87 = pos
             pos += 240
             if not max(f_scope) > 0:
-                raise ConstraintError('nil id', offset=_r87, path='scope', expected='max(scope) > 0', found=f_scope)
+                raise ConstraintError('nil id')
             if not max(f_representation) > 0:
-                raise ConstraintError('nil id', offset=_r87 + 16, path='representation', expected='max(representation) > 0', found=f_representation)
+                raise ConstraintError('nil id')
             if not max(f_recipe) > 0:
-                raise ConstraintError('nil id', offset=_r87 + 32, path='recipe', expected='max(recipe) > 0', found=f_recipe)
+                raise ConstraintError('nil id')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r87 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V3CollectionDefinition)
             _obj.scope = f_scope
             _obj.representation = f_representation
@@ -11031,10 +10709,9 @@ def _d_v3_commit(mv, pos, end):
 
 def _u_v3_commit(mv, pos, end):
     f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S89.unpack_from(mv, pos)
-    _r89 = pos
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r89 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V3Commit)
     _obj.definition = f_definition
     _obj.data = f_data
@@ -11056,10 +10733,9 @@ def _m_v3_commit(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S89_unpack_from(mv, pos)
-            _r89 = pos
             pos += 240
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r89 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V3Commit)
             _obj.definition = f_definition
             _obj.data = f_data
@@ -11129,12 +10805,11 @@ def _d_v3_merge(mv, pos, end):
 
 def _u_v3_merge(mv, pos, end):
     f_definition, f_low, f_high, f_result, f_reserved = _S91.unpack_from(mv, pos)
-    _r91 = pos
     pos += 240
     if not f_high >= f_low:
-        raise ConstraintError('merge high < low', offset=_r91 + 48, path='high', expected='high >= low', found=f_high)
+        raise ConstraintError('merge high < low')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r91 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V3Merge)
     _obj.definition = f_definition
     _obj.low = f_low
@@ -11154,12 +10829,11 @@ def _m_v3_merge(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_definition, f_low, f_high, f_result, f_reserved = _S91_unpack_from(mv, pos)
-            _r91 = pos
             pos += 240
             if not f_high >= f_low:
-                raise ConstraintError('merge high < low', offset=_r91 + 48, path='high', expected='high >= low', found=f_high)
+                raise ConstraintError('merge high < low')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r91 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V3Merge)
             _obj.definition = f_definition
             _obj.low = f_low
@@ -11221,10 +10895,9 @@ def _d_v3_derive(mv, pos, end):
 
 def _u_v3_derive(mv, pos, end):
     f_source, f_target, f_input, f_output, f_reserved = _S93.unpack_from(mv, pos)
-    _r93 = pos
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r93 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V3Derive)
     _obj.source = f_source
     _obj.target = f_target
@@ -11244,10 +10917,9 @@ def _m_v3_derive(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_source, f_target, f_input, f_output, f_reserved = _S93_unpack_from(mv, pos)
-            _r93 = pos
             pos += 240
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r93 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V3Derive)
             _obj.source = f_source
             _obj.target = f_target
@@ -11307,10 +10979,9 @@ def _d_v4_commit(mv, pos, end):
 
 def _u_v4_commit(mv, pos, end):
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S95.unpack_from(mv, pos)
-    _r95 = pos
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r95 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V4Commit)
     _obj.collection = f_collection
     _obj.data = f_data
@@ -11332,10 +11003,9 @@ def _m_v4_commit(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S95_unpack_from(mv, pos)
-            _r95 = pos
             pos += 240
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r95 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V4Commit)
             _obj.collection = f_collection
             _obj.data = f_data
@@ -11405,12 +11075,11 @@ def _d_v4_merge(mv, pos, end):
 
 def _u_v4_merge(mv, pos, end):
     f_collection, f_low, f_high, f_result, f_reserved = _S97.unpack_from(mv, pos)
-    _r97 = pos
     pos += 240
     if not f_high >= f_low:
-        raise ConstraintError('merge high < low', offset=_r97 + 64, path='high', expected='high >= low', found=f_high)
+        raise ConstraintError('merge high < low')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V4Merge)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -11430,12 +11099,11 @@ def _m_v4_merge(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_reserved = _S97_unpack_from(mv, pos)
-            _r97 = pos
             pos += 240
             if not f_high >= f_low:
-                raise ConstraintError('merge high < low', offset=_r97 + 64, path='high', expected='high >= low', found=f_high)
+                raise ConstraintError('merge high < low')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V4Merge)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -11497,10 +11165,9 @@ def _d_v4_derive(mv, pos, end):
 
 def _u_v4_derive(mv, pos, end):
     f_source, f_target, f_input, f_output, f_reserved = _S97.unpack_from(mv, pos)
-    _r97 = pos
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(V4Derive)
     _obj.source = f_source
     _obj.target = f_target
@@ -11520,10 +11187,9 @@ def _m_v4_derive(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_source, f_target, f_input, f_output, f_reserved = _S97_unpack_from(mv, pos)
-            _r97 = pos
             pos += 240
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(V4Derive)
             _obj.source = f_source
             _obj.target = f_target
@@ -11821,29 +11487,22 @@ def _d_envelope36_rest(mv, pos, end):
 def _u_envelope36_rest(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S101.unpack_from(mv, pos)
-    _r54 = pos
     pos += 20
     if not f_span >= 1:
-        raise ConstraintError('span 0 (CorruptPile)', offset=_r54 + 16, path='span', expected='span >= 1', found=f_span)
+        raise ConstraintError('span 0 (CorruptPile)')
     _n = f_span * 256 - 36
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
-    _sec_body = pos
     if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-        _env_blob_body___r56 = pos
         pos += 220
         if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
-            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_env_blob_body___r56 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_env_blob_body__f_length)
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)')
         if _env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_blob_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_blob_body___blob_data__start = pos
         _env_blob_body___blob_data___n = _env_blob_body__f_length
-        if _env_blob_body___blob_data___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_env_blob_body___blob_data___n)
         _env_blob_body___blob_data__f_payload = mv[pos:pos + _env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _env_blob_body___blob_data___n])
         pos += _env_blob_body___blob_data___n
         _env_blob_body___blob_data___n = -(pos - _env_blob_body___blob_data__start) % 256
@@ -11858,61 +11517,56 @@ def _u_envelope36_rest(mv, pos, end):
         f_body = _env_blob_body___obj
     elif f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
         _env_branch_body__f_branch, _env_branch_body__f_head, _env_branch_body__f_reserved = _S58.unpack_from(mv, pos)
-        _env_branch_body___r58 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_branch_body___r58, path='branch', expected='span == 1', found=_env_branch_body__f_branch)
+            raise ConstraintError('kind requires span 1')
         if not max(_env_branch_body__f_branch) > 0:
-            raise ConstraintError('nil branch id', offset=_env_branch_body___r58, path='branch', expected='max(branch) > 0', found=_env_branch_body__f_branch)
+            raise ConstraintError('nil branch id')
         if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_branch_body___r58 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_branch_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_branch_body___obj = _new(EnvBranchBody)
         _env_branch_body___obj.branch = _env_branch_body__f_branch
         _env_branch_body___obj.head = _env_branch_body__f_head
         f_body = _env_branch_body___obj
     elif f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
         _env_tombstone_body__f_branch, _env_tombstone_body__f_reserved = _S60.unpack_from(mv, pos)
-        _env_tombstone_body___r60 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_tombstone_body___r60, path='branch', expected='span == 1', found=_env_tombstone_body__f_branch)
+            raise ConstraintError('kind requires span 1')
         if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_tombstone_body___r60 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_tombstone_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_tombstone_body___obj = _new(EnvTombstoneBody)
         _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
         f_body = _env_tombstone_body___obj
     elif f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
         _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62.unpack_from(mv, pos)
-        _env_blob_want_body___r62 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r62, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
+            raise ConstraintError('kind requires span 1')
         if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r62 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_blob_want_body___obj = _new(EnvBlobWantBody)
         _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
         f_body = _env_blob_want_body___obj
     elif f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
         _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62.unpack_from(mv, pos)
-        _env_blob_want_body___r62 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r62, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
+            raise ConstraintError('kind requires span 1')
         if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r62 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_blob_want_body___obj = _new(EnvBlobWantBody)
         _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
         f_body = _env_blob_want_body___obj
     elif f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
         _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64.unpack_from(mv, pos)
-        _env_typed_want_body___r64 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r64, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
+            raise ConstraintError('kind requires span 1')
         if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-            raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_env_typed_want_body___r64, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_env_typed_want_body__f_tag)
+            raise ConstraintError('typed want tag must be 2, 3 or 4')
         if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r64 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_typed_want_body___obj = _new(EnvTypedWantBody)
         _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
         _env_typed_want_body___obj.a = _env_typed_want_body__f_a
@@ -11921,14 +11575,13 @@ def _u_envelope36_rest(mv, pos, end):
         f_body = _env_typed_want_body___obj
     elif f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
         _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64.unpack_from(mv, pos)
-        _env_typed_want_body___r64 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r64, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
+            raise ConstraintError('kind requires span 1')
         if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-            raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_env_typed_want_body___r64, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_env_typed_want_body__f_tag)
+            raise ConstraintError('typed want tag must be 2, 3 or 4')
         if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r64 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_typed_want_body___obj = _new(EnvTypedWantBody)
         _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
         _env_typed_want_body___obj.a = _env_typed_want_body__f_a
@@ -11937,12 +11590,11 @@ def _u_envelope36_rest(mv, pos, end):
         f_body = _env_typed_want_body___obj
     elif f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
         _env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s, _env_commit_body__f_reserved = _S66.unpack_from(mv, pos)
-        _env_commit_body___r66 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_commit_body___r66, path='collection', expected='span == 1', found=_env_commit_body__f_collection)
+            raise ConstraintError('kind requires span 1')
         if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_commit_body___r66 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_commit_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_commit_body___obj = _new(EnvCommitBody)
         _env_commit_body___obj.collection = _env_commit_body__f_collection
         _env_commit_body___obj.data = _env_commit_body__f_data
@@ -11953,14 +11605,13 @@ def _u_envelope36_rest(mv, pos, end):
         f_body = _env_commit_body___obj
     elif f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
         _env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result, _env_merge_body__f_reserved = _S68.unpack_from(mv, pos)
-        _env_merge_body___r68 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_merge_body___r68, path='collection', expected='span == 1', found=_env_merge_body__f_collection)
+            raise ConstraintError('kind requires span 1')
         if not _env_merge_body__f_high >= _env_merge_body__f_low:
-            raise ConstraintError('merge high < low', offset=_env_merge_body___r68 + 64, path='high', expected='high >= low', found=_env_merge_body__f_high)
+            raise ConstraintError('merge high < low')
         if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_merge_body___r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_merge_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_merge_body___obj = _new(EnvMergeBody)
         _env_merge_body___obj.collection = _env_merge_body__f_collection
         _env_merge_body___obj.low = _env_merge_body__f_low
@@ -11969,12 +11620,11 @@ def _u_envelope36_rest(mv, pos, end):
         f_body = _env_merge_body___obj
     elif f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
         _env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output, _env_derive_v4_body__f_reserved = _S68.unpack_from(mv, pos)
-        _env_derive_v4_body___r68 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_derive_v4_body___r68, path='source', expected='span == 1', found=_env_derive_v4_body__f_source)
+            raise ConstraintError('kind requires span 1')
         if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v4_body___r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v4_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
         _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
         _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
@@ -11983,12 +11633,11 @@ def _u_envelope36_rest(mv, pos, end):
         f_body = _env_derive_v4_body___obj
     elif f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
         _env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output, _env_derive_v5_body__f_reserved = _S71.unpack_from(mv, pos)
-        _env_derive_v5_body___r71 = pos
         pos += 220
         if not f_span == 1:
-            raise ConstraintError('kind requires span 1', offset=_env_derive_v5_body___r71, path='target', expected='span == 1', found=_env_derive_v5_body__f_target)
+            raise ConstraintError('kind requires span 1')
         if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v5_body___r71 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v5_body__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
         _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
         _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
@@ -12000,7 +11649,7 @@ def _u_envelope36_rest(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_body
     _obj = _new(Envelope36Rest)
     _obj.kind = f_kind
@@ -12028,29 +11677,22 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S101_unpack_from(mv, pos)
-            _r54 = pos
             pos += 20
             if not f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)', offset=_r54 + 16, path='span', expected='span >= 1', found=f_span)
+                raise ConstraintError('span 0 (CorruptPile)')
             _n = f_span * 256 - 36
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
-            _sec_body = pos
             if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-                _env_blob_body___r56 = pos
                 pos += 220
                 if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
-                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_env_blob_body___r56 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_env_blob_body__f_length)
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                 if _env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_blob_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_blob_body___blob_data__start = pos
                 _env_blob_body___blob_data___n = _env_blob_body__f_length
-                if _env_blob_body___blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_env_blob_body___blob_data___n)
                 _env_blob_body___blob_data__f_payload = mv[pos:pos + _env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _env_blob_body___blob_data___n])
                 pos += _env_blob_body___blob_data___n
                 _env_blob_body___blob_data___n = -(pos - _env_blob_body___blob_data__start) % 256
@@ -12065,61 +11707,56 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _env_blob_body___obj
             elif f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
                 _env_branch_body__f_branch, _env_branch_body__f_head, _env_branch_body__f_reserved = _S58_unpack_from(mv, pos)
-                _env_branch_body___r58 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_branch_body___r58, path='branch', expected='span == 1', found=_env_branch_body__f_branch)
+                    raise ConstraintError('kind requires span 1')
                 if not max(_env_branch_body__f_branch) > 0:
-                    raise ConstraintError('nil branch id', offset=_env_branch_body___r58, path='branch', expected='max(branch) > 0', found=_env_branch_body__f_branch)
+                    raise ConstraintError('nil branch id')
                 if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_branch_body___r58 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_branch_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_branch_body___obj = _new(EnvBranchBody)
                 _env_branch_body___obj.branch = _env_branch_body__f_branch
                 _env_branch_body___obj.head = _env_branch_body__f_head
                 f_body = _env_branch_body___obj
             elif f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
                 _env_tombstone_body__f_branch, _env_tombstone_body__f_reserved = _S60_unpack_from(mv, pos)
-                _env_tombstone_body___r60 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_tombstone_body___r60, path='branch', expected='span == 1', found=_env_tombstone_body__f_branch)
+                    raise ConstraintError('kind requires span 1')
                 if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_tombstone_body___r60 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_tombstone_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_tombstone_body___obj = _new(EnvTombstoneBody)
                 _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
                 f_body = _env_tombstone_body___obj
             elif f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
                 _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62_unpack_from(mv, pos)
-                _env_blob_want_body___r62 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r62, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
+                    raise ConstraintError('kind requires span 1')
                 if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r62 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_blob_want_body___obj = _new(EnvBlobWantBody)
                 _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
                 f_body = _env_blob_want_body___obj
             elif f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
                 _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62_unpack_from(mv, pos)
-                _env_blob_want_body___r62 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r62, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
+                    raise ConstraintError('kind requires span 1')
                 if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r62 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_blob_want_body___obj = _new(EnvBlobWantBody)
                 _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
                 f_body = _env_blob_want_body___obj
             elif f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
                 _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64_unpack_from(mv, pos)
-                _env_typed_want_body___r64 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r64, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
+                    raise ConstraintError('kind requires span 1')
                 if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-                    raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_env_typed_want_body___r64, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_env_typed_want_body__f_tag)
+                    raise ConstraintError('typed want tag must be 2, 3 or 4')
                 if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r64 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_typed_want_body___obj = _new(EnvTypedWantBody)
                 _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
                 _env_typed_want_body___obj.a = _env_typed_want_body__f_a
@@ -12128,14 +11765,13 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _env_typed_want_body___obj
             elif f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
                 _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64_unpack_from(mv, pos)
-                _env_typed_want_body___r64 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r64, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
+                    raise ConstraintError('kind requires span 1')
                 if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-                    raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_env_typed_want_body___r64, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_env_typed_want_body__f_tag)
+                    raise ConstraintError('typed want tag must be 2, 3 or 4')
                 if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r64 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_typed_want_body___obj = _new(EnvTypedWantBody)
                 _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
                 _env_typed_want_body___obj.a = _env_typed_want_body__f_a
@@ -12144,12 +11780,11 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _env_typed_want_body___obj
             elif f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
                 _env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s, _env_commit_body__f_reserved = _S66_unpack_from(mv, pos)
-                _env_commit_body___r66 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_commit_body___r66, path='collection', expected='span == 1', found=_env_commit_body__f_collection)
+                    raise ConstraintError('kind requires span 1')
                 if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_commit_body___r66 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_commit_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_commit_body___obj = _new(EnvCommitBody)
                 _env_commit_body___obj.collection = _env_commit_body__f_collection
                 _env_commit_body___obj.data = _env_commit_body__f_data
@@ -12160,14 +11795,13 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _env_commit_body___obj
             elif f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
                 _env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result, _env_merge_body__f_reserved = _S68_unpack_from(mv, pos)
-                _env_merge_body___r68 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_merge_body___r68, path='collection', expected='span == 1', found=_env_merge_body__f_collection)
+                    raise ConstraintError('kind requires span 1')
                 if not _env_merge_body__f_high >= _env_merge_body__f_low:
-                    raise ConstraintError('merge high < low', offset=_env_merge_body___r68 + 64, path='high', expected='high >= low', found=_env_merge_body__f_high)
+                    raise ConstraintError('merge high < low')
                 if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_merge_body___r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_merge_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_merge_body___obj = _new(EnvMergeBody)
                 _env_merge_body___obj.collection = _env_merge_body__f_collection
                 _env_merge_body___obj.low = _env_merge_body__f_low
@@ -12176,12 +11810,11 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _env_merge_body___obj
             elif f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
                 _env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output, _env_derive_v4_body__f_reserved = _S68_unpack_from(mv, pos)
-                _env_derive_v4_body___r68 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_derive_v4_body___r68, path='source', expected='span == 1', found=_env_derive_v4_body__f_source)
+                    raise ConstraintError('kind requires span 1')
                 if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v4_body___r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v4_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
                 _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
                 _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
@@ -12190,12 +11823,11 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 f_body = _env_derive_v4_body___obj
             elif f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
                 _env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output, _env_derive_v5_body__f_reserved = _S71_unpack_from(mv, pos)
-                _env_derive_v5_body___r71 = pos
                 pos += 220
                 if not f_span == 1:
-                    raise ConstraintError('kind requires span 1', offset=_env_derive_v5_body___r71, path='target', expected='span == 1', found=_env_derive_v5_body__f_target)
+                    raise ConstraintError('kind requires span 1')
                 if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v5_body___r71 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v5_body__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
                 _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
                 _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
@@ -12207,7 +11839,7 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_body
             _obj = _new(Envelope36Rest)
             _obj.kind = f_kind
@@ -12621,16 +12253,13 @@ def _d_env_blob_body(mv, pos, end, p_span):
 def _u_env_blob_body(mv, pos, end, p_span):
     _isb = mv.__class__ is bytes
     f_timestamp, f_length, f_hash, f_reserved = _S56.unpack_from(mv, pos)
-    _r56 = pos
     pos += 220
     if not p_span == 1 + (f_length + 255) // 256:
-        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_r56 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=f_length)
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _blob_data__start = pos
     _blob_data___n = f_length
-    if _blob_data___n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
     _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
     pos += _blob_data___n
     _blob_data___n = -(pos - _blob_data__start) % 256
@@ -12657,16 +12286,13 @@ def _m_env_blob_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_timestamp, f_length, f_hash, f_reserved = _S56_unpack_from(mv, pos)
-            _r56 = pos
             pos += 220
             if not p_span == 1 + (f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_r56 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=f_length)
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _blob_data__start = pos
             _blob_data___n = f_length
-            if _blob_data___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
             _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
             pos += _blob_data___n
             _blob_data___n = -(pos - _blob_data__start) % 256
@@ -12745,14 +12371,13 @@ def _d_env_branch_body(mv, pos, end, p_span):
 
 def _u_env_branch_body(mv, pos, end, p_span):
     f_branch, f_head, f_reserved = _S58.unpack_from(mv, pos)
-    _r58 = pos
     pos += 220
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r58, path='branch', expected='span == 1', found=f_branch)
+        raise ConstraintError('kind requires span 1')
     if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id', offset=_r58, path='branch', expected='max(branch) > 0', found=f_branch)
+        raise ConstraintError('nil branch id')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r58 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvBranchBody)
     _obj.branch = f_branch
     _obj.head = f_head
@@ -12770,14 +12395,13 @@ def _m_env_branch_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_branch, f_head, f_reserved = _S58_unpack_from(mv, pos)
-            _r58 = pos
             pos += 220
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r58, path='branch', expected='span == 1', found=f_branch)
+                raise ConstraintError('kind requires span 1')
             if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_r58, path='branch', expected='max(branch) > 0', found=f_branch)
+                raise ConstraintError('nil branch id')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r58 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvBranchBody)
             _obj.branch = f_branch
             _obj.head = f_head
@@ -12832,12 +12456,11 @@ def _d_env_tombstone_body(mv, pos, end, p_span):
 
 def _u_env_tombstone_body(mv, pos, end, p_span):
     f_branch, f_reserved = _S60.unpack_from(mv, pos)
-    _r60 = pos
     pos += 220
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r60, path='branch', expected='span == 1', found=f_branch)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r60 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvTombstoneBody)
     _obj.branch = f_branch
     return (_obj, pos)
@@ -12854,12 +12477,11 @@ def _m_env_tombstone_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_branch, f_reserved = _S60_unpack_from(mv, pos)
-            _r60 = pos
             pos += 220
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r60, path='branch', expected='span == 1', found=f_branch)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r60 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvTombstoneBody)
             _obj.branch = f_branch
             _append(_obj)
@@ -12905,12 +12527,11 @@ def _d_env_blob_want_body(mv, pos, end, p_span):
 
 def _u_env_blob_want_body(mv, pos, end, p_span):
     f_blob, f_reserved = _S62.unpack_from(mv, pos)
-    _r62 = pos
     pos += 220
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r62, path='blob', expected='span == 1', found=f_blob)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r62 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvBlobWantBody)
     _obj.blob = f_blob
     return (_obj, pos)
@@ -12927,12 +12548,11 @@ def _m_env_blob_want_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_blob, f_reserved = _S62_unpack_from(mv, pos)
-            _r62 = pos
             pos += 220
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r62, path='blob', expected='span == 1', found=f_blob)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r62 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvBlobWantBody)
             _obj.blob = f_blob
             _append(_obj)
@@ -12983,14 +12603,13 @@ def _d_env_typed_want_body(mv, pos, end, p_span):
 
 def _u_env_typed_want_body(mv, pos, end, p_span):
     f_tag, f_a, f_b, f_c, f_reserved = _S64.unpack_from(mv, pos)
-    _r64 = pos
     pos += 220
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r64, path='tag', expected='span == 1', found=f_tag)
+        raise ConstraintError('kind requires span 1')
     if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-        raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_r64, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=f_tag)
+        raise ConstraintError('typed want tag must be 2, 3 or 4')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r64 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvTypedWantBody)
     _obj.tag = f_tag
     _obj.a = f_a
@@ -13010,14 +12629,13 @@ def _m_env_typed_want_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_tag, f_a, f_b, f_c, f_reserved = _S64_unpack_from(mv, pos)
-            _r64 = pos
             pos += 220
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r64, path='tag', expected='span == 1', found=f_tag)
+                raise ConstraintError('kind requires span 1')
             if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-                raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_r64, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=f_tag)
+                raise ConstraintError('typed want tag must be 2, 3 or 4')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r64 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvTypedWantBody)
             _obj.tag = f_tag
             _obj.a = f_a
@@ -13083,12 +12701,11 @@ def _d_env_commit_body(mv, pos, end, p_span):
 
 def _u_env_commit_body(mv, pos, end, p_span):
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S66.unpack_from(mv, pos)
-    _r66 = pos
     pos += 220
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r66, path='collection', expected='span == 1', found=f_collection)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r66 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvCommitBody)
     _obj.collection = f_collection
     _obj.data = f_data
@@ -13110,12 +12727,11 @@ def _m_env_commit_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S66_unpack_from(mv, pos)
-            _r66 = pos
             pos += 220
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r66, path='collection', expected='span == 1', found=f_collection)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r66 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvCommitBody)
             _obj.collection = f_collection
             _obj.data = f_data
@@ -13191,14 +12807,13 @@ def _d_env_merge_body(mv, pos, end, p_span):
 
 def _u_env_merge_body(mv, pos, end, p_span):
     f_collection, f_low, f_high, f_result, f_reserved = _S68.unpack_from(mv, pos)
-    _r68 = pos
     pos += 220
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r68, path='collection', expected='span == 1', found=f_collection)
+        raise ConstraintError('kind requires span 1')
     if not f_high >= f_low:
-        raise ConstraintError('merge high < low', offset=_r68 + 64, path='high', expected='high >= low', found=f_high)
+        raise ConstraintError('merge high < low')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvMergeBody)
     _obj.collection = f_collection
     _obj.low = f_low
@@ -13218,14 +12833,13 @@ def _m_env_merge_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_reserved = _S68_unpack_from(mv, pos)
-            _r68 = pos
             pos += 220
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r68, path='collection', expected='span == 1', found=f_collection)
+                raise ConstraintError('kind requires span 1')
             if not f_high >= f_low:
-                raise ConstraintError('merge high < low', offset=_r68 + 64, path='high', expected='high >= low', found=f_high)
+                raise ConstraintError('merge high < low')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvMergeBody)
             _obj.collection = f_collection
             _obj.low = f_low
@@ -13293,12 +12907,11 @@ def _d_env_derive_v4_body(mv, pos, end, p_span):
 
 def _u_env_derive_v4_body(mv, pos, end, p_span):
     f_source, f_target, f_input, f_output, f_reserved = _S68.unpack_from(mv, pos)
-    _r68 = pos
     pos += 220
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r68, path='source', expected='span == 1', found=f_source)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvDeriveV4Body)
     _obj.source = f_source
     _obj.target = f_target
@@ -13318,12 +12931,11 @@ def _m_env_derive_v4_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_source, f_target, f_input, f_output, f_reserved = _S68_unpack_from(mv, pos)
-            _r68 = pos
             pos += 220
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r68, path='source', expected='span == 1', found=f_source)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvDeriveV4Body)
             _obj.source = f_source
             _obj.target = f_target
@@ -13386,12 +12998,11 @@ def _d_env_derive_v5_body(mv, pos, end, p_span):
 
 def _u_env_derive_v5_body(mv, pos, end, p_span):
     f_target, f_input, f_output, f_reserved = _S71.unpack_from(mv, pos)
-    _r71 = pos
     pos += 220
     if not p_span == 1:
-        raise ConstraintError('kind requires span 1', offset=_r71, path='target', expected='span == 1', found=f_target)
+        raise ConstraintError('kind requires span 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r71 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(EnvDeriveV5Body)
     _obj.target = f_target
     _obj.input = f_input
@@ -13410,12 +13021,11 @@ def _m_env_derive_v5_body(mv, pos, end, p_span, _rest=_decode_many):
                 break
             _rs = pos
             f_target, f_input, f_output, f_reserved = _S71_unpack_from(mv, pos)
-            _r71 = pos
             pos += 220
             if not p_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_r71, path='target', expected='span == 1', found=f_target)
+                raise ConstraintError('kind requires span 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r71 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(EnvDeriveV5Body)
             _obj.target = f_target
             _obj.input = f_input
@@ -13476,14 +13086,13 @@ def _d_commit_transcript(mv, pos, end):
 
 def _u_commit_transcript(mv, pos, end):
     f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S111.unpack_from(mv, pos)
-    _r111 = pos
     pos += 188
     if f_domain != b'triblespace.collection.commit.transcript':
-        raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+        raise ConstraintError('bad magic')
     if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-        raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+        raise ConstraintError('bad magic')
     if f_version != 2:
-        raise ConstraintError('bad magic', offset=_r111 + 56, path='version', expected=2, found=f_version)
+        raise ConstraintError('bad magic')
     _obj = _new(CommitTranscript)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -13503,14 +13112,13 @@ def _m_commit_transcript(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S111_unpack_from(mv, pos)
-            _r111 = pos
             pos += 188
             if f_domain != b'triblespace.collection.commit.transcript':
-                raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+                raise ConstraintError('bad magic')
             if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-                raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+                raise ConstraintError('bad magic')
             if f_version != 2:
-                raise ConstraintError('bad magic', offset=_r111 + 56, path='version', expected=2, found=f_version)
+                raise ConstraintError('bad magic')
             _obj = _new(CommitTranscript)
             _obj.author = f_author
             _obj.collection = f_collection
@@ -13573,12 +13181,11 @@ def _d_merge_endorsement(mv, pos, end):
 
 def _u_merge_endorsement(mv, pos, end):
     f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S113.unpack_from(mv, pos)
-    _r113 = pos
     pos += 280
     if f_domain != b'triblespace.collection.merge.endorsement':
-        raise ConstraintError('bad magic', offset=_r113, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+        raise ConstraintError('bad magic')
     if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-        raise ConstraintError('bad magic', offset=_r113 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+        raise ConstraintError('bad magic')
     _obj = _new(MergeEndorsement)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -13601,12 +13208,11 @@ def _m_merge_endorsement(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S113_unpack_from(mv, pos)
-            _r113 = pos
             pos += 280
             if f_domain != b'triblespace.collection.merge.endorsement':
-                raise ConstraintError('bad magic', offset=_r113, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+                raise ConstraintError('bad magic')
             if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-                raise ConstraintError('bad magic', offset=_r113 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+                raise ConstraintError('bad magic')
             _obj = _new(MergeEndorsement)
             _obj.author = f_author
             _obj.collection = f_collection
@@ -13682,12 +13288,11 @@ def _d_derive_endorsement(mv, pos, end):
 
 def _u_derive_endorsement(mv, pos, end):
     f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S115.unpack_from(mv, pos)
-    _r115 = pos
     pos += 217
     if f_domain != b'triblespace.collection.derive.endorsement':
-        raise ConstraintError('bad magic', offset=_r115, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+        raise ConstraintError('bad magic')
     if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-        raise ConstraintError('bad magic', offset=_r115 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+        raise ConstraintError('bad magic')
     _obj = _new(DeriveEndorsement)
     _obj.author = f_author
     _obj.target = f_target
@@ -13708,12 +13313,11 @@ def _m_derive_endorsement(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S115_unpack_from(mv, pos)
-            _r115 = pos
             pos += 217
             if f_domain != b'triblespace.collection.derive.endorsement':
-                raise ConstraintError('bad magic', offset=_r115, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+                raise ConstraintError('bad magic')
             if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-                raise ConstraintError('bad magic', offset=_r115 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+                raise ConstraintError('bad magic')
             _obj = _new(DeriveEndorsement)
             _obj.author = f_author
             _obj.target = f_target
@@ -14595,7 +14199,7 @@ def _u_dense_record(mv, pos, end):
         _dense_witness_derive___obj.sig_s = _dense_witness_derive__f_sig_s
         f_payload = _dense_witness_derive___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='payload', expected=[1, 2, 3, 4, 5, 6, 7], found=_tag)
+        raise ConstraintError('no case for tag')
     _obj = _new(DenseRecord)
     _obj.tag = f_tag
     _obj.payload = f_payload
@@ -14698,7 +14302,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_witness_derive___obj.sig_s = _dense_witness_derive__f_sig_s
                 f_payload = _dense_witness_derive___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='payload', expected=[1, 2, 3, 4, 5, 6, 7], found=_tag)
+                raise ConstraintError('no case for tag')
             _obj = _new(DenseRecord)
             _obj.tag = f_tag
             _obj.payload = f_payload
@@ -15097,43 +14701,33 @@ def _u_pile_file(mv, pos, end):
         if pos >= end:
             break
         _ip = pos
-        _pile_record___re_pos, _pile_record___re_end = (pos, end)
         _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
         pos += 16
         if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-            _pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end = (pos, end)
-            _pile_record___frame_rest___r2 = pos
             pos += 48
             if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise ConstraintError('bad magic', offset=_pile_record___frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_pile_record___frame_rest__f_magic_tail)
+                raise ConstraintError('bad magic')
             if not _pile_record___frame_rest__f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)', offset=_pile_record___frame_rest___r2 + 12, path='span', expected='span >= 1', found=_pile_record___frame_rest__f_span)
+                raise ConstraintError('span 0 (CorruptPile)')
             _pile_record___frame_rest___n = _pile_record___frame_rest__f_span * 256 - 64
-            if _pile_record___frame_rest___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_pile_record___frame_rest___n)
             if pos + _pile_record___frame_rest___n > end:
-                raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes', offset=pos, path='body', expected=_pile_record___frame_rest___n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes')
             _pile_record___frame_rest___outer_end_body = end
             end = pos + _pile_record___frame_rest___n
-            _pile_record___frame_rest___sec_body = pos
             if _pile_record___frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                _pile_record___frame_rest___blob_body___blob_head___r4 = pos
                 pos += 192
                 if not _pile_record___frame_rest__f_span == 1 + (_pile_record___frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_pile_record___frame_rest___blob_body___blob_head__f_length)
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                 if _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_scalar_pad)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _pile_record___frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _pile_record___frame_rest___blob_body___blob_head___obj = _new(BlobHead)
                 _pile_record___frame_rest___blob_body___blob_head___obj.timestamp = _pile_record___frame_rest___blob_body___blob_head__f_timestamp
                 _pile_record___frame_rest___blob_body___blob_head___obj.length = _pile_record___frame_rest___blob_body___blob_head__f_length
                 _pile_record___frame_rest___blob_body___blob_head___obj.hash = _pile_record___frame_rest___blob_body___blob_head__f_hash
-                _pile_record___frame_rest___blob_body___blob_data__p_length = _pile_record___frame_rest___blob_body___blob_head___obj.length
                 _pile_record___frame_rest___blob_body___blob_data__start = pos
-                _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_data__p_length
-                if _pile_record___frame_rest___blob_body___blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_pile_record___frame_rest___blob_body___blob_data___n)
+                _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_head__f_length
                 _pile_record___frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
                 pos += _pile_record___frame_rest___blob_body___blob_data___n
                 _pile_record___frame_rest___blob_body___blob_data___n = -(pos - _pile_record___frame_rest___blob_body___blob_data__start) % 256
@@ -15144,7 +14738,7 @@ def _u_pile_file(mv, pos, end):
                 _pile_record___frame_rest___blob_body___obj.head = _pile_record___frame_rest___blob_body___blob_head___obj
                 _pile_record___frame_rest___blob_body___obj.data = _pile_record___frame_rest___blob_body___blob_data___obj
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_pile_record___frame_rest___sec_body, path='body', expected=end - _pile_record___frame_rest___sec_body, found=pos - _pile_record___frame_rest___sec_body)
+                    raise ConstraintError('section size mismatch')
                 end = _pile_record___frame_rest___outer_end_body
                 _pile_record___frame_rest___obj = _new(FrameRest)
                 _pile_record___frame_rest___obj.span = _pile_record___frame_rest__f_span
@@ -15154,7 +14748,8 @@ def _u_pile_file(mv, pos, end):
             else:
                 if pos > end:
                     raise IndexError
-                pos, end = (_pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end)
+                pos -= 48
+                end = _pile_record___frame_rest___outer_end_body
                 if pos > end:
                     raise IndexError
                 _pile_record__f_record, pos = _u_frame_rest(mv, pos, end)
@@ -15165,12 +14760,12 @@ def _u_pile_file(mv, pos, end):
         else:
             if pos > end:
                 raise IndexError
-            pos, end = (_pile_record___re_pos, _pile_record___re_end)
+            pos -= 16
             if pos > end:
                 raise IndexError
             _x, pos = _u_pile_record(mv, pos, end)
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_records.append(_x)
     _obj = _new(PileFile)
     _obj.records = f_records
@@ -15193,43 +14788,33 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                 if pos >= end:
                     break
                 _ip = pos
-                _pile_record___re_pos, _pile_record___re_end = (pos, end)
                 _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S100_unpack_from(mv, pos)
                 pos += 16
                 if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-                    _pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end = (pos, end)
-                    _pile_record___frame_rest___r2 = pos
                     pos += 48
                     if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                        raise ConstraintError('bad magic', offset=_pile_record___frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_pile_record___frame_rest__f_magic_tail)
+                        raise ConstraintError('bad magic')
                     if not _pile_record___frame_rest__f_span >= 1:
-                        raise ConstraintError('span 0 (CorruptPile)', offset=_pile_record___frame_rest___r2 + 12, path='span', expected='span >= 1', found=_pile_record___frame_rest__f_span)
+                        raise ConstraintError('span 0 (CorruptPile)')
                     _pile_record___frame_rest___n = _pile_record___frame_rest__f_span * 256 - 64
-                    if _pile_record___frame_rest___n < 0:
-                        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_pile_record___frame_rest___n)
                     if pos + _pile_record___frame_rest___n > end:
-                        raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes', offset=pos, path='body', expected=_pile_record___frame_rest___n, found=end - pos)
+                        raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes')
                     _pile_record___frame_rest___outer_end_body = end
                     end = pos + _pile_record___frame_rest___n
-                    _pile_record___frame_rest___sec_body = pos
                     if _pile_record___frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                        _pile_record___frame_rest___blob_body___blob_head___r4 = pos
                         pos += 192
                         if not _pile_record___frame_rest__f_span == 1 + (_pile_record___frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_pile_record___frame_rest___blob_body___blob_head__f_length)
+                            raise ConstraintError('blob span is not 1 + ceil(length / 256)')
                         if _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_scalar_pad)
+                            raise ConstraintError('reserved bytes must be zero')
                         if _pile_record___frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_reserved)
+                            raise ConstraintError('reserved bytes must be zero')
                         _pile_record___frame_rest___blob_body___blob_head___obj = _new(BlobHead)
                         _pile_record___frame_rest___blob_body___blob_head___obj.timestamp = _pile_record___frame_rest___blob_body___blob_head__f_timestamp
                         _pile_record___frame_rest___blob_body___blob_head___obj.length = _pile_record___frame_rest___blob_body___blob_head__f_length
                         _pile_record___frame_rest___blob_body___blob_head___obj.hash = _pile_record___frame_rest___blob_body___blob_head__f_hash
-                        _pile_record___frame_rest___blob_body___blob_data__p_length = _pile_record___frame_rest___blob_body___blob_head___obj.length
                         _pile_record___frame_rest___blob_body___blob_data__start = pos
-                        _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_data__p_length
-                        if _pile_record___frame_rest___blob_body___blob_data___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_pile_record___frame_rest___blob_body___blob_data___n)
+                        _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_head__f_length
                         _pile_record___frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
                         pos += _pile_record___frame_rest___blob_body___blob_data___n
                         _pile_record___frame_rest___blob_body___blob_data___n = -(pos - _pile_record___frame_rest___blob_body___blob_data__start) % 256
@@ -15240,7 +14825,7 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                         _pile_record___frame_rest___blob_body___obj.head = _pile_record___frame_rest___blob_body___blob_head___obj
                         _pile_record___frame_rest___blob_body___obj.data = _pile_record___frame_rest___blob_body___blob_data___obj
                         if pos != end:
-                            raise ConstraintError('section size mismatch', offset=_pile_record___frame_rest___sec_body, path='body', expected=end - _pile_record___frame_rest___sec_body, found=pos - _pile_record___frame_rest___sec_body)
+                            raise ConstraintError('section size mismatch')
                         end = _pile_record___frame_rest___outer_end_body
                         _pile_record___frame_rest___obj = _new(FrameRest)
                         _pile_record___frame_rest___obj.span = _pile_record___frame_rest__f_span
@@ -15250,7 +14835,8 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                     else:
                         if pos > end:
                             raise IndexError
-                        pos, end = (_pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end)
+                        pos -= 48
+                        end = _pile_record___frame_rest___outer_end_body
                         if pos > end:
                             raise IndexError
                         _pile_record__f_record, pos = _u_frame_rest(mv, pos, end)
@@ -15261,12 +14847,12 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                 else:
                     if pos > end:
                         raise IndexError
-                    pos, end = (_pile_record___re_pos, _pile_record___re_end)
+                    pos -= 16
                     if pos > end:
                         raise IndexError
                     _x, pos = _u_pile_record(mv, pos, end)
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_records.append(_x)
             _obj = _new(PileFile)
             _obj.records = f_records

@@ -1409,12 +1409,11 @@ def _d_ze_header(mv, pos, end):
 
 def _u_ze_header(mv, pos, end):
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0.unpack_from(mv, pos)
-    _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_header_length >= 32:
-        raise ConstraintError('header_length must be at least 32', offset=_r0 + 16, path='header_length', expected='header_length >= 32', found=f_header_length)
+        raise ConstraintError('header_length must be at least 32')
     _obj = _new(ZeHeader)
     _obj.family_id = f_family_id
     _obj.family_version = f_family_version
@@ -1435,12 +1434,11 @@ def _m_ze_header(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0_unpack_from(mv, pos)
-            _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_header_length >= 32:
-                raise ConstraintError('header_length must be at least 32', offset=_r0 + 16, path='header_length', expected='header_length >= 32', found=f_header_length)
+                raise ConstraintError('header_length must be at least 32')
             _obj = _new(ZeHeader)
             _obj.family_id = f_family_id
             _obj.family_version = f_family_version
@@ -1485,10 +1483,9 @@ def _d_ze_header_ident(mv, pos, end):
 
 def _u_ze_header_ident(mv, pos, end):
     f_magic, f_family_id, f_family_version = _S2.unpack_from(mv, pos)
-    _r2 = pos
     pos += 12
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r2, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic')
     _obj = _new(ZeHeaderIdent)
     _obj.family_id = f_family_id
     _obj.family_version = f_family_version
@@ -1506,10 +1503,9 @@ def _m_ze_header_ident(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_family_id, f_family_version = _S2_unpack_from(mv, pos)
-            _r2 = pos
             pos += 12
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r2, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic')
             _obj = _new(ZeHeaderIdent)
             _obj.family_id = f_family_id
             _obj.family_version = f_family_version
@@ -1567,16 +1563,15 @@ def _u_framed_trailer_check(mv, pos, end):
     pos += 32
     _n = f_file_length - 40
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='block', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_block = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_block = pos
     f_file_checksum, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r4:_e_block])
     if f_file_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='file_checksum', expected=_ck, found=f_file_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(FramedTrailerCheck)
     _obj.header = f_header
     _obj.block = f_block
@@ -1600,16 +1595,15 @@ def _m_framed_trailer_check(mv, pos, end, _rest=_decode_many):
             pos += 32
             _n = f_file_length - 40
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='block', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_block = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_block = pos
             f_file_checksum, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r4:_e_block])
             if f_file_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='file_checksum', expected=_ck, found=f_file_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(FramedTrailerCheck)
             _obj.header = f_header
             _obj.block = f_block
@@ -1726,18 +1720,17 @@ def _d_wal_file_header(mv, pos, end):
 
 def _u_wal_file_header(mv, pos, end):
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_first_seq = _S9.unpack_from(mv, pos)
-    _r9 = pos
     pos += 40
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r9, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_family_id == 11:
-        raise ConstraintError('wrong family id (expected 11, WAL)', offset=_r9 + 8, path='family_id', expected='family_id == 11', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 11, WAL)')
     if not f_flags == 0:
-        raise ConstraintError('WAL header flags must be zero', offset=_r9 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('WAL header flags must be zero')
     if not f_header_length == 40:
-        raise ConstraintError('WAL header_length must be exactly 40', offset=_r9 + 16, path='header_length', expected='header_length == 40', found=f_header_length)
+        raise ConstraintError('WAL header_length must be exactly 40')
     if not f_file_length == 0:
-        raise ConstraintError('WAL file_length must be zero (append-only)', offset=_r9 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('WAL file_length must be zero (append-only)')
     _obj = _new(WalFileHeader)
     _obj.first_seq = f_first_seq
     return (_obj, pos)
@@ -1754,18 +1747,17 @@ def _m_wal_file_header(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_first_seq = _S9_unpack_from(mv, pos)
-            _r9 = pos
             pos += 40
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r9, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_family_id == 11:
-                raise ConstraintError('wrong family id (expected 11, WAL)', offset=_r9 + 8, path='family_id', expected='family_id == 11', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 11, WAL)')
             if not f_flags == 0:
-                raise ConstraintError('WAL header flags must be zero', offset=_r9 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('WAL header flags must be zero')
             if not f_header_length == 40:
-                raise ConstraintError('WAL header_length must be exactly 40', offset=_r9 + 16, path='header_length', expected='header_length == 40', found=f_header_length)
+                raise ConstraintError('WAL header_length must be exactly 40')
             if not f_file_length == 0:
-                raise ConstraintError('WAL file_length must be zero (append-only)', offset=_r9 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+                raise ConstraintError('WAL file_length must be zero (append-only)')
             _obj = _new(WalFileHeader)
             _obj.first_seq = f_first_seq
             _append(_obj)
@@ -1893,17 +1885,14 @@ def _u_wal_frame(mv, pos, end):
     f_payload_len, f_seq, f_op = _S11.unpack_from(mv, pos)
     _r11 = pos
     pos += 14
-    if f_payload_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
     f_payload = mv[pos:pos + f_payload_len] if _isb else bytes(mv[pos:pos + f_payload_len])
     pos += f_payload_len
     _e_payload = pos
     f_checksum, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r11:_e_payload])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(WalFrame)
     _obj.seq = f_seq
     _obj.op = f_op
@@ -1926,17 +1915,14 @@ def _m_wal_frame(mv, pos, end, _rest=_decode_many):
             f_payload_len, f_seq, f_op = _S11_unpack_from(mv, pos)
             _r11 = pos
             pos += 14
-            if f_payload_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
             f_payload = mv[pos:pos + f_payload_len] if _isb else bytes(mv[pos:pos + f_payload_len])
             pos += f_payload_len
             _e_payload = pos
             f_checksum, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r11:_e_payload])
             if f_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(WalFrame)
             _obj.seq = f_seq
             _obj.op = f_op
@@ -2051,18 +2037,17 @@ def _d_wal_file(mv, pos, end):
 def _u_wal_file(mv, pos, end):
     _isb = mv.__class__ is bytes
     _wal_file_header__f_magic, _wal_file_header__f_family_id, _wal_file_header__f_family_version, _wal_file_header__f_flags, _wal_file_header__f_header_length, _wal_file_header__f_file_length, _wal_file_header__f_first_seq = _S9.unpack_from(mv, pos)
-    _wal_file_header___r9 = pos
     pos += 40
     if _wal_file_header__f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_wal_file_header___r9, path='magic', expected=b'ZEPEMBED', found=_wal_file_header__f_magic)
+        raise ConstraintError('bad magic')
     if not _wal_file_header__f_family_id == 11:
-        raise ConstraintError('wrong family id (expected 11, WAL)', offset=_wal_file_header___r9 + 8, path='family_id', expected='family_id == 11', found=_wal_file_header__f_family_id)
+        raise ConstraintError('wrong family id (expected 11, WAL)')
     if not _wal_file_header__f_flags == 0:
-        raise ConstraintError('WAL header flags must be zero', offset=_wal_file_header___r9 + 12, path='flags', expected='flags == 0', found=_wal_file_header__f_flags)
+        raise ConstraintError('WAL header flags must be zero')
     if not _wal_file_header__f_header_length == 40:
-        raise ConstraintError('WAL header_length must be exactly 40', offset=_wal_file_header___r9 + 16, path='header_length', expected='header_length == 40', found=_wal_file_header__f_header_length)
+        raise ConstraintError('WAL header_length must be exactly 40')
     if not _wal_file_header__f_file_length == 0:
-        raise ConstraintError('WAL file_length must be zero (append-only)', offset=_wal_file_header___r9 + 24, path='file_length', expected='file_length == 0', found=_wal_file_header__f_file_length)
+        raise ConstraintError('WAL file_length must be zero (append-only)')
     _wal_file_header___obj = _new(WalFileHeader)
     _wal_file_header___obj.first_seq = _wal_file_header__f_first_seq
     f_records = []
@@ -2073,23 +2058,20 @@ def _u_wal_file(mv, pos, end):
         _wal_frame__f_payload_len, _wal_frame__f_seq, _wal_frame__f_op = _S11.unpack_from(mv, pos)
         _wal_frame___r11 = pos
         pos += 14
-        if _wal_frame__f_payload_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_wal_frame__f_payload_len)
         _wal_frame__f_payload = mv[pos:pos + _wal_frame__f_payload_len] if _isb else bytes(mv[pos:pos + _wal_frame__f_payload_len])
         pos += _wal_frame__f_payload_len
         _wal_frame___e_payload = pos
         _wal_frame__f_checksum, = _S6.unpack_from(mv, pos)
-        _wal_frame___r6 = pos
         pos += 8
         _wal_frame___ck = _ck_xxh3_64(mv[_wal_frame___r11:_wal_frame___e_payload])
         if _wal_frame__f_checksum != _wal_frame___ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=_wal_frame___r6, path='checksum', expected=_wal_frame___ck, found=_wal_frame__f_checksum)
+            raise ChecksumError('xxh3_64 mismatch')
         _wal_frame___obj = _new(WalFrame)
         _wal_frame___obj.seq = _wal_frame__f_seq
         _wal_frame___obj.op = _wal_frame__f_op
         _wal_frame___obj.payload = _wal_frame__f_payload
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_records.append(_wal_frame___obj)
     _obj = _new(WalFile)
     _obj.header = _wal_file_header___obj
@@ -2111,18 +2093,17 @@ def _m_wal_file(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _wal_file_header__f_magic, _wal_file_header__f_family_id, _wal_file_header__f_family_version, _wal_file_header__f_flags, _wal_file_header__f_header_length, _wal_file_header__f_file_length, _wal_file_header__f_first_seq = _S9_unpack_from(mv, pos)
-            _wal_file_header___r9 = pos
             pos += 40
             if _wal_file_header__f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_wal_file_header___r9, path='magic', expected=b'ZEPEMBED', found=_wal_file_header__f_magic)
+                raise ConstraintError('bad magic')
             if not _wal_file_header__f_family_id == 11:
-                raise ConstraintError('wrong family id (expected 11, WAL)', offset=_wal_file_header___r9 + 8, path='family_id', expected='family_id == 11', found=_wal_file_header__f_family_id)
+                raise ConstraintError('wrong family id (expected 11, WAL)')
             if not _wal_file_header__f_flags == 0:
-                raise ConstraintError('WAL header flags must be zero', offset=_wal_file_header___r9 + 12, path='flags', expected='flags == 0', found=_wal_file_header__f_flags)
+                raise ConstraintError('WAL header flags must be zero')
             if not _wal_file_header__f_header_length == 40:
-                raise ConstraintError('WAL header_length must be exactly 40', offset=_wal_file_header___r9 + 16, path='header_length', expected='header_length == 40', found=_wal_file_header__f_header_length)
+                raise ConstraintError('WAL header_length must be exactly 40')
             if not _wal_file_header__f_file_length == 0:
-                raise ConstraintError('WAL file_length must be zero (append-only)', offset=_wal_file_header___r9 + 24, path='file_length', expected='file_length == 0', found=_wal_file_header__f_file_length)
+                raise ConstraintError('WAL file_length must be zero (append-only)')
             _wal_file_header___obj = _new(WalFileHeader)
             _wal_file_header___obj.first_seq = _wal_file_header__f_first_seq
             f_records = []
@@ -2133,23 +2114,20 @@ def _m_wal_file(mv, pos, end, _rest=_decode_many):
                 _wal_frame__f_payload_len, _wal_frame__f_seq, _wal_frame__f_op = _S11_unpack_from(mv, pos)
                 _wal_frame___r11 = pos
                 pos += 14
-                if _wal_frame__f_payload_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_wal_frame__f_payload_len)
                 _wal_frame__f_payload = mv[pos:pos + _wal_frame__f_payload_len] if _isb else bytes(mv[pos:pos + _wal_frame__f_payload_len])
                 pos += _wal_frame__f_payload_len
                 _wal_frame___e_payload = pos
                 _wal_frame__f_checksum, = _S6_unpack_from(mv, pos)
-                _wal_frame___r6 = pos
                 pos += 8
                 _wal_frame___ck = _ck_xxh3_64(mv[_wal_frame___r11:_wal_frame___e_payload])
                 if _wal_frame__f_checksum != _wal_frame___ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=_wal_frame___r6, path='checksum', expected=_wal_frame___ck, found=_wal_frame__f_checksum)
+                    raise ChecksumError('xxh3_64 mismatch')
                 _wal_frame___obj = _new(WalFrame)
                 _wal_frame___obj.seq = _wal_frame__f_seq
                 _wal_frame___obj.op = _wal_frame__f_op
                 _wal_frame___obj.payload = _wal_frame__f_payload
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_records.append(_wal_frame___obj)
             _obj = _new(WalFile)
             _obj.header = _wal_file_header___obj
@@ -2317,28 +2295,22 @@ def _u_wal_record(mv, pos, end):
     pos += 14
     _wal_payload___tag = f_op
     f_op = _WALOP_BY_VALUE[f_op]
-    if f_payload_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
     if pos + f_payload_len > end:
-        raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes', offset=pos, path='payload', expected=f_payload_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes')
     _outer_end_payload = end
     end = pos + f_payload_len
-    _sec_payload = pos
-    _wal_payload___re_pos, _wal_payload___re_end = (pos, end)
     if _wal_payload___tag == 1:
-        _wal_payload___op_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_wal_payload___op_upsert_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _wal_payload___op_upsert_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_wal_payload___op_upsert_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _wal_payload___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 24
         _wal_payload___op_upsert_v1__f_doc_id = int.from_bytes(_wal_payload___op_upsert_v1__f_doc_id, 'little', signed=False)
-        _wal_payload___op_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims) if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -2356,20 +2328,19 @@ def _u_wal_record(mv, pos, end):
     else:
         if pos > end:
             raise IndexError
-        pos, end = (_wal_payload___re_pos, _wal_payload___re_end)
+        pass
         if pos > end:
             raise IndexError
         f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _e_payload = pos
     f_checksum, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r11:_e_payload])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(WalRecord)
     _obj.seq = f_seq
     _obj.op = f_op
@@ -2394,28 +2365,22 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
             pos += 14
             _wal_payload___tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
-            if f_payload_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
             if pos + f_payload_len > end:
-                raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes', offset=pos, path='payload', expected=f_payload_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes')
             _outer_end_payload = end
             end = pos + f_payload_len
-            _sec_payload = pos
-            _wal_payload___re_pos, _wal_payload___re_end = (pos, end)
             if _wal_payload___tag == 1:
-                _wal_payload___op_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_wal_payload___op_upsert_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _wal_payload___op_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_wal_payload___op_upsert_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _wal_payload___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 24
                 _wal_payload___op_upsert_v1__f_doc_id = int.from_bytes(_wal_payload___op_upsert_v1__f_doc_id, 'little', signed=False)
-                _wal_payload___op_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims) if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -2433,20 +2398,19 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
             else:
                 if pos > end:
                     raise IndexError
-                pos, end = (_wal_payload___re_pos, _wal_payload___re_end)
+                pass
                 if pos > end:
                     raise IndexError
                 f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _e_payload = pos
             f_checksum, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r11:_e_payload])
             if f_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(WalRecord)
             _obj.seq = f_seq
             _obj.op = f_op
@@ -3081,19 +3045,17 @@ def _u_wal_payload(mv, pos, end, p_op):
     _tag = p_op
     if _tag == 1:
         _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S88.unpack_from(mv, pos)
-        _op_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 24
         _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-        _op_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -3108,17 +3070,15 @@ def _u_wal_payload(mv, pos, end, p_op):
         f_body = _op_upsert_v1___obj
     elif _tag == 2:
         _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89.unpack_from(mv, pos)
-        _op_delete_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_delete_v1___r13 = pos
         pos += 4
         if not _op_delete_v1__f_count >= 1:
-            raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+            raise ConstraintError('delete of zero ids (EmptyDelete)')
         if _op_delete_v1__f_count * 16 > end - pos:
             raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
@@ -3135,30 +3095,25 @@ def _u_wal_payload(mv, pos, end, p_op):
         f_body = _op_delete_v1___obj
     elif _tag == 3:
         _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90.unpack_from(mv, pos)
-        _op_metadata_edit_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_metadata_edit_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_metadata_edit_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 28
         _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-        _op_metadata_edit_v1___metadata_value___r24 = pos
         pos += 8
         _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
         if _op_metadata_edit_v1___metadata_value___v is None:
-            raise ConstraintError('unknown value_kind value', offset=_op_metadata_edit_v1___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value__f_kind)
+            raise ConstraintError('unknown value_kind value')
         _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
         if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
-        if _op_metadata_edit_v1___metadata_value__f_value_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value__f_value_len)
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
-            raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value__f_value_len, found=end - pos)
+            raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes')
         _op_metadata_edit_v1___metadata_value___outer_end_value = end
         end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
-        _op_metadata_edit_v1___metadata_value___sec_value = pos
         _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
         if _op_metadata_edit_v1___metadata_value___tag == 0:
             _op_metadata_edit_v1___metadata_value__f_value = None
@@ -3182,16 +3137,15 @@ def _u_wal_payload(mv, pos, end, p_op):
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_f64___obj
         elif _op_metadata_edit_v1___metadata_value___tag == 4:
             _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
-            _op_metadata_edit_v1___metadata_value___value_bool___r28 = pos
             pos += 1
             if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_op_metadata_edit_v1___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_op_metadata_edit_v1___metadata_value___value_bool__f_value)
+                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
             _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
             _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
         elif _op_metadata_edit_v1___metadata_value___tag == 5:
             if pos + (end - pos) > end:
-                raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                raise TruncatedError('str truncated')
             _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -3207,9 +3161,9 @@ def _u_wal_payload(mv, pos, end, p_op):
             _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
         else:
-            raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value___tag)
+            raise ConstraintError('no case for tag')
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_op_metadata_edit_v1___metadata_value___sec_value, path='value', expected=end - _op_metadata_edit_v1___metadata_value___sec_value, found=pos - _op_metadata_edit_v1___metadata_value___sec_value)
+            raise ConstraintError('section size mismatch')
         end = _op_metadata_edit_v1___metadata_value___outer_end_value
         _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
         _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
@@ -3223,19 +3177,17 @@ def _u_wal_payload(mv, pos, end, p_op):
         f_body = _op_metadata_edit_v1___obj
     elif _tag == 4:
         _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91.unpack_from(mv, pos)
-        _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_timestamped_upsert_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 32
         _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-        _op_timestamped_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -3251,20 +3203,16 @@ def _u_wal_payload(mv, pos, end, p_op):
         f_body = _op_timestamped_upsert_v1___obj
     elif _tag == 5:
         _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92.unpack_from(mv, pos)
-        _op_upsert_metadata_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_metadata_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_metadata_v1___r34 = pos
         pos += 32
         _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
         if not _op_upsert_metadata_v1__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
-        if _op_upsert_metadata_v1__f_metadata_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1__f_metadata_len)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
@@ -3280,20 +3228,16 @@ def _u_wal_payload(mv, pos, end, p_op):
         f_body = _op_upsert_metadata_v1___obj
     elif _tag == 6:
         _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93.unpack_from(mv, pos)
-        _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_ts_metadata_v1___r36 = pos
         pos += 40
         _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
         if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r36 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
-        if _op_upsert_ts_metadata_v1__f_metadata_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_metadata_len)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
@@ -3314,10 +3258,9 @@ def _u_wal_payload(mv, pos, end, p_op):
         f_body, pos = _u_op_upsert_v2(mv, pos, end)
     elif _tag == 8:
         _op_batch_member__f_index, _op_batch_member__f_count = _S41.unpack_from(mv, pos)
-        _op_batch_member___r41 = pos
         pos += 8
         if not (_op_batch_member__f_count >= 2 and _op_batch_member__f_index < _op_batch_member__f_count):
-            raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_batch_member___r41 + 4, path='count', expected='count >= 2 and index < count', found=_op_batch_member__f_count)
+            raise ConstraintError('batch position out of range (BatchPosition)')
         if pos > end:
             raise IndexError
         _op_batch_member__f_body, pos = _u_op_upsert_v2(mv, pos, end)
@@ -3327,29 +3270,26 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_batch_member___obj.body = _op_batch_member__f_body
         f_body = _op_batch_member___obj
     elif _tag == 9:
-        _op_prepared_mutation___re_pos, _op_prepared_mutation___re_end = (pos, end)
         _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S94.unpack_from(mv, pos)
-        _op_prepared_mutation___payload_v1_header___r14 = pos
         pos += 4
         if not _op_prepared_mutation___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_prepared_mutation___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_prepared_mutation___payload_v1_header___obj = PayloadV1Header()
-        _op_prepared_mutation___transaction_binding___r43 = pos
         pos += 64
         _op_prepared_mutation___transaction_binding__f_transaction = int.from_bytes(_op_prepared_mutation___transaction_binding__f_transaction, 'little', signed=False)
         if not _op_prepared_mutation___transaction_binding__f_transaction != 0:
-            raise ConstraintError('transaction id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43, path='transaction', expected='transaction != 0', found=_op_prepared_mutation___transaction_binding__f_transaction)
+            raise ConstraintError('transaction id must be non-zero')
         _op_prepared_mutation___transaction_binding__f_participant = int.from_bytes(_op_prepared_mutation___transaction_binding__f_participant, 'little', signed=False)
         if not _op_prepared_mutation___transaction_binding__f_participant != 0:
-            raise ConstraintError('participant id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 16, path='participant', expected='participant != 0', found=_op_prepared_mutation___transaction_binding__f_participant)
+            raise ConstraintError('participant id must be non-zero')
         if not _op_prepared_mutation___transaction_binding__f_first_seq != 0:
-            raise ConstraintError('first_seq must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 32, path='first_seq', expected='first_seq != 0', found=_op_prepared_mutation___transaction_binding__f_first_seq)
+            raise ConstraintError('first_seq must be non-zero')
         if not (_op_prepared_mutation___transaction_binding__f_last_seq >= _op_prepared_mutation___transaction_binding__f_first_seq and _op_prepared_mutation___transaction_binding__f_last_seq - _op_prepared_mutation___transaction_binding__f_first_seq < 4294967295):
-            raise ConstraintError('binding sequence span must fit u32', offset=_op_prepared_mutation___transaction_binding___r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_op_prepared_mutation___transaction_binding__f_last_seq)
+            raise ConstraintError('binding sequence span must fit u32')
         if not _op_prepared_mutation___transaction_binding__f_final_generation != 0:
-            raise ConstraintError('final_generation must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 56, path='final_generation', expected='final_generation != 0', found=_op_prepared_mutation___transaction_binding__f_final_generation)
+            raise ConstraintError('final_generation must be non-zero')
         _op_prepared_mutation___transaction_binding___obj = _new(TransactionBinding)
         _op_prepared_mutation___transaction_binding___obj.transaction = _op_prepared_mutation___transaction_binding__f_transaction
         _op_prepared_mutation___transaction_binding___obj.participant = _op_prepared_mutation___transaction_binding__f_participant
@@ -3357,28 +3297,25 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_prepared_mutation___transaction_binding___obj.last_seq = _op_prepared_mutation___transaction_binding__f_last_seq
         _op_prepared_mutation___transaction_binding___obj.manifest_digest = _op_prepared_mutation___transaction_binding__f_manifest_digest
         _op_prepared_mutation___transaction_binding___obj.final_generation = _op_prepared_mutation___transaction_binding__f_final_generation
-        _op_prepared_mutation___r45 = pos
         pos += 10
         if not _op_prepared_mutation__f_count == _op_prepared_mutation___transaction_binding___obj.last_seq - _op_prepared_mutation___transaction_binding___obj.first_seq + 1:
-            raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_op_prepared_mutation___r45 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=_op_prepared_mutation__f_count)
+            raise ConstraintError('count must equal last_seq - first_seq + 1')
         if not _op_prepared_mutation__f_index < _op_prepared_mutation__f_count:
-            raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_prepared_mutation___r45 + 4, path='count', expected='index < count', found=_op_prepared_mutation__f_count)
+            raise ConstraintError('batch position out of range (BatchPosition)')
         if not (_op_prepared_mutation__f_inner_op >= 1 and _op_prepared_mutation__f_inner_op <= 7):
-            raise ConstraintError('prepared mutation inner op must be 1..7', offset=_op_prepared_mutation___r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=_op_prepared_mutation__f_inner_op)
+            raise ConstraintError('prepared mutation inner op must be 1..7')
         if _op_prepared_mutation__f_inner_op == 1:
-            _op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 = pos
             pos += 4
             if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
             pos += 24
             _op_prepared_mutation___op_upsert_v1__f_doc_id = int.from_bytes(_op_prepared_mutation___op_upsert_v1__f_doc_id, 'little', signed=False)
-            _op_prepared_mutation___op_upsert_v1___f32_vector___r13 = pos
             pos += 4
             if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
             _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -3401,7 +3338,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         else:
             if pos > end:
                 raise IndexError
-            pos, end = (_op_prepared_mutation___re_pos, _op_prepared_mutation___re_end)
+            pos -= 78
             if pos > end:
                 raise IndexError
             f_body, pos = _u_op_prepared_mutation(mv, pos, end)
@@ -3411,24 +3348,21 @@ def _u_wal_payload(mv, pos, end, p_op):
         f_body, pos = _u_graph_envelope(mv, pos, end)
     elif _tag == 11:
         _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags, _op_mixed_member___op_delete_v1__f_count = _S95.unpack_from(mv, pos)
-        _op_mixed_member___r45 = pos
         pos += 10
         if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
-            raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_mixed_member___r45 + 4, path='count', expected='count >= 2 and index < count', found=_op_mixed_member__f_count)
+            raise ConstraintError('batch position out of range (BatchPosition)')
         if not (_op_mixed_member__f_inner_op == 2 or _op_mixed_member__f_inner_op == 7 or _op_mixed_member__f_inner_op == 10):
-            raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_op_mixed_member___r45 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=_op_mixed_member__f_inner_op)
+            raise ConstraintError('mixed batch inner op must be 2, 7 or 10')
         if _op_mixed_member__f_inner_op == 2:
-            _op_mixed_member___op_delete_v1___payload_v1_header___r14 = pos
             pos += 4
             if not _op_mixed_member___op_delete_v1___payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _op_mixed_member___op_delete_v1___payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _op_mixed_member___op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-            _op_mixed_member___op_delete_v1___r13 = pos
             pos += 4
             if not _op_mixed_member___op_delete_v1__f_count >= 1:
-                raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
+                raise ConstraintError('delete of zero ids (EmptyDelete)')
             if _op_mixed_member___op_delete_v1__f_count * 16 > end - pos:
                 raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count) if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
             _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1__f_count)
@@ -3452,7 +3386,7 @@ def _u_wal_payload(mv, pos, end, p_op):
                 raise IndexError
             _op_mixed_member__f_inner, pos = _u_graph_envelope(mv, pos, end)
         else:
-            raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=_op_mixed_member__f_inner_op)
+            raise ConstraintError('no case for tag')
         _op_mixed_member___obj = _new(OpMixedMember)
         _op_mixed_member___obj.index = _op_mixed_member__f_index
         _op_mixed_member___obj.count = _op_mixed_member__f_count
@@ -3460,7 +3394,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_mixed_member___obj.inner = _op_mixed_member__f_inner
         f_body = _op_mixed_member___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], found=_tag)
+        raise ConstraintError('no case for tag')
     _obj = _new(WalPayload)
     _obj.body = f_body
     return (_obj, pos)
@@ -3491,19 +3425,17 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
             _tag = p_op
             if _tag == 1:
                 _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S88_unpack_from(mv, pos)
-                _op_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 24
                 _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-                _op_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -3518,17 +3450,15 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 f_body = _op_upsert_v1___obj
             elif _tag == 2:
                 _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89_unpack_from(mv, pos)
-                _op_delete_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_delete_v1___r13 = pos
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
-                    raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+                    raise ConstraintError('delete of zero ids (EmptyDelete)')
                 if _op_delete_v1__f_count * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
@@ -3545,30 +3475,25 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 f_body = _op_delete_v1___obj
             elif _tag == 3:
                 _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90_unpack_from(mv, pos)
-                _op_metadata_edit_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_metadata_edit_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_metadata_edit_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 28
                 _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-                _op_metadata_edit_v1___metadata_value___r24 = pos
                 pos += 8
                 _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
                 if _op_metadata_edit_v1___metadata_value___v is None:
-                    raise ConstraintError('unknown value_kind value', offset=_op_metadata_edit_v1___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value__f_kind)
+                    raise ConstraintError('unknown value_kind value')
                 _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
                 if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
-                if _op_metadata_edit_v1___metadata_value__f_value_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value__f_value_len)
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
-                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value__f_value_len, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes')
                 _op_metadata_edit_v1___metadata_value___outer_end_value = end
                 end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
-                _op_metadata_edit_v1___metadata_value___sec_value = pos
                 _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
                 if _op_metadata_edit_v1___metadata_value___tag == 0:
                     _op_metadata_edit_v1___metadata_value__f_value = None
@@ -3592,16 +3517,15 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_f64___obj
                 elif _op_metadata_edit_v1___metadata_value___tag == 4:
                     _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
-                    _op_metadata_edit_v1___metadata_value___value_bool___r28 = pos
                     pos += 1
                     if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_op_metadata_edit_v1___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_op_metadata_edit_v1___metadata_value___value_bool__f_value)
+                        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                     _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
                     _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
                 elif _op_metadata_edit_v1___metadata_value___tag == 5:
                     if pos + (end - pos) > end:
-                        raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                        raise TruncatedError('str truncated')
                     _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                     if pos > end:
                         raise IndexError
@@ -3617,9 +3541,9 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
                 else:
-                    raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value___tag)
+                    raise ConstraintError('no case for tag')
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_op_metadata_edit_v1___metadata_value___sec_value, path='value', expected=end - _op_metadata_edit_v1___metadata_value___sec_value, found=pos - _op_metadata_edit_v1___metadata_value___sec_value)
+                    raise ConstraintError('section size mismatch')
                 end = _op_metadata_edit_v1___metadata_value___outer_end_value
                 _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
                 _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
@@ -3633,19 +3557,17 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 f_body = _op_metadata_edit_v1___obj
             elif _tag == 4:
                 _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91_unpack_from(mv, pos)
-                _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_timestamped_upsert_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 32
                 _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-                _op_timestamped_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -3661,20 +3583,16 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 f_body = _op_timestamped_upsert_v1___obj
             elif _tag == 5:
                 _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92_unpack_from(mv, pos)
-                _op_upsert_metadata_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_metadata_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_metadata_v1___r34 = pos
                 pos += 32
                 _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
                 if not _op_upsert_metadata_v1__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
-                if _op_upsert_metadata_v1__f_metadata_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1__f_metadata_len)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
@@ -3690,20 +3608,16 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 f_body = _op_upsert_metadata_v1___obj
             elif _tag == 6:
                 _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93_unpack_from(mv, pos)
-                _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_ts_metadata_v1___r36 = pos
                 pos += 40
                 _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
                 if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r36 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
-                if _op_upsert_ts_metadata_v1__f_metadata_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_metadata_len)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
@@ -3724,10 +3638,9 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 f_body, pos = _u_op_upsert_v2(mv, pos, end)
             elif _tag == 8:
                 _op_batch_member__f_index, _op_batch_member__f_count = _S41_unpack_from(mv, pos)
-                _op_batch_member___r41 = pos
                 pos += 8
                 if not (_op_batch_member__f_count >= 2 and _op_batch_member__f_index < _op_batch_member__f_count):
-                    raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_batch_member___r41 + 4, path='count', expected='count >= 2 and index < count', found=_op_batch_member__f_count)
+                    raise ConstraintError('batch position out of range (BatchPosition)')
                 if pos > end:
                     raise IndexError
                 _op_batch_member__f_body, pos = _u_op_upsert_v2(mv, pos, end)
@@ -3737,29 +3650,26 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_batch_member___obj.body = _op_batch_member__f_body
                 f_body = _op_batch_member___obj
             elif _tag == 9:
-                _op_prepared_mutation___re_pos, _op_prepared_mutation___re_end = (pos, end)
                 _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S94_unpack_from(mv, pos)
-                _op_prepared_mutation___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_prepared_mutation___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_prepared_mutation___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_prepared_mutation___payload_v1_header___obj = PayloadV1Header()
-                _op_prepared_mutation___transaction_binding___r43 = pos
                 pos += 64
                 _op_prepared_mutation___transaction_binding__f_transaction = int.from_bytes(_op_prepared_mutation___transaction_binding__f_transaction, 'little', signed=False)
                 if not _op_prepared_mutation___transaction_binding__f_transaction != 0:
-                    raise ConstraintError('transaction id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43, path='transaction', expected='transaction != 0', found=_op_prepared_mutation___transaction_binding__f_transaction)
+                    raise ConstraintError('transaction id must be non-zero')
                 _op_prepared_mutation___transaction_binding__f_participant = int.from_bytes(_op_prepared_mutation___transaction_binding__f_participant, 'little', signed=False)
                 if not _op_prepared_mutation___transaction_binding__f_participant != 0:
-                    raise ConstraintError('participant id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 16, path='participant', expected='participant != 0', found=_op_prepared_mutation___transaction_binding__f_participant)
+                    raise ConstraintError('participant id must be non-zero')
                 if not _op_prepared_mutation___transaction_binding__f_first_seq != 0:
-                    raise ConstraintError('first_seq must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 32, path='first_seq', expected='first_seq != 0', found=_op_prepared_mutation___transaction_binding__f_first_seq)
+                    raise ConstraintError('first_seq must be non-zero')
                 if not (_op_prepared_mutation___transaction_binding__f_last_seq >= _op_prepared_mutation___transaction_binding__f_first_seq and _op_prepared_mutation___transaction_binding__f_last_seq - _op_prepared_mutation___transaction_binding__f_first_seq < 4294967295):
-                    raise ConstraintError('binding sequence span must fit u32', offset=_op_prepared_mutation___transaction_binding___r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_op_prepared_mutation___transaction_binding__f_last_seq)
+                    raise ConstraintError('binding sequence span must fit u32')
                 if not _op_prepared_mutation___transaction_binding__f_final_generation != 0:
-                    raise ConstraintError('final_generation must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 56, path='final_generation', expected='final_generation != 0', found=_op_prepared_mutation___transaction_binding__f_final_generation)
+                    raise ConstraintError('final_generation must be non-zero')
                 _op_prepared_mutation___transaction_binding___obj = _new(TransactionBinding)
                 _op_prepared_mutation___transaction_binding___obj.transaction = _op_prepared_mutation___transaction_binding__f_transaction
                 _op_prepared_mutation___transaction_binding___obj.participant = _op_prepared_mutation___transaction_binding__f_participant
@@ -3767,28 +3677,25 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_prepared_mutation___transaction_binding___obj.last_seq = _op_prepared_mutation___transaction_binding__f_last_seq
                 _op_prepared_mutation___transaction_binding___obj.manifest_digest = _op_prepared_mutation___transaction_binding__f_manifest_digest
                 _op_prepared_mutation___transaction_binding___obj.final_generation = _op_prepared_mutation___transaction_binding__f_final_generation
-                _op_prepared_mutation___r45 = pos
                 pos += 10
                 if not _op_prepared_mutation__f_count == _op_prepared_mutation___transaction_binding___obj.last_seq - _op_prepared_mutation___transaction_binding___obj.first_seq + 1:
-                    raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_op_prepared_mutation___r45 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=_op_prepared_mutation__f_count)
+                    raise ConstraintError('count must equal last_seq - first_seq + 1')
                 if not _op_prepared_mutation__f_index < _op_prepared_mutation__f_count:
-                    raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_prepared_mutation___r45 + 4, path='count', expected='index < count', found=_op_prepared_mutation__f_count)
+                    raise ConstraintError('batch position out of range (BatchPosition)')
                 if not (_op_prepared_mutation__f_inner_op >= 1 and _op_prepared_mutation__f_inner_op <= 7):
-                    raise ConstraintError('prepared mutation inner op must be 1..7', offset=_op_prepared_mutation___r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=_op_prepared_mutation__f_inner_op)
+                    raise ConstraintError('prepared mutation inner op must be 1..7')
                 if _op_prepared_mutation__f_inner_op == 1:
-                    _op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 = pos
                     pos += 4
                     if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version == 1:
-                        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version)
+                        raise UnsupportedError('unsupported WAL payload version (Version)')
                     if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags == 0:
-                        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags)
+                        raise ConstraintError('WAL payload flags must be zero (Flags)')
                     _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                     pos += 24
                     _op_prepared_mutation___op_upsert_v1__f_doc_id = int.from_bytes(_op_prepared_mutation___op_upsert_v1__f_doc_id, 'little', signed=False)
-                    _op_prepared_mutation___op_upsert_v1___f32_vector___r13 = pos
                     pos += 4
                     if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
-                        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
+                        raise ConstraintError('vector has zero dims (EmptyVector)')
                     if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                         raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                     _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -3811,7 +3718,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 else:
                     if pos > end:
                         raise IndexError
-                    pos, end = (_op_prepared_mutation___re_pos, _op_prepared_mutation___re_end)
+                    pos -= 78
                     if pos > end:
                         raise IndexError
                     f_body, pos = _u_op_prepared_mutation(mv, pos, end)
@@ -3821,24 +3728,21 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 f_body, pos = _u_graph_envelope(mv, pos, end)
             elif _tag == 11:
                 _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags, _op_mixed_member___op_delete_v1__f_count = _S95_unpack_from(mv, pos)
-                _op_mixed_member___r45 = pos
                 pos += 10
                 if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
-                    raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_mixed_member___r45 + 4, path='count', expected='count >= 2 and index < count', found=_op_mixed_member__f_count)
+                    raise ConstraintError('batch position out of range (BatchPosition)')
                 if not (_op_mixed_member__f_inner_op == 2 or _op_mixed_member__f_inner_op == 7 or _op_mixed_member__f_inner_op == 10):
-                    raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_op_mixed_member___r45 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=_op_mixed_member__f_inner_op)
+                    raise ConstraintError('mixed batch inner op must be 2, 7 or 10')
                 if _op_mixed_member__f_inner_op == 2:
-                    _op_mixed_member___op_delete_v1___payload_v1_header___r14 = pos
                     pos += 4
                     if not _op_mixed_member___op_delete_v1___payload_v1_header__f_version == 1:
-                        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_version)
+                        raise UnsupportedError('unsupported WAL payload version (Version)')
                     if not _op_mixed_member___op_delete_v1___payload_v1_header__f_flags == 0:
-                        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_flags)
+                        raise ConstraintError('WAL payload flags must be zero (Flags)')
                     _op_mixed_member___op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                    _op_mixed_member___op_delete_v1___r13 = pos
                     pos += 4
                     if not _op_mixed_member___op_delete_v1__f_count >= 1:
-                        raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
+                        raise ConstraintError('delete of zero ids (EmptyDelete)')
                     if _op_mixed_member___op_delete_v1__f_count * 16 > end - pos:
                         raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count) if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
                     _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1__f_count)
@@ -3862,7 +3766,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                         raise IndexError
                     _op_mixed_member__f_inner, pos = _u_graph_envelope(mv, pos, end)
                 else:
-                    raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=_op_mixed_member__f_inner_op)
+                    raise ConstraintError('no case for tag')
                 _op_mixed_member___obj = _new(OpMixedMember)
                 _op_mixed_member___obj.index = _op_mixed_member__f_index
                 _op_mixed_member___obj.count = _op_mixed_member__f_count
@@ -3870,7 +3774,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_mixed_member___obj.inner = _op_mixed_member__f_inner
                 f_body = _op_mixed_member___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], found=_tag)
+                raise ConstraintError('no case for tag')
             _obj = _new(WalPayload)
             _obj.body = f_body
             _append(_obj)
@@ -4882,12 +4786,11 @@ def _d_payload_v1_header(mv, pos, end):
 
 def _u_payload_v1_header(mv, pos, end):
     f_version, f_flags = _S14.unpack_from(mv, pos)
-    _r14 = pos
     pos += 4
     if not f_version == 1:
-        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_r14, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not f_flags == 0:
-        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_r14 + 2, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _obj = PayloadV1Header()
     return (_obj, pos)
 
@@ -4903,12 +4806,11 @@ def _m_payload_v1_header(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_version, f_flags = _S14_unpack_from(mv, pos)
-            _r14 = pos
             pos += 4
             if not f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_r14, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_r14 + 2, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _obj = PayloadV1Header()
             _append(_obj)
     except Exception:
@@ -4957,10 +4859,9 @@ def _d_f32_vector(mv, pos, end):
 def _u_f32_vector(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_dims, = _S13.unpack_from(mv, pos)
-    _r13 = pos
     pos += 4
     if not f_dims >= 1:
-        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     if f_dims * 4 > end - pos:
         raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
     f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
@@ -4982,10 +4883,9 @@ def _m_f32_vector(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_dims, = _S13_unpack_from(mv, pos)
-            _r13 = pos
             pos += 4
             if not f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             if f_dims * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
             f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
@@ -5081,19 +4981,17 @@ def _d_op_upsert_v1(mv, pos, end):
 def _u_op_upsert_v1(mv, pos, end):
     _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, _f32_vector__f_dims = _S88.unpack_from(mv, pos)
-    _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 24
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-    _f32_vector___r13 = pos
     pos += 4
     if not _f32_vector__f_dims >= 1:
-        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     if _f32_vector__f_dims * 4 > end - pos:
         raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
     _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
@@ -5120,19 +5018,17 @@ def _m_op_upsert_v1(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, _f32_vector__f_dims = _S88_unpack_from(mv, pos)
-            _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 24
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-            _f32_vector___r13 = pos
             pos += 4
             if not _f32_vector__f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             if _f32_vector__f_dims * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
@@ -5241,17 +5137,15 @@ def _d_op_delete_v1(mv, pos, end):
 
 def _u_op_delete_v1(mv, pos, end):
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_count = _S89.unpack_from(mv, pos)
-    _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
-    _r13 = pos
     pos += 4
     if not f_count >= 1:
-        raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_r13, path='count', expected='count >= 1', found=f_count)
+        raise ConstraintError('delete of zero ids (EmptyDelete)')
     if f_count * 16 > end - pos:
         raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
     _st = _RC21.get(f_count)
@@ -5279,17 +5173,15 @@ def _m_op_delete_v1(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_count = _S89_unpack_from(mv, pos)
-            _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
-            _r13 = pos
             pos += 4
             if not f_count >= 1:
-                raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_r13, path='count', expected='count >= 1', found=f_count)
+                raise ConstraintError('delete of zero ids (EmptyDelete)')
             if f_count * 16 > end - pos:
                 raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
             _st = _RC21.get(f_count)
@@ -5452,19 +5344,15 @@ def _d_metadata_value(mv, pos, end):
 def _u_metadata_value(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_kind, f_reserved, f_value_len = _S24.unpack_from(mv, pos)
-    _r24 = pos
     pos += 8
     _tag = f_kind
     f_kind = _VALUEKIND_BY_VALUE[f_kind]
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
-    if f_value_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=f_value_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_value_len > end:
-        raise TruncatedError('section needs ' + str(f_value_len) + ' bytes', offset=pos, path='value', expected=f_value_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_value_len) + ' bytes')
     _outer_end_value = end
     end = pos + f_value_len
-    _sec_value = pos
     if _tag == 0:
         f_value = None
     elif _tag == 1:
@@ -5487,16 +5375,15 @@ def _u_metadata_value(mv, pos, end):
         f_value = _value_f64___obj
     elif _tag == 4:
         _value_bool__f_value = mv[pos]
-        _value_bool___r28 = pos
         pos += 1
         if not (_value_bool__f_value == 0 or _value_bool__f_value == 1):
-            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_value_bool___r28, path='value', expected='value == 0 or value == 1', found=_value_bool__f_value)
+            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
         _value_bool___obj = _new(ValueBool)
         _value_bool___obj.value = _value_bool__f_value
         f_value = _value_bool___obj
     elif _tag == 5:
         if pos + (end - pos) > end:
-            raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+            raise TruncatedError('str truncated')
         _value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
@@ -5512,9 +5399,9 @@ def _u_metadata_value(mv, pos, end):
         _value_id128___obj.value = _value_id128__f_value
         f_value = _value_id128___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_tag)
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_value, path='value', expected=end - _sec_value, found=pos - _sec_value)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_value
     _obj = _new(MetadataValue)
     _obj.kind = f_kind
@@ -5537,19 +5424,15 @@ def _m_metadata_value(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_kind, f_reserved, f_value_len = _S24_unpack_from(mv, pos)
-            _r24 = pos
             pos += 8
             _tag = f_kind
             f_kind = _VALUEKIND_BY_VALUE[f_kind]
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
-            if f_value_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=f_value_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_value_len > end:
-                raise TruncatedError('section needs ' + str(f_value_len) + ' bytes', offset=pos, path='value', expected=f_value_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_value_len) + ' bytes')
             _outer_end_value = end
             end = pos + f_value_len
-            _sec_value = pos
             if _tag == 0:
                 f_value = None
             elif _tag == 1:
@@ -5572,16 +5455,15 @@ def _m_metadata_value(mv, pos, end, _rest=_decode_many):
                 f_value = _value_f64___obj
             elif _tag == 4:
                 _value_bool__f_value = mv[pos]
-                _value_bool___r28 = pos
                 pos += 1
                 if not (_value_bool__f_value == 0 or _value_bool__f_value == 1):
-                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_value_bool___r28, path='value', expected='value == 0 or value == 1', found=_value_bool__f_value)
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                 _value_bool___obj = _new(ValueBool)
                 _value_bool___obj.value = _value_bool__f_value
                 f_value = _value_bool___obj
             elif _tag == 5:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                    raise TruncatedError('str truncated')
                 _value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -5597,9 +5479,9 @@ def _m_metadata_value(mv, pos, end, _rest=_decode_many):
                 _value_id128___obj.value = _value_id128__f_value
                 f_value = _value_id128___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_tag)
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_value, path='value', expected=end - _sec_value, found=pos - _sec_value)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_value
             _obj = _new(MetadataValue)
             _obj.kind = f_kind
@@ -5877,10 +5759,9 @@ def _d_value_bool(mv, pos, end):
 
 def _u_value_bool(mv, pos, end):
     f_value = mv[pos]
-    _r28 = pos
     pos += 1
     if not (f_value == 0 or f_value == 1):
-        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_r28, path='value', expected='value == 0 or value == 1', found=f_value)
+        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
     _obj = _new(ValueBool)
     _obj.value = f_value
     return (_obj, pos)
@@ -5896,10 +5777,9 @@ def _m_value_bool(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_value = mv[pos]
-            _r28 = pos
             pos += 1
             if not (f_value == 0 or f_value == 1):
-                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_r28, path='value', expected='value == 0 or value == 1', found=f_value)
+                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
             _obj = _new(ValueBool)
             _obj.value = f_value
             _append(_obj)
@@ -5940,7 +5820,7 @@ def _d_value_string(mv, pos, end):
 def _u_value_string(mv, pos, end):
     _isb = mv.__class__ is bytes
     if pos + (end - pos) > end:
-        raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+        raise TruncatedError('str truncated')
     f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
     if pos > end:
         raise IndexError
@@ -5961,7 +5841,7 @@ def _m_value_string(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                raise TruncatedError('str truncated')
             f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -6181,30 +6061,25 @@ def _d_op_metadata_edit_v1(mv, pos, end):
 def _u_op_metadata_edit_v1(mv, pos, end):
     _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S90.unpack_from(mv, pos)
-    _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 28
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-    _metadata_value___r24 = pos
     pos += 8
     _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
     if _metadata_value___v is None:
-        raise ConstraintError('unknown value_kind value', offset=_metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value__f_kind)
+        raise ConstraintError('unknown value_kind value')
     _metadata_value__f_kind = _metadata_value___v
     if _metadata_value__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
-    if _metadata_value__f_value_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value__f_value_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + _metadata_value__f_value_len > end:
-        raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_metadata_value__f_value_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes')
     _metadata_value___outer_end_value = end
     end = pos + _metadata_value__f_value_len
-    _metadata_value___sec_value = pos
     _metadata_value___tag = _metadata_value__f_kind
     if _metadata_value___tag == 0:
         _metadata_value__f_value = None
@@ -6228,16 +6103,15 @@ def _u_op_metadata_edit_v1(mv, pos, end):
         _metadata_value__f_value = _metadata_value___value_f64___obj
     elif _metadata_value___tag == 4:
         _metadata_value___value_bool__f_value = mv[pos]
-        _metadata_value___value_bool___r28 = pos
         pos += 1
         if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_metadata_value___value_bool__f_value)
+            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
         _metadata_value___value_bool___obj = _new(ValueBool)
         _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
         _metadata_value__f_value = _metadata_value___value_bool___obj
     elif _metadata_value___tag == 5:
         if pos + (end - pos) > end:
-            raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+            raise TruncatedError('str truncated')
         _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
@@ -6253,9 +6127,9 @@ def _u_op_metadata_edit_v1(mv, pos, end):
         _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
         _metadata_value__f_value = _metadata_value___value_id128___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value___tag)
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_metadata_value___sec_value, path='value', expected=end - _metadata_value___sec_value, found=pos - _metadata_value___sec_value)
+        raise ConstraintError('section size mismatch')
     end = _metadata_value___outer_end_value
     _metadata_value___obj = _new(MetadataValue)
     _metadata_value___obj.kind = _metadata_value__f_kind
@@ -6284,30 +6158,25 @@ def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S90_unpack_from(mv, pos)
-            _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 28
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-            _metadata_value___r24 = pos
             pos += 8
             _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
             if _metadata_value___v is None:
-                raise ConstraintError('unknown value_kind value', offset=_metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value__f_kind)
+                raise ConstraintError('unknown value_kind value')
             _metadata_value__f_kind = _metadata_value___v
             if _metadata_value__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
-            if _metadata_value__f_value_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value__f_value_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + _metadata_value__f_value_len > end:
-                raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_metadata_value__f_value_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes')
             _metadata_value___outer_end_value = end
             end = pos + _metadata_value__f_value_len
-            _metadata_value___sec_value = pos
             _metadata_value___tag = _metadata_value__f_kind
             if _metadata_value___tag == 0:
                 _metadata_value__f_value = None
@@ -6331,16 +6200,15 @@ def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
                 _metadata_value__f_value = _metadata_value___value_f64___obj
             elif _metadata_value___tag == 4:
                 _metadata_value___value_bool__f_value = mv[pos]
-                _metadata_value___value_bool___r28 = pos
                 pos += 1
                 if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_metadata_value___value_bool__f_value)
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                 _metadata_value___value_bool___obj = _new(ValueBool)
                 _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
                 _metadata_value__f_value = _metadata_value___value_bool___obj
             elif _metadata_value___tag == 5:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                    raise TruncatedError('str truncated')
                 _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -6356,9 +6224,9 @@ def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
                 _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
                 _metadata_value__f_value = _metadata_value___value_id128___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value___tag)
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_metadata_value___sec_value, path='value', expected=end - _metadata_value___sec_value, found=pos - _metadata_value___sec_value)
+                raise ConstraintError('section size mismatch')
             end = _metadata_value___outer_end_value
             _metadata_value___obj = _new(MetadataValue)
             _metadata_value___obj.kind = _metadata_value__f_kind
@@ -6543,19 +6411,17 @@ def _d_op_timestamped_upsert_v1(mv, pos, end):
 def _u_op_timestamped_upsert_v1(mv, pos, end):
     _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, _f32_vector__f_dims = _S91.unpack_from(mv, pos)
-    _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-    _f32_vector___r13 = pos
     pos += 4
     if not _f32_vector__f_dims >= 1:
-        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     if _f32_vector__f_dims * 4 > end - pos:
         raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
     _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
@@ -6583,19 +6449,17 @@ def _m_op_timestamped_upsert_v1(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, _f32_vector__f_dims = _S91_unpack_from(mv, pos)
-            _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
             pos += 32
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-            _f32_vector___r13 = pos
             pos += 4
             if not _f32_vector__f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             if _f32_vector__f_dims * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
@@ -6711,20 +6575,16 @@ def _d_op_upsert_metadata_v1(mv, pos, end):
 def _u_op_upsert_metadata_v1(mv, pos, end):
     _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_metadata_len, f_dims = _S92.unpack_from(mv, pos)
-    _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
-    _r34 = pos
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if not f_dims >= 1:
-        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r34 + 28, path='dims', expected='dims >= 1', found=f_dims)
-    if f_metadata_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=f_metadata_len)
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
@@ -6752,20 +6612,16 @@ def _m_op_upsert_metadata_v1(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_metadata_len, f_dims = _S92_unpack_from(mv, pos)
-            _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
-            _r34 = pos
             pos += 32
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             if not f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r34 + 28, path='dims', expected='dims >= 1', found=f_dims)
-            if f_metadata_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=f_metadata_len)
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
@@ -6885,20 +6741,16 @@ def _d_op_upsert_ts_metadata_v1(mv, pos, end):
 def _u_op_upsert_ts_metadata_v1(mv, pos, end):
     _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S93.unpack_from(mv, pos)
-    _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
-    _r36 = pos
     pos += 40
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if not f_dims >= 1:
-        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r36 + 36, path='dims', expected='dims >= 1', found=f_dims)
-    if f_metadata_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=f_metadata_len)
+        raise ConstraintError('vector has zero dims (EmptyVector)')
     f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
@@ -6927,20 +6779,16 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S93_unpack_from(mv, pos)
-            _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
-            _r36 = pos
             pos += 40
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             if not f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r36 + 36, path='dims', expected='dims >= 1', found=f_dims)
-            if f_metadata_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=f_metadata_len)
+                raise ConstraintError('vector has zero dims (EmptyVector)')
             f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
@@ -7138,22 +6986,17 @@ def _u_typed_column(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S101.unpack_from(mv, pos)
     pos += 4
-    _a_value = pos
-    _metadata_value___r24 = pos
     pos += 8
     _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
     if _metadata_value___v is None:
-        raise ConstraintError('unknown value_kind value', offset=_metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value__f_kind)
+        raise ConstraintError('unknown value_kind value')
     _metadata_value__f_kind = _metadata_value___v
     if _metadata_value__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
-    if _metadata_value__f_value_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value__f_value_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + _metadata_value__f_value_len > end:
-        raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_metadata_value__f_value_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes')
     _metadata_value___outer_end_value = end
     end = pos + _metadata_value__f_value_len
-    _metadata_value___sec_value = pos
     _metadata_value___tag = _metadata_value__f_kind
     if _metadata_value___tag == 0:
         _metadata_value__f_value = None
@@ -7177,16 +7020,15 @@ def _u_typed_column(mv, pos, end):
         _metadata_value__f_value = _metadata_value___value_f64___obj
     elif _metadata_value___tag == 4:
         _metadata_value___value_bool__f_value = mv[pos]
-        _metadata_value___value_bool___r28 = pos
         pos += 1
         if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_metadata_value___value_bool__f_value)
+            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
         _metadata_value___value_bool___obj = _new(ValueBool)
         _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
         _metadata_value__f_value = _metadata_value___value_bool___obj
     elif _metadata_value___tag == 5:
         if pos + (end - pos) > end:
-            raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+            raise TruncatedError('str truncated')
         _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
@@ -7202,15 +7044,15 @@ def _u_typed_column(mv, pos, end):
         _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
         _metadata_value__f_value = _metadata_value___value_id128___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value___tag)
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_metadata_value___sec_value, path='value', expected=end - _metadata_value___sec_value, found=pos - _metadata_value___sec_value)
+        raise ConstraintError('section size mismatch')
     end = _metadata_value___outer_end_value
     _metadata_value___obj = _new(MetadataValue)
     _metadata_value___obj.kind = _metadata_value__f_kind
     _metadata_value___obj.value = _metadata_value__f_value
     if not _metadata_value___obj.kind != 0:
-        raise ConstraintError('typed columns cannot carry Null', offset=_a_value, path='value', expected='value.kind != 0', found=_metadata_value___obj)
+        raise ConstraintError('typed columns cannot carry Null')
     _obj = _new(TypedColumn)
     _obj.column_id = f_column_id
     _obj.value = _metadata_value___obj
@@ -7233,22 +7075,17 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
             _rs = pos
             f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S101_unpack_from(mv, pos)
             pos += 4
-            _a_value = pos
-            _metadata_value___r24 = pos
             pos += 8
             _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
             if _metadata_value___v is None:
-                raise ConstraintError('unknown value_kind value', offset=_metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value__f_kind)
+                raise ConstraintError('unknown value_kind value')
             _metadata_value__f_kind = _metadata_value___v
             if _metadata_value__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
-            if _metadata_value__f_value_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value__f_value_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + _metadata_value__f_value_len > end:
-                raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_metadata_value__f_value_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes')
             _metadata_value___outer_end_value = end
             end = pos + _metadata_value__f_value_len
-            _metadata_value___sec_value = pos
             _metadata_value___tag = _metadata_value__f_kind
             if _metadata_value___tag == 0:
                 _metadata_value__f_value = None
@@ -7272,16 +7109,15 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
                 _metadata_value__f_value = _metadata_value___value_f64___obj
             elif _metadata_value___tag == 4:
                 _metadata_value___value_bool__f_value = mv[pos]
-                _metadata_value___value_bool___r28 = pos
                 pos += 1
                 if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_metadata_value___value_bool__f_value)
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                 _metadata_value___value_bool___obj = _new(ValueBool)
                 _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
                 _metadata_value__f_value = _metadata_value___value_bool___obj
             elif _metadata_value___tag == 5:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                    raise TruncatedError('str truncated')
                 _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -7297,15 +7133,15 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
                 _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
                 _metadata_value__f_value = _metadata_value___value_id128___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value___tag)
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_metadata_value___sec_value, path='value', expected=end - _metadata_value___sec_value, found=pos - _metadata_value___sec_value)
+                raise ConstraintError('section size mismatch')
             end = _metadata_value___outer_end_value
             _metadata_value___obj = _new(MetadataValue)
             _metadata_value___obj.kind = _metadata_value__f_kind
             _metadata_value___obj.value = _metadata_value__f_value
             if not _metadata_value___obj.kind != 0:
-                raise ConstraintError('typed columns cannot carry Null', offset=_a_value, path='value', expected='value.kind != 0', found=_metadata_value___obj)
+                raise ConstraintError('typed columns cannot carry Null')
             _obj = _new(TypedColumn)
             _obj.column_id = f_column_id
             _obj.value = _metadata_value___obj
@@ -7641,17 +7477,15 @@ def _d_op_upsert_v2(mv, pos, end):
 def _u_op_upsert_v2(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S102.unpack_from(mv, pos)
-    _r38 = pos
     pos += 28
     if f_fields & 4294967264:
-        raise ConstraintError('undefined upsert_fields bits set', offset=_r38, path='fields', expected='mask 0x1f', found=f_fields)
+        raise ConstraintError('undefined upsert_fields bits set')
     f_fields = UpsertFields.from_int(f_fields)
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if _attr(f_fields, 'vector', pos, 'vector'):
-        _f32_vector___r13 = pos
         pos += 4
         if not _f32_vector__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _f32_vector__f_dims * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
         _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
@@ -7689,22 +7523,17 @@ def _u_op_upsert_v2(mv, pos, end):
         for _i in range(_c):
             _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S101.unpack_from(mv, pos)
             pos += 4
-            _typed_column___a_value = pos
-            _typed_column___metadata_value___r24 = pos
             pos += 8
             _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
             if _typed_column___metadata_value___v is None:
-                raise ConstraintError('unknown value_kind value', offset=_typed_column___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_typed_column___metadata_value__f_kind)
+                raise ConstraintError('unknown value_kind value')
             _typed_column___metadata_value__f_kind = _typed_column___metadata_value___v
             if _typed_column___metadata_value__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_typed_column___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_typed_column___metadata_value__f_reserved)
-            if _typed_column___metadata_value__f_value_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_typed_column___metadata_value__f_value_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + _typed_column___metadata_value__f_value_len > end:
-                raise TruncatedError('section needs ' + str(_typed_column___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_typed_column___metadata_value__f_value_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(_typed_column___metadata_value__f_value_len) + ' bytes')
             _typed_column___metadata_value___outer_end_value = end
             end = pos + _typed_column___metadata_value__f_value_len
-            _typed_column___metadata_value___sec_value = pos
             _typed_column___metadata_value___tag = _typed_column___metadata_value__f_kind
             if _typed_column___metadata_value___tag == 0:
                 _typed_column___metadata_value__f_value = None
@@ -7728,16 +7557,15 @@ def _u_op_upsert_v2(mv, pos, end):
                 _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_f64___obj
             elif _typed_column___metadata_value___tag == 4:
                 _typed_column___metadata_value___value_bool__f_value = mv[pos]
-                _typed_column___metadata_value___value_bool___r28 = pos
                 pos += 1
                 if not (_typed_column___metadata_value___value_bool__f_value == 0 or _typed_column___metadata_value___value_bool__f_value == 1):
-                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_typed_column___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_typed_column___metadata_value___value_bool__f_value)
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                 _typed_column___metadata_value___value_bool___obj = _new(ValueBool)
                 _typed_column___metadata_value___value_bool___obj.value = _typed_column___metadata_value___value_bool__f_value
                 _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_bool___obj
             elif _typed_column___metadata_value___tag == 5:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                    raise TruncatedError('str truncated')
                 _typed_column___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -7753,15 +7581,15 @@ def _u_op_upsert_v2(mv, pos, end):
                 _typed_column___metadata_value___value_id128___obj.value = _typed_column___metadata_value___value_id128__f_value
                 _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_id128___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_typed_column___metadata_value___tag)
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_typed_column___metadata_value___sec_value, path='value', expected=end - _typed_column___metadata_value___sec_value, found=pos - _typed_column___metadata_value___sec_value)
+                raise ConstraintError('section size mismatch')
             end = _typed_column___metadata_value___outer_end_value
             _typed_column___metadata_value___obj = _new(MetadataValue)
             _typed_column___metadata_value___obj.kind = _typed_column___metadata_value__f_kind
             _typed_column___metadata_value___obj.value = _typed_column___metadata_value__f_value
             if not _typed_column___metadata_value___obj.kind != 0:
-                raise ConstraintError('typed columns cannot carry Null', offset=_typed_column___a_value, path='value', expected='value.kind != 0', found=_typed_column___metadata_value___obj)
+                raise ConstraintError('typed columns cannot carry Null')
             _typed_column___obj = _new(TypedColumn)
             _typed_column___obj.column_id = _typed_column__f_column_id
             _typed_column___obj.value = _typed_column___metadata_value___obj
@@ -7797,17 +7625,15 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S102_unpack_from(mv, pos)
-            _r38 = pos
             pos += 28
             if f_fields & 4294967264:
-                raise ConstraintError('undefined upsert_fields bits set', offset=_r38, path='fields', expected='mask 0x1f', found=f_fields)
+                raise ConstraintError('undefined upsert_fields bits set')
             f_fields = UpsertFields.from_int(f_fields)
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             if _attr(f_fields, 'vector', pos, 'vector'):
-                _f32_vector___r13 = pos
                 pos += 4
                 if not _f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _f32_vector__f_dims * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
                 _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
@@ -7845,22 +7671,17 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                 for _i in range(_c):
                     _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S101_unpack_from(mv, pos)
                     pos += 4
-                    _typed_column___a_value = pos
-                    _typed_column___metadata_value___r24 = pos
                     pos += 8
                     _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
                     if _typed_column___metadata_value___v is None:
-                        raise ConstraintError('unknown value_kind value', offset=_typed_column___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_typed_column___metadata_value__f_kind)
+                        raise ConstraintError('unknown value_kind value')
                     _typed_column___metadata_value__f_kind = _typed_column___metadata_value___v
                     if _typed_column___metadata_value__f_reserved != b'\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_typed_column___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_typed_column___metadata_value__f_reserved)
-                    if _typed_column___metadata_value__f_value_len < 0:
-                        raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_typed_column___metadata_value__f_value_len)
+                        raise ConstraintError('reserved bytes must be zero')
                     if pos + _typed_column___metadata_value__f_value_len > end:
-                        raise TruncatedError('section needs ' + str(_typed_column___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_typed_column___metadata_value__f_value_len, found=end - pos)
+                        raise TruncatedError('section needs ' + str(_typed_column___metadata_value__f_value_len) + ' bytes')
                     _typed_column___metadata_value___outer_end_value = end
                     end = pos + _typed_column___metadata_value__f_value_len
-                    _typed_column___metadata_value___sec_value = pos
                     _typed_column___metadata_value___tag = _typed_column___metadata_value__f_kind
                     if _typed_column___metadata_value___tag == 0:
                         _typed_column___metadata_value__f_value = None
@@ -7884,16 +7705,15 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                         _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_f64___obj
                     elif _typed_column___metadata_value___tag == 4:
                         _typed_column___metadata_value___value_bool__f_value = mv[pos]
-                        _typed_column___metadata_value___value_bool___r28 = pos
                         pos += 1
                         if not (_typed_column___metadata_value___value_bool__f_value == 0 or _typed_column___metadata_value___value_bool__f_value == 1):
-                            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_typed_column___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_typed_column___metadata_value___value_bool__f_value)
+                            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                         _typed_column___metadata_value___value_bool___obj = _new(ValueBool)
                         _typed_column___metadata_value___value_bool___obj.value = _typed_column___metadata_value___value_bool__f_value
                         _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_bool___obj
                     elif _typed_column___metadata_value___tag == 5:
                         if pos + (end - pos) > end:
-                            raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                            raise TruncatedError('str truncated')
                         _typed_column___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                         if pos > end:
                             raise IndexError
@@ -7909,15 +7729,15 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                         _typed_column___metadata_value___value_id128___obj.value = _typed_column___metadata_value___value_id128__f_value
                         _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_id128___obj
                     else:
-                        raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_typed_column___metadata_value___tag)
+                        raise ConstraintError('no case for tag')
                     if pos != end:
-                        raise ConstraintError('section size mismatch', offset=_typed_column___metadata_value___sec_value, path='value', expected=end - _typed_column___metadata_value___sec_value, found=pos - _typed_column___metadata_value___sec_value)
+                        raise ConstraintError('section size mismatch')
                     end = _typed_column___metadata_value___outer_end_value
                     _typed_column___metadata_value___obj = _new(MetadataValue)
                     _typed_column___metadata_value___obj.kind = _typed_column___metadata_value__f_kind
                     _typed_column___metadata_value___obj.value = _typed_column___metadata_value__f_value
                     if not _typed_column___metadata_value___obj.kind != 0:
-                        raise ConstraintError('typed columns cannot carry Null', offset=_typed_column___a_value, path='value', expected='value.kind != 0', found=_typed_column___metadata_value___obj)
+                        raise ConstraintError('typed columns cannot carry Null')
                     _typed_column___obj = _new(TypedColumn)
                     _typed_column___obj.column_id = _typed_column__f_column_id
                     _typed_column___obj.value = _typed_column___metadata_value___obj
@@ -8142,10 +7962,9 @@ def _d_op_batch_member(mv, pos, end):
 
 def _u_op_batch_member(mv, pos, end):
     f_index, f_count = _S41.unpack_from(mv, pos)
-    _r41 = pos
     pos += 8
     if not (f_count >= 2 and f_index < f_count):
-        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r41 + 4, path='count', expected='count >= 2 and index < count', found=f_count)
+        raise ConstraintError('batch position out of range (BatchPosition)')
     if pos > end:
         raise IndexError
     f_body, pos = _u_op_upsert_v2(mv, pos, end)
@@ -8167,10 +7986,9 @@ def _m_op_batch_member(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_index, f_count = _S41_unpack_from(mv, pos)
-            _r41 = pos
             pos += 8
             if not (f_count >= 2 and f_index < f_count):
-                raise ConstraintError('batch position out of range (BatchPosition)', offset=_r41 + 4, path='count', expected='count >= 2 and index < count', found=f_count)
+                raise ConstraintError('batch position out of range (BatchPosition)')
             if pos > end:
                 raise IndexError
             f_body, pos = _u_op_upsert_v2(mv, pos, end)
@@ -8403,20 +8221,19 @@ def _d_transaction_binding(mv, pos, end):
 
 def _u_transaction_binding(mv, pos, end):
     f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation = _S43.unpack_from(mv, pos)
-    _r43 = pos
     pos += 64
     f_transaction = int.from_bytes(f_transaction, 'little', signed=False)
     if not f_transaction != 0:
-        raise ConstraintError('transaction id must be non-zero', offset=_r43, path='transaction', expected='transaction != 0', found=f_transaction)
+        raise ConstraintError('transaction id must be non-zero')
     f_participant = int.from_bytes(f_participant, 'little', signed=False)
     if not f_participant != 0:
-        raise ConstraintError('participant id must be non-zero', offset=_r43 + 16, path='participant', expected='participant != 0', found=f_participant)
+        raise ConstraintError('participant id must be non-zero')
     if not f_first_seq != 0:
-        raise ConstraintError('first_seq must be non-zero', offset=_r43 + 32, path='first_seq', expected='first_seq != 0', found=f_first_seq)
+        raise ConstraintError('first_seq must be non-zero')
     if not (f_last_seq >= f_first_seq and f_last_seq - f_first_seq < 4294967295):
-        raise ConstraintError('binding sequence span must fit u32', offset=_r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=f_last_seq)
+        raise ConstraintError('binding sequence span must fit u32')
     if not f_final_generation != 0:
-        raise ConstraintError('final_generation must be non-zero', offset=_r43 + 56, path='final_generation', expected='final_generation != 0', found=f_final_generation)
+        raise ConstraintError('final_generation must be non-zero')
     _obj = _new(TransactionBinding)
     _obj.transaction = f_transaction
     _obj.participant = f_participant
@@ -8438,20 +8255,19 @@ def _m_transaction_binding(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation = _S43_unpack_from(mv, pos)
-            _r43 = pos
             pos += 64
             f_transaction = int.from_bytes(f_transaction, 'little', signed=False)
             if not f_transaction != 0:
-                raise ConstraintError('transaction id must be non-zero', offset=_r43, path='transaction', expected='transaction != 0', found=f_transaction)
+                raise ConstraintError('transaction id must be non-zero')
             f_participant = int.from_bytes(f_participant, 'little', signed=False)
             if not f_participant != 0:
-                raise ConstraintError('participant id must be non-zero', offset=_r43 + 16, path='participant', expected='participant != 0', found=f_participant)
+                raise ConstraintError('participant id must be non-zero')
             if not f_first_seq != 0:
-                raise ConstraintError('first_seq must be non-zero', offset=_r43 + 32, path='first_seq', expected='first_seq != 0', found=f_first_seq)
+                raise ConstraintError('first_seq must be non-zero')
             if not (f_last_seq >= f_first_seq and f_last_seq - f_first_seq < 4294967295):
-                raise ConstraintError('binding sequence span must fit u32', offset=_r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=f_last_seq)
+                raise ConstraintError('binding sequence span must fit u32')
             if not f_final_generation != 0:
-                raise ConstraintError('final_generation must be non-zero', offset=_r43 + 56, path='final_generation', expected='final_generation != 0', found=f_final_generation)
+                raise ConstraintError('final_generation must be non-zero')
             _obj = _new(TransactionBinding)
             _obj.transaction = f_transaction
             _obj.participant = f_participant
@@ -8935,27 +8751,25 @@ def _d_op_prepared_mutation(mv, pos, end):
 def _u_op_prepared_mutation(mv, pos, end):
     _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S94.unpack_from(mv, pos)
-    _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
-        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        raise UnsupportedError('unsupported WAL payload version (Version)')
     if not _payload_v1_header__f_flags == 0:
-        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        raise ConstraintError('WAL payload flags must be zero (Flags)')
     _payload_v1_header___obj = PayloadV1Header()
-    _transaction_binding___r43 = pos
     pos += 64
     _transaction_binding__f_transaction = int.from_bytes(_transaction_binding__f_transaction, 'little', signed=False)
     if not _transaction_binding__f_transaction != 0:
-        raise ConstraintError('transaction id must be non-zero', offset=_transaction_binding___r43, path='transaction', expected='transaction != 0', found=_transaction_binding__f_transaction)
+        raise ConstraintError('transaction id must be non-zero')
     _transaction_binding__f_participant = int.from_bytes(_transaction_binding__f_participant, 'little', signed=False)
     if not _transaction_binding__f_participant != 0:
-        raise ConstraintError('participant id must be non-zero', offset=_transaction_binding___r43 + 16, path='participant', expected='participant != 0', found=_transaction_binding__f_participant)
+        raise ConstraintError('participant id must be non-zero')
     if not _transaction_binding__f_first_seq != 0:
-        raise ConstraintError('first_seq must be non-zero', offset=_transaction_binding___r43 + 32, path='first_seq', expected='first_seq != 0', found=_transaction_binding__f_first_seq)
+        raise ConstraintError('first_seq must be non-zero')
     if not (_transaction_binding__f_last_seq >= _transaction_binding__f_first_seq and _transaction_binding__f_last_seq - _transaction_binding__f_first_seq < 4294967295):
-        raise ConstraintError('binding sequence span must fit u32', offset=_transaction_binding___r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_transaction_binding__f_last_seq)
+        raise ConstraintError('binding sequence span must fit u32')
     if not _transaction_binding__f_final_generation != 0:
-        raise ConstraintError('final_generation must be non-zero', offset=_transaction_binding___r43 + 56, path='final_generation', expected='final_generation != 0', found=_transaction_binding__f_final_generation)
+        raise ConstraintError('final_generation must be non-zero')
     _transaction_binding___obj = _new(TransactionBinding)
     _transaction_binding___obj.transaction = _transaction_binding__f_transaction
     _transaction_binding___obj.participant = _transaction_binding__f_participant
@@ -8963,28 +8777,25 @@ def _u_op_prepared_mutation(mv, pos, end):
     _transaction_binding___obj.last_seq = _transaction_binding__f_last_seq
     _transaction_binding___obj.manifest_digest = _transaction_binding__f_manifest_digest
     _transaction_binding___obj.final_generation = _transaction_binding__f_final_generation
-    _r45 = pos
     pos += 10
     if not f_count == _transaction_binding___obj.last_seq - _transaction_binding___obj.first_seq + 1:
-        raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_r45 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=f_count)
+        raise ConstraintError('count must equal last_seq - first_seq + 1')
     if not f_index < f_count:
-        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r45 + 4, path='count', expected='index < count', found=f_count)
+        raise ConstraintError('batch position out of range (BatchPosition)')
     if not (f_inner_op >= 1 and f_inner_op <= 7):
-        raise ConstraintError('prepared mutation inner op must be 1..7', offset=_r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=f_inner_op)
+        raise ConstraintError('prepared mutation inner op must be 1..7')
     if f_inner_op == 1:
-        _op_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 24
         _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-        _op_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -8999,17 +8810,15 @@ def _u_op_prepared_mutation(mv, pos, end):
         f_inner = _op_upsert_v1___obj
     elif f_inner_op == 2:
         _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89.unpack_from(mv, pos)
-        _op_delete_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_delete_v1___r13 = pos
         pos += 4
         if not _op_delete_v1__f_count >= 1:
-            raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+            raise ConstraintError('delete of zero ids (EmptyDelete)')
         if _op_delete_v1__f_count * 16 > end - pos:
             raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
@@ -9026,30 +8835,25 @@ def _u_op_prepared_mutation(mv, pos, end):
         f_inner = _op_delete_v1___obj
     elif f_inner_op == 3:
         _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90.unpack_from(mv, pos)
-        _op_metadata_edit_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_metadata_edit_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_metadata_edit_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 28
         _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-        _op_metadata_edit_v1___metadata_value___r24 = pos
         pos += 8
         _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
         if _op_metadata_edit_v1___metadata_value___v is None:
-            raise ConstraintError('unknown value_kind value', offset=_op_metadata_edit_v1___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value__f_kind)
+            raise ConstraintError('unknown value_kind value')
         _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
         if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
-        if _op_metadata_edit_v1___metadata_value__f_value_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value__f_value_len)
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
-            raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value__f_value_len, found=end - pos)
+            raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes')
         _op_metadata_edit_v1___metadata_value___outer_end_value = end
         end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
-        _op_metadata_edit_v1___metadata_value___sec_value = pos
         _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
         if _op_metadata_edit_v1___metadata_value___tag == 0:
             _op_metadata_edit_v1___metadata_value__f_value = None
@@ -9073,16 +8877,15 @@ def _u_op_prepared_mutation(mv, pos, end):
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_f64___obj
         elif _op_metadata_edit_v1___metadata_value___tag == 4:
             _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
-            _op_metadata_edit_v1___metadata_value___value_bool___r28 = pos
             pos += 1
             if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_op_metadata_edit_v1___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_op_metadata_edit_v1___metadata_value___value_bool__f_value)
+                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
             _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
             _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
         elif _op_metadata_edit_v1___metadata_value___tag == 5:
             if pos + (end - pos) > end:
-                raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                raise TruncatedError('str truncated')
             _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -9098,9 +8901,9 @@ def _u_op_prepared_mutation(mv, pos, end):
             _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
             _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
         else:
-            raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value___tag)
+            raise ConstraintError('no case for tag')
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_op_metadata_edit_v1___metadata_value___sec_value, path='value', expected=end - _op_metadata_edit_v1___metadata_value___sec_value, found=pos - _op_metadata_edit_v1___metadata_value___sec_value)
+            raise ConstraintError('section size mismatch')
         end = _op_metadata_edit_v1___metadata_value___outer_end_value
         _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
         _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
@@ -9114,19 +8917,17 @@ def _u_op_prepared_mutation(mv, pos, end):
         f_inner = _op_metadata_edit_v1___obj
     elif f_inner_op == 4:
         _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91.unpack_from(mv, pos)
-        _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_timestamped_upsert_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
         pos += 32
         _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-        _op_timestamped_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -9142,20 +8943,16 @@ def _u_op_prepared_mutation(mv, pos, end):
         f_inner = _op_timestamped_upsert_v1___obj
     elif f_inner_op == 5:
         _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92.unpack_from(mv, pos)
-        _op_upsert_metadata_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_metadata_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_metadata_v1___r34 = pos
         pos += 32
         _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
         if not _op_upsert_metadata_v1__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
-        if _op_upsert_metadata_v1__f_metadata_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1__f_metadata_len)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
@@ -9171,20 +8968,16 @@ def _u_op_prepared_mutation(mv, pos, end):
         f_inner = _op_upsert_metadata_v1___obj
     elif f_inner_op == 6:
         _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93.unpack_from(mv, pos)
-        _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_ts_metadata_v1___r36 = pos
         pos += 40
         _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
         if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r36 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
-        if _op_upsert_ts_metadata_v1__f_metadata_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_metadata_len)
+            raise ConstraintError('vector has zero dims (EmptyVector)')
         _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
@@ -9204,7 +8997,7 @@ def _u_op_prepared_mutation(mv, pos, end):
             raise IndexError
         f_inner, pos = _u_op_upsert_v2(mv, pos, end)
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[1, 2, 3, 4, 5, 6, 7], found=f_inner_op)
+        raise ConstraintError('no case for tag')
     _obj = _new(OpPreparedMutation)
     _obj.header = _payload_v1_header___obj
     _obj.binding = _transaction_binding___obj
@@ -9235,27 +9028,25 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S94_unpack_from(mv, pos)
-            _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
-                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+                raise UnsupportedError('unsupported WAL payload version (Version)')
             if not _payload_v1_header__f_flags == 0:
-                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+                raise ConstraintError('WAL payload flags must be zero (Flags)')
             _payload_v1_header___obj = PayloadV1Header()
-            _transaction_binding___r43 = pos
             pos += 64
             _transaction_binding__f_transaction = int.from_bytes(_transaction_binding__f_transaction, 'little', signed=False)
             if not _transaction_binding__f_transaction != 0:
-                raise ConstraintError('transaction id must be non-zero', offset=_transaction_binding___r43, path='transaction', expected='transaction != 0', found=_transaction_binding__f_transaction)
+                raise ConstraintError('transaction id must be non-zero')
             _transaction_binding__f_participant = int.from_bytes(_transaction_binding__f_participant, 'little', signed=False)
             if not _transaction_binding__f_participant != 0:
-                raise ConstraintError('participant id must be non-zero', offset=_transaction_binding___r43 + 16, path='participant', expected='participant != 0', found=_transaction_binding__f_participant)
+                raise ConstraintError('participant id must be non-zero')
             if not _transaction_binding__f_first_seq != 0:
-                raise ConstraintError('first_seq must be non-zero', offset=_transaction_binding___r43 + 32, path='first_seq', expected='first_seq != 0', found=_transaction_binding__f_first_seq)
+                raise ConstraintError('first_seq must be non-zero')
             if not (_transaction_binding__f_last_seq >= _transaction_binding__f_first_seq and _transaction_binding__f_last_seq - _transaction_binding__f_first_seq < 4294967295):
-                raise ConstraintError('binding sequence span must fit u32', offset=_transaction_binding___r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_transaction_binding__f_last_seq)
+                raise ConstraintError('binding sequence span must fit u32')
             if not _transaction_binding__f_final_generation != 0:
-                raise ConstraintError('final_generation must be non-zero', offset=_transaction_binding___r43 + 56, path='final_generation', expected='final_generation != 0', found=_transaction_binding__f_final_generation)
+                raise ConstraintError('final_generation must be non-zero')
             _transaction_binding___obj = _new(TransactionBinding)
             _transaction_binding___obj.transaction = _transaction_binding__f_transaction
             _transaction_binding___obj.participant = _transaction_binding__f_participant
@@ -9263,28 +9054,25 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
             _transaction_binding___obj.last_seq = _transaction_binding__f_last_seq
             _transaction_binding___obj.manifest_digest = _transaction_binding__f_manifest_digest
             _transaction_binding___obj.final_generation = _transaction_binding__f_final_generation
-            _r45 = pos
             pos += 10
             if not f_count == _transaction_binding___obj.last_seq - _transaction_binding___obj.first_seq + 1:
-                raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_r45 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=f_count)
+                raise ConstraintError('count must equal last_seq - first_seq + 1')
             if not f_index < f_count:
-                raise ConstraintError('batch position out of range (BatchPosition)', offset=_r45 + 4, path='count', expected='index < count', found=f_count)
+                raise ConstraintError('batch position out of range (BatchPosition)')
             if not (f_inner_op >= 1 and f_inner_op <= 7):
-                raise ConstraintError('prepared mutation inner op must be 1..7', offset=_r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=f_inner_op)
+                raise ConstraintError('prepared mutation inner op must be 1..7')
             if f_inner_op == 1:
-                _op_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 24
                 _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-                _op_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -9299,17 +9087,15 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 f_inner = _op_upsert_v1___obj
             elif f_inner_op == 2:
                 _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89_unpack_from(mv, pos)
-                _op_delete_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_delete_v1___r13 = pos
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
-                    raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+                    raise ConstraintError('delete of zero ids (EmptyDelete)')
                 if _op_delete_v1__f_count * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
@@ -9326,30 +9112,25 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 f_inner = _op_delete_v1___obj
             elif f_inner_op == 3:
                 _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90_unpack_from(mv, pos)
-                _op_metadata_edit_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_metadata_edit_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_metadata_edit_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 28
                 _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-                _op_metadata_edit_v1___metadata_value___r24 = pos
                 pos += 8
                 _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
                 if _op_metadata_edit_v1___metadata_value___v is None:
-                    raise ConstraintError('unknown value_kind value', offset=_op_metadata_edit_v1___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value__f_kind)
+                    raise ConstraintError('unknown value_kind value')
                 _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
                 if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
-                if _op_metadata_edit_v1___metadata_value__f_value_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value__f_value_len)
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
-                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value__f_value_len, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes')
                 _op_metadata_edit_v1___metadata_value___outer_end_value = end
                 end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
-                _op_metadata_edit_v1___metadata_value___sec_value = pos
                 _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
                 if _op_metadata_edit_v1___metadata_value___tag == 0:
                     _op_metadata_edit_v1___metadata_value__f_value = None
@@ -9373,16 +9154,15 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_f64___obj
                 elif _op_metadata_edit_v1___metadata_value___tag == 4:
                     _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
-                    _op_metadata_edit_v1___metadata_value___value_bool___r28 = pos
                     pos += 1
                     if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_op_metadata_edit_v1___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_op_metadata_edit_v1___metadata_value___value_bool__f_value)
+                        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)')
                     _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
                     _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
                 elif _op_metadata_edit_v1___metadata_value___tag == 5:
                     if pos + (end - pos) > end:
-                        raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                        raise TruncatedError('str truncated')
                     _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                     if pos > end:
                         raise IndexError
@@ -9398,9 +9178,9 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
                     _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
                 else:
-                    raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value___tag)
+                    raise ConstraintError('no case for tag')
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_op_metadata_edit_v1___metadata_value___sec_value, path='value', expected=end - _op_metadata_edit_v1___metadata_value___sec_value, found=pos - _op_metadata_edit_v1___metadata_value___sec_value)
+                    raise ConstraintError('section size mismatch')
                 end = _op_metadata_edit_v1___metadata_value___outer_end_value
                 _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
                 _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
@@ -9414,19 +9194,17 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 f_inner = _op_metadata_edit_v1___obj
             elif f_inner_op == 4:
                 _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91_unpack_from(mv, pos)
-                _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_timestamped_upsert_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
                 pos += 32
                 _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-                _op_timestamped_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
@@ -9442,20 +9220,16 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 f_inner = _op_timestamped_upsert_v1___obj
             elif f_inner_op == 5:
                 _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92_unpack_from(mv, pos)
-                _op_upsert_metadata_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_metadata_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_metadata_v1___r34 = pos
                 pos += 32
                 _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
                 if not _op_upsert_metadata_v1__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
-                if _op_upsert_metadata_v1__f_metadata_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1__f_metadata_len)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
@@ -9471,20 +9245,16 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 f_inner = _op_upsert_metadata_v1___obj
             elif f_inner_op == 6:
                 _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93_unpack_from(mv, pos)
-                _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_ts_metadata_v1___r36 = pos
                 pos += 40
                 _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
                 if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r36 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
-                if _op_upsert_ts_metadata_v1__f_metadata_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_metadata_len)
+                    raise ConstraintError('vector has zero dims (EmptyVector)')
                 _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
@@ -9504,7 +9274,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_inner, pos = _u_op_upsert_v2(mv, pos, end)
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[1, 2, 3, 4, 5, 6, 7], found=f_inner_op)
+                raise ConstraintError('no case for tag')
             _obj = _new(OpPreparedMutation)
             _obj.header = _payload_v1_header___obj
             _obj.binding = _transaction_binding___obj
@@ -10168,24 +9938,21 @@ def _d_op_mixed_member(mv, pos, end):
 
 def _u_op_mixed_member(mv, pos, end):
     f_index, f_count, f_inner_op, _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S95.unpack_from(mv, pos)
-    _r45 = pos
     pos += 10
     if not (f_count >= 2 and f_index < f_count):
-        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r45 + 4, path='count', expected='count >= 2 and index < count', found=f_count)
+        raise ConstraintError('batch position out of range (BatchPosition)')
     if not (f_inner_op == 2 or f_inner_op == 7 or f_inner_op == 10):
-        raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_r45 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=f_inner_op)
+        raise ConstraintError('mixed batch inner op must be 2, 7 or 10')
     if f_inner_op == 2:
-        _op_delete_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+            raise UnsupportedError('unsupported WAL payload version (Version)')
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+            raise ConstraintError('WAL payload flags must be zero (Flags)')
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_delete_v1___r13 = pos
         pos += 4
         if not _op_delete_v1__f_count >= 1:
-            raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+            raise ConstraintError('delete of zero ids (EmptyDelete)')
         if _op_delete_v1__f_count * 16 > end - pos:
             raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
@@ -10209,7 +9976,7 @@ def _u_op_mixed_member(mv, pos, end):
             raise IndexError
         f_inner, pos = _u_graph_envelope(mv, pos, end)
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=f_inner_op)
+        raise ConstraintError('no case for tag')
     _obj = _new(OpMixedMember)
     _obj.index = f_index
     _obj.count = f_count
@@ -10229,24 +9996,21 @@ def _m_op_mixed_member(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_index, f_count, f_inner_op, _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S95_unpack_from(mv, pos)
-            _r45 = pos
             pos += 10
             if not (f_count >= 2 and f_index < f_count):
-                raise ConstraintError('batch position out of range (BatchPosition)', offset=_r45 + 4, path='count', expected='count >= 2 and index < count', found=f_count)
+                raise ConstraintError('batch position out of range (BatchPosition)')
             if not (f_inner_op == 2 or f_inner_op == 7 or f_inner_op == 10):
-                raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_r45 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=f_inner_op)
+                raise ConstraintError('mixed batch inner op must be 2, 7 or 10')
             if f_inner_op == 2:
-                _op_delete_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+                    raise UnsupportedError('unsupported WAL payload version (Version)')
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+                    raise ConstraintError('WAL payload flags must be zero (Flags)')
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_delete_v1___r13 = pos
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
-                    raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+                    raise ConstraintError('delete of zero ids (EmptyDelete)')
                 if _op_delete_v1__f_count * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
@@ -10270,7 +10034,7 @@ def _m_op_mixed_member(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_inner, pos = _u_graph_envelope(mv, pos, end)
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=f_inner_op)
+                raise ConstraintError('no case for tag')
             _obj = _new(OpMixedMember)
             _obj.index = f_index
             _obj.count = f_count
@@ -10583,26 +10347,25 @@ def _u_zgw_file_header(mv, pos, end):
     _r104 = pos
     pos += 56
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r104, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_family_id == 19:
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r104 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)')
     if not f_flags == 0:
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r104 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero')
     if not f_header_length == 64:
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r104 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64')
     if not f_file_length == 0:
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r104 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero')
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not f_store != 0:
-        raise ConstraintError('store instance id must be non-zero', offset=_r104 + 32, path='store', expected='store != 0', found=f_store)
+        raise ConstraintError('store instance id must be non-zero')
     _e_first_commit_sequence = _r104 + 56
     if not f_first_commit_sequence != 0:
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r104 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
-    _r6 = pos
+        raise ConstraintError('first commit sequence must be non-zero')
     pos += 8
     _ck = _ck_xxh3_64(mv[_r104:_e_first_commit_sequence])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ZgwFileHeader)
     _obj.store = f_store
     _obj.first_commit_sequence = f_first_commit_sequence
@@ -10623,26 +10386,25 @@ def _m_zgw_file_header(mv, pos, end, _rest=_decode_many):
             _r104 = pos
             pos += 56
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r104, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_family_id == 19:
-                raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r104 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 19, graph WAL)')
             if not f_flags == 0:
-                raise ConstraintError('graph WAL header flags must be zero', offset=_r104 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('graph WAL header flags must be zero')
             if not f_header_length == 64:
-                raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r104 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+                raise ConstraintError('graph WAL header_length must be exactly 64')
             if not f_file_length == 0:
-                raise ConstraintError('graph WAL file_length must be zero', offset=_r104 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+                raise ConstraintError('graph WAL file_length must be zero')
             f_store = int.from_bytes(f_store, 'little', signed=False)
             if not f_store != 0:
-                raise ConstraintError('store instance id must be non-zero', offset=_r104 + 32, path='store', expected='store != 0', found=f_store)
+                raise ConstraintError('store instance id must be non-zero')
             _e_first_commit_sequence = _r104 + 56
             if not f_first_commit_sequence != 0:
-                raise ConstraintError('first commit sequence must be non-zero', offset=_r104 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
-            _r6 = pos
+                raise ConstraintError('first commit sequence must be non-zero')
             pos += 8
             _ck = _ck_xxh3_64(mv[_r104:_e_first_commit_sequence])
             if f_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ZgwFileHeader)
             _obj.store = f_store
             _obj.first_commit_sequence = f_first_commit_sequence
@@ -11138,47 +10900,42 @@ def _u_zgw_frame(mv, pos, end):
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
-        raise ConstraintError('bad magic', offset=_r47, path='magic', expected=b'ZGWF', found=f_magic)
+        raise ConstraintError('bad magic')
     _tag = f_kind
     f_kind = _ZGWFRAMEKIND_BY_VALUE[f_kind]
     if not f_version == 1:
-        raise UnsupportedError('unsupported graph frame version', offset=_r47 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph frame version')
     f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
     if not f_batch_id != 0:
-        raise ConstraintError('batch id must be non-zero', offset=_r47 + 24, path='batch_id', expected='batch_id != 0', found=f_batch_id)
+        raise ConstraintError('batch id must be non-zero')
     _e_reserved = _r47 + 56
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    _r6 = pos
+        raise ConstraintError('reserved bytes must be zero')
     pos += 8
     _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
     if f_header_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
-    if f_payload_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
+        raise ChecksumError('xxh3_64 mismatch')
     if pos + f_payload_len > end:
-        raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes', offset=pos, path='payload', expected=f_payload_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes')
     _outer_end_payload = end
     end = pos + f_payload_len
-    _sec_payload = pos
     if _tag == 1:
-        _zgw_begin___r50 = pos
         pos += 56
         _zgw_begin__f_store = int.from_bytes(_zgw_begin__f_store, 'little', signed=False)
         _zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_begin__f_envelope_kind)
         if _zgw_begin___v is None:
-            raise ConstraintError('unknown envelope_kind value', offset=_zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_begin__f_envelope_kind)
+            raise ConstraintError('unknown envelope_kind value')
         _zgw_begin__f_envelope_kind = _zgw_begin___v
         if _zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_begin__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if not _zgw_begin__f_target_generation == _zgw_begin__f_base_generation + 1:
-            raise ConstraintError('target generation must be base + 1', offset=_zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_begin__f_target_generation)
+            raise ConstraintError('target generation must be base + 1')
         if _zgw_begin__f_change_count > 16384:
-            raise ConstraintError('value out of range', offset=_zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_begin__f_change_count)
+            raise ConstraintError('value out of range')
         if _zgw_begin__f_reserved2 != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_begin__f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         if _zgw_begin__f_complete_envelope_bytes > 16777216:
-            raise ConstraintError('value out of range', offset=_zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_begin__f_complete_envelope_bytes)
+            raise ConstraintError('value out of range')
         _zgw_begin___obj = _new(ZgwBegin)
         _zgw_begin___obj.store = _zgw_begin__f_store
         _zgw_begin___obj.envelope_kind = _zgw_begin__f_envelope_kind
@@ -11205,17 +10962,16 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_inventory___artifact_descriptor___obj.family = _zgw_inventory___artifact_descriptor__f_family
         _zgw_inventory___artifact_descriptor___obj.version = _zgw_inventory___artifact_descriptor__f_version
         _zgw_inventory___artifact_descriptor___obj.whole_file_checksum = _zgw_inventory___artifact_descriptor__f_whole_file_checksum
-        _zgw_inventory___r70 = pos
         pos += 24
         _zgw_inventory___v = _INVENTORYSTATE_BY_VALUE.get(_zgw_inventory__f_state)
         if _zgw_inventory___v is None:
-            raise ConstraintError('unknown inventory_state value', offset=_zgw_inventory___r70, path='state', expected=[1, 2, 3, 4], found=_zgw_inventory__f_state)
+            raise ConstraintError('unknown inventory_state value')
         _zgw_inventory__f_state = _zgw_inventory___v
         if _zgw_inventory__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_inventory___r70 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_inventory__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _zgw_inventory__f_intent = int.from_bytes(_zgw_inventory__f_intent, 'little', signed=False)
         if not (_zgw_inventory__f_intent == 0) == (_zgw_inventory__f_state <= 2):
-            raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_zgw_inventory___r70 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=_zgw_inventory__f_intent)
+            raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise')
         _zgw_inventory___obj = _new(ZgwInventory)
         _zgw_inventory___obj.descriptor = _zgw_inventory___artifact_descriptor___obj
         _zgw_inventory___obj.state = _zgw_inventory__f_state
@@ -11223,13 +10979,12 @@ def _u_zgw_frame(mv, pos, end):
         f_payload = _zgw_inventory___obj
     elif _tag == 4:
         _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S109.unpack_from(mv, pos)
-        _zgw_reclaim_intent___r72 = pos
         pos += 48
         _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
         if not _zgw_reclaim_intent__f_completed_mark_state == 1:
-            raise ConstraintError('completed-mark state must be 1', offset=_zgw_reclaim_intent___r72 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=_zgw_reclaim_intent__f_completed_mark_state)
+            raise ConstraintError('completed-mark state must be 1')
         if _zgw_reclaim_intent__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r72 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_intent__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         pos += 64
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -11243,11 +10998,10 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
         _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
         _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-        _zgw_reclaim_intent___required_ref___r68 = pos
         pos += 32
         _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
         if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_intent___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_intent___required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
         _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
         _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
@@ -11271,11 +11025,10 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
         _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
         _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-        _zgw_reclaim_intent___required_ref___r68 = pos
         pos += 32
         _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
         if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_intent___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_intent___required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
         _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
         _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
@@ -11284,10 +11037,9 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___obj.block_kind = _zgw_reclaim_intent___required_ref__f_block_kind
         _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
         _zgw_reclaim_intent__f_completed_mark = _zgw_reclaim_intent___required_ref___obj
-        _zgw_reclaim_intent___r75 = pos
         pos += 16
         if _zgw_reclaim_intent__f_reserved2 != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r75 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         if _zgw_reclaim_intent__f_candidate_count * 64 > end - pos:
             raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count) if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
         _zgw_reclaim_intent__f_candidates = []
@@ -11334,11 +11086,10 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.family = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family
         _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version
         _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum
-        _zgw_reclaim_complete___required_ref___r68 = pos
         pos += 32
         _zgw_reclaim_complete___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref__f_artifact, 'little', signed=False)
         if not _zgw_reclaim_complete___required_ref__f_artifact == _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_complete___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_complete___required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _zgw_reclaim_complete___required_ref___obj = _new(RequiredRef)
         _zgw_reclaim_complete___required_ref___obj.descriptor = _zgw_reclaim_complete___required_ref___artifact_descriptor___obj
         _zgw_reclaim_complete___required_ref___obj.artifact = _zgw_reclaim_complete___required_ref__f_artifact
@@ -11346,16 +11097,14 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_complete___required_ref___obj.length = _zgw_reclaim_complete___required_ref__f_length
         _zgw_reclaim_complete___required_ref___obj.block_kind = _zgw_reclaim_complete___required_ref__f_block_kind
         _zgw_reclaim_complete___required_ref___obj.block_version = _zgw_reclaim_complete___required_ref__f_block_version
-        _zgw_reclaim_complete___r64 = pos
         pos += 8
         if not _zgw_reclaim_complete__f_durable_state == 3:
-            raise ConstraintError('durable state must be 3', offset=_zgw_reclaim_complete___r64, path='durable_state', expected='durable_state == 3', found=_zgw_reclaim_complete__f_durable_state)
+            raise ConstraintError('durable state must be 3')
         if _zgw_reclaim_complete__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_complete__f_reserved)
-        _zgw_reclaim_complete___descriptor_list___r41 = pos
+            raise ConstraintError('reserved bytes must be zero')
         pos += 8
         if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
         if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
             raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
@@ -11380,10 +11129,9 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_complete___descriptor_list___obj.rows = _zgw_reclaim_complete___descriptor_list__f_rows
         _zgw_reclaim_complete__f_completed = _zgw_reclaim_complete___descriptor_list___obj
         _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S41.unpack_from(mv, pos)
-        _zgw_reclaim_complete___descriptor_list___r41 = pos
         pos += 8
         if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
         if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
             raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
@@ -11416,10 +11164,9 @@ def _u_zgw_frame(mv, pos, end):
         f_payload = _zgw_reclaim_complete___obj
     elif _tag == 6:
         _zgw_commit__f_change_count, _zgw_commit__f_reserved, _zgw_commit__f_digest = _S80.unpack_from(mv, pos)
-        _zgw_commit___r80 = pos
         pos += 16
         if _zgw_commit__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_commit___r80 + 4, path='reserved', expected=0, found=_zgw_commit__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if pos > end:
             raise IndexError
         _zgw_commit__f_state, pos = _u_commit_state(mv, pos, end)
@@ -11429,17 +11176,16 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_commit___obj.state = _zgw_commit__f_state
         f_payload = _zgw_commit___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='payload', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _e_payload = pos
     f_checksum, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r47:_e_payload])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ZgwFrame)
     _obj.kind = f_kind
     _obj.frame_index = f_frame_index
@@ -11471,47 +11217,42 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
-                raise ConstraintError('bad magic', offset=_r47, path='magic', expected=b'ZGWF', found=f_magic)
+                raise ConstraintError('bad magic')
             _tag = f_kind
             f_kind = _ZGWFRAMEKIND_BY_VALUE[f_kind]
             if not f_version == 1:
-                raise UnsupportedError('unsupported graph frame version', offset=_r47 + 6, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported graph frame version')
             f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
             if not f_batch_id != 0:
-                raise ConstraintError('batch id must be non-zero', offset=_r47 + 24, path='batch_id', expected='batch_id != 0', found=f_batch_id)
+                raise ConstraintError('batch id must be non-zero')
             _e_reserved = _r47 + 56
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            _r6 = pos
+                raise ConstraintError('reserved bytes must be zero')
             pos += 8
             _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
             if f_header_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
-            if f_payload_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
+                raise ChecksumError('xxh3_64 mismatch')
             if pos + f_payload_len > end:
-                raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes', offset=pos, path='payload', expected=f_payload_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_payload_len) + ' bytes')
             _outer_end_payload = end
             end = pos + f_payload_len
-            _sec_payload = pos
             if _tag == 1:
-                _zgw_begin___r50 = pos
                 pos += 56
                 _zgw_begin__f_store = int.from_bytes(_zgw_begin__f_store, 'little', signed=False)
                 _zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_begin__f_envelope_kind)
                 if _zgw_begin___v is None:
-                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_begin__f_envelope_kind)
+                    raise ConstraintError('unknown envelope_kind value')
                 _zgw_begin__f_envelope_kind = _zgw_begin___v
                 if _zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_begin__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if not _zgw_begin__f_target_generation == _zgw_begin__f_base_generation + 1:
-                    raise ConstraintError('target generation must be base + 1', offset=_zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_begin__f_target_generation)
+                    raise ConstraintError('target generation must be base + 1')
                 if _zgw_begin__f_change_count > 16384:
-                    raise ConstraintError('value out of range', offset=_zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_begin__f_change_count)
+                    raise ConstraintError('value out of range')
                 if _zgw_begin__f_reserved2 != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_begin__f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgw_begin__f_complete_envelope_bytes > 16777216:
-                    raise ConstraintError('value out of range', offset=_zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_begin__f_complete_envelope_bytes)
+                    raise ConstraintError('value out of range')
                 _zgw_begin___obj = _new(ZgwBegin)
                 _zgw_begin___obj.store = _zgw_begin__f_store
                 _zgw_begin___obj.envelope_kind = _zgw_begin__f_envelope_kind
@@ -11538,17 +11279,16 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_inventory___artifact_descriptor___obj.family = _zgw_inventory___artifact_descriptor__f_family
                 _zgw_inventory___artifact_descriptor___obj.version = _zgw_inventory___artifact_descriptor__f_version
                 _zgw_inventory___artifact_descriptor___obj.whole_file_checksum = _zgw_inventory___artifact_descriptor__f_whole_file_checksum
-                _zgw_inventory___r70 = pos
                 pos += 24
                 _zgw_inventory___v = _INVENTORYSTATE_BY_VALUE.get(_zgw_inventory__f_state)
                 if _zgw_inventory___v is None:
-                    raise ConstraintError('unknown inventory_state value', offset=_zgw_inventory___r70, path='state', expected=[1, 2, 3, 4], found=_zgw_inventory__f_state)
+                    raise ConstraintError('unknown inventory_state value')
                 _zgw_inventory__f_state = _zgw_inventory___v
                 if _zgw_inventory__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_inventory___r70 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_inventory__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _zgw_inventory__f_intent = int.from_bytes(_zgw_inventory__f_intent, 'little', signed=False)
                 if not (_zgw_inventory__f_intent == 0) == (_zgw_inventory__f_state <= 2):
-                    raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_zgw_inventory___r70 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=_zgw_inventory__f_intent)
+                    raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise')
                 _zgw_inventory___obj = _new(ZgwInventory)
                 _zgw_inventory___obj.descriptor = _zgw_inventory___artifact_descriptor___obj
                 _zgw_inventory___obj.state = _zgw_inventory__f_state
@@ -11556,13 +11296,12 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 f_payload = _zgw_inventory___obj
             elif _tag == 4:
                 _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S109_unpack_from(mv, pos)
-                _zgw_reclaim_intent___r72 = pos
                 pos += 48
                 _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
                 if not _zgw_reclaim_intent__f_completed_mark_state == 1:
-                    raise ConstraintError('completed-mark state must be 1', offset=_zgw_reclaim_intent___r72 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=_zgw_reclaim_intent__f_completed_mark_state)
+                    raise ConstraintError('completed-mark state must be 1')
                 if _zgw_reclaim_intent__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r72 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_intent__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 pos += 64
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -11576,11 +11315,10 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
                 _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
                 _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-                _zgw_reclaim_intent___required_ref___r68 = pos
                 pos += 32
                 _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
                 if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_intent___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_intent___required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
                 _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
                 _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
@@ -11604,11 +11342,10 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
                 _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
                 _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-                _zgw_reclaim_intent___required_ref___r68 = pos
                 pos += 32
                 _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
                 if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_intent___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_intent___required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
                 _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
                 _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
@@ -11617,10 +11354,9 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___required_ref___obj.block_kind = _zgw_reclaim_intent___required_ref__f_block_kind
                 _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
                 _zgw_reclaim_intent__f_completed_mark = _zgw_reclaim_intent___required_ref___obj
-                _zgw_reclaim_intent___r75 = pos
                 pos += 16
                 if _zgw_reclaim_intent__f_reserved2 != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r75 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgw_reclaim_intent__f_candidate_count * 64 > end - pos:
                     raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count) if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
                 _zgw_reclaim_intent__f_candidates = []
@@ -11667,11 +11403,10 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.family = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family
                 _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version
                 _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum
-                _zgw_reclaim_complete___required_ref___r68 = pos
                 pos += 32
                 _zgw_reclaim_complete___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref__f_artifact, 'little', signed=False)
                 if not _zgw_reclaim_complete___required_ref__f_artifact == _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_complete___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_complete___required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _zgw_reclaim_complete___required_ref___obj = _new(RequiredRef)
                 _zgw_reclaim_complete___required_ref___obj.descriptor = _zgw_reclaim_complete___required_ref___artifact_descriptor___obj
                 _zgw_reclaim_complete___required_ref___obj.artifact = _zgw_reclaim_complete___required_ref__f_artifact
@@ -11679,16 +11414,14 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_complete___required_ref___obj.length = _zgw_reclaim_complete___required_ref__f_length
                 _zgw_reclaim_complete___required_ref___obj.block_kind = _zgw_reclaim_complete___required_ref__f_block_kind
                 _zgw_reclaim_complete___required_ref___obj.block_version = _zgw_reclaim_complete___required_ref__f_block_version
-                _zgw_reclaim_complete___r64 = pos
                 pos += 8
                 if not _zgw_reclaim_complete__f_durable_state == 3:
-                    raise ConstraintError('durable state must be 3', offset=_zgw_reclaim_complete___r64, path='durable_state', expected='durable_state == 3', found=_zgw_reclaim_complete__f_durable_state)
+                    raise ConstraintError('durable state must be 3')
                 if _zgw_reclaim_complete__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_complete__f_reserved)
-                _zgw_reclaim_complete___descriptor_list___r41 = pos
+                    raise ConstraintError('reserved bytes must be zero')
                 pos += 8
                 if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
                     raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
@@ -11713,10 +11446,9 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_complete___descriptor_list___obj.rows = _zgw_reclaim_complete___descriptor_list__f_rows
                 _zgw_reclaim_complete__f_completed = _zgw_reclaim_complete___descriptor_list___obj
                 _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S41_unpack_from(mv, pos)
-                _zgw_reclaim_complete___descriptor_list___r41 = pos
                 pos += 8
                 if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
                     raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
@@ -11749,10 +11481,9 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 f_payload = _zgw_reclaim_complete___obj
             elif _tag == 6:
                 _zgw_commit__f_change_count, _zgw_commit__f_reserved, _zgw_commit__f_digest = _S80_unpack_from(mv, pos)
-                _zgw_commit___r80 = pos
                 pos += 16
                 if _zgw_commit__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_commit___r80 + 4, path='reserved', expected=0, found=_zgw_commit__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos > end:
                     raise IndexError
                 _zgw_commit__f_state, pos = _u_commit_state(mv, pos, end)
@@ -11762,17 +11493,16 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_commit___obj.state = _zgw_commit__f_state
                 f_payload = _zgw_commit___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='payload', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _e_payload = pos
             f_checksum, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r47:_e_payload])
             if f_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ZgwFrame)
             _obj.kind = f_kind
             _obj.frame_index = f_frame_index
@@ -12314,14 +12044,13 @@ def _u_zgw_frame_header(mv, pos, end):
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
-        raise ConstraintError('bad magic', offset=_r47, path='magic', expected=b'ZGWF', found=f_magic)
+        raise ConstraintError('bad magic')
     f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
     _e_reserved = _r47 + 56
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
     if f_header_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ZgwFrameHeader)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -12347,14 +12076,13 @@ def _m_zgw_frame_header(mv, pos, end, _rest=_decode_many):
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
-                raise ConstraintError('bad magic', offset=_r47, path='magic', expected=b'ZGWF', found=f_magic)
+                raise ConstraintError('bad magic')
             f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
             _e_reserved = _r47 + 56
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
             if f_header_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ZgwFrameHeader)
             _obj.kind = f_kind
             _obj.version = f_version
@@ -12752,51 +12480,46 @@ def _u_graph_envelope(mv, pos, end):
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r47
     if _zgw_frame__f_magic != b'ZGWF':
-        raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+        raise ConstraintError('bad magic')
     _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
     if _zgw_frame___v is None:
-        raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+        raise ConstraintError('unknown zgw_frame_kind value')
     _zgw_frame__f_kind = _zgw_frame___v
     if not _zgw_frame__f_version == 1:
-        raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+        raise UnsupportedError('unsupported graph frame version')
     _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
     if not _zgw_frame__f_batch_id != 0:
-        raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+        raise ConstraintError('batch id must be non-zero')
     _zgw_frame___e_reserved = _zgw_frame___r47 + 56
     if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-    _zgw_frame___r6 = pos
+        raise ConstraintError('reserved bytes must be zero')
     pos += 8
     _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
     if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _zgw_frame___n = _zgw_frame__f_payload_len
-    if _zgw_frame___n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
     if pos + _zgw_frame___n > end:
-        raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
     _zgw_frame___outer_end_payload = end
     end = pos + _zgw_frame___n
-    _zgw_frame___sec_payload = pos
     _zgw_frame___tag = _zgw_frame__f_kind
     if _zgw_frame___tag == 1:
-        _zgw_frame___zgw_begin___r50 = pos
         pos += 56
         _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
         _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
         if _zgw_frame___zgw_begin___v is None:
-            raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+            raise ConstraintError('unknown envelope_kind value')
         _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
         if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-            raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+            raise ConstraintError('target generation must be base + 1')
         if _zgw_frame___zgw_begin__f_change_count > 16384:
-            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+            raise ConstraintError('value out of range')
         if _zgw_frame___zgw_begin__f_reserved2 != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+            raise ConstraintError('value out of range')
         _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
         _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
         _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12806,14 +12529,13 @@ def _u_graph_envelope(mv, pos, end):
         _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
         _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+            raise ConstraintError('section size mismatch')
         end = _zgw_frame___outer_end_payload
         _zgw_frame___e_payload = pos
-        _zgw_frame___r6 = pos
         pos += 8
         _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
         if _zgw_frame__f_checksum != _zgw_frame___ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+            raise ChecksumError('xxh3_64 mismatch')
         _zgw_frame___obj = _new(ZgwFrame)
         _zgw_frame___obj.kind = _zgw_frame__f_kind
         _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -12839,51 +12561,46 @@ def _u_graph_envelope(mv, pos, end):
         pos += 56
         _zgw_frame___s_magic = _zgw_frame___r47
         if _zgw_frame__f_magic != b'ZGWF':
-            raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+            raise ConstraintError('bad magic')
         _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
         if _zgw_frame___v is None:
-            raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+            raise ConstraintError('unknown zgw_frame_kind value')
         _zgw_frame__f_kind = _zgw_frame___v
         if not _zgw_frame__f_version == 1:
-            raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+            raise UnsupportedError('unsupported graph frame version')
         _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
         if not _zgw_frame__f_batch_id != 0:
-            raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+            raise ConstraintError('batch id must be non-zero')
         _zgw_frame___e_reserved = _zgw_frame___r47 + 56
         if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-        _zgw_frame___r6 = pos
+            raise ConstraintError('reserved bytes must be zero')
         pos += 8
         _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
         if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+            raise ChecksumError('xxh3_64 mismatch')
         _zgw_frame___n = _zgw_frame__f_payload_len
-        if _zgw_frame___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
         if pos + _zgw_frame___n > end:
-            raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+            raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
         _zgw_frame___outer_end_payload = end
         end = pos + _zgw_frame___n
-        _zgw_frame___sec_payload = pos
         _zgw_frame___tag = _zgw_frame__f_kind
         if _zgw_frame___tag == 1:
-            _zgw_frame___zgw_begin___r50 = pos
             pos += 56
             _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
             _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
             if _zgw_frame___zgw_begin___v is None:
-                raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                raise ConstraintError('unknown envelope_kind value')
             _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
             if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                raise ConstraintError('target generation must be base + 1')
             if _zgw_frame___zgw_begin__f_change_count > 16384:
-                raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                raise ConstraintError('value out of range')
             if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                raise ConstraintError('reserved bytes must be zero')
             if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                raise ConstraintError('value out of range')
             _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
             _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
             _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12893,14 +12610,13 @@ def _u_graph_envelope(mv, pos, end):
             _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
             _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _zgw_frame___outer_end_payload
             _zgw_frame___e_payload = pos
-            _zgw_frame___r6 = pos
             pos += 8
             _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
             if _zgw_frame__f_checksum != _zgw_frame___ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _zgw_frame___obj = _new(ZgwFrame)
             _zgw_frame___obj.kind = _zgw_frame__f_kind
             _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -12922,51 +12638,46 @@ def _u_graph_envelope(mv, pos, end):
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r47
     if _zgw_frame__f_magic != b'ZGWF':
-        raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+        raise ConstraintError('bad magic')
     _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
     if _zgw_frame___v is None:
-        raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+        raise ConstraintError('unknown zgw_frame_kind value')
     _zgw_frame__f_kind = _zgw_frame___v
     if not _zgw_frame__f_version == 1:
-        raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+        raise UnsupportedError('unsupported graph frame version')
     _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
     if not _zgw_frame__f_batch_id != 0:
-        raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+        raise ConstraintError('batch id must be non-zero')
     _zgw_frame___e_reserved = _zgw_frame___r47 + 56
     if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-    _zgw_frame___r6 = pos
+        raise ConstraintError('reserved bytes must be zero')
     pos += 8
     _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
     if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _zgw_frame___n = _zgw_frame__f_payload_len
-    if _zgw_frame___n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
     if pos + _zgw_frame___n > end:
-        raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
     _zgw_frame___outer_end_payload = end
     end = pos + _zgw_frame___n
-    _zgw_frame___sec_payload = pos
     _zgw_frame___tag = _zgw_frame__f_kind
     if _zgw_frame___tag == 1:
-        _zgw_frame___zgw_begin___r50 = pos
         pos += 56
         _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
         _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
         if _zgw_frame___zgw_begin___v is None:
-            raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+            raise ConstraintError('unknown envelope_kind value')
         _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
         if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-            raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+            raise ConstraintError('target generation must be base + 1')
         if _zgw_frame___zgw_begin__f_change_count > 16384:
-            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+            raise ConstraintError('value out of range')
         if _zgw_frame___zgw_begin__f_reserved2 != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+            raise ConstraintError('value out of range')
         _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
         _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
         _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -12976,14 +12687,13 @@ def _u_graph_envelope(mv, pos, end):
         _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
         _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+            raise ConstraintError('section size mismatch')
         end = _zgw_frame___outer_end_payload
         _zgw_frame___e_payload = pos
-        _zgw_frame___r6 = pos
         pos += 8
         _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
         if _zgw_frame__f_checksum != _zgw_frame___ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+            raise ChecksumError('xxh3_64 mismatch')
         _zgw_frame___obj = _new(ZgwFrame)
         _zgw_frame___obj.kind = _zgw_frame__f_kind
         _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -13021,51 +12731,46 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
             pos += 56
             _zgw_frame___s_magic = _zgw_frame___r47
             if _zgw_frame__f_magic != b'ZGWF':
-                raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+                raise ConstraintError('bad magic')
             _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
             if _zgw_frame___v is None:
-                raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+                raise ConstraintError('unknown zgw_frame_kind value')
             _zgw_frame__f_kind = _zgw_frame___v
             if not _zgw_frame__f_version == 1:
-                raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+                raise UnsupportedError('unsupported graph frame version')
             _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
             if not _zgw_frame__f_batch_id != 0:
-                raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+                raise ConstraintError('batch id must be non-zero')
             _zgw_frame___e_reserved = _zgw_frame___r47 + 56
             if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-            _zgw_frame___r6 = pos
+                raise ConstraintError('reserved bytes must be zero')
             pos += 8
             _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
             if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _zgw_frame___n = _zgw_frame__f_payload_len
-            if _zgw_frame___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
             if pos + _zgw_frame___n > end:
-                raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
             _zgw_frame___outer_end_payload = end
             end = pos + _zgw_frame___n
-            _zgw_frame___sec_payload = pos
             _zgw_frame___tag = _zgw_frame__f_kind
             if _zgw_frame___tag == 1:
-                _zgw_frame___zgw_begin___r50 = pos
                 pos += 56
                 _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
                 _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
                 if _zgw_frame___zgw_begin___v is None:
-                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                    raise ConstraintError('unknown envelope_kind value')
                 _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
                 if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                    raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                    raise ConstraintError('target generation must be base + 1')
                 if _zgw_frame___zgw_begin__f_change_count > 16384:
-                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                    raise ConstraintError('value out of range')
                 if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                    raise ConstraintError('value out of range')
                 _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
                 _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
                 _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -13075,14 +12780,13 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
                 _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+                    raise ConstraintError('section size mismatch')
                 end = _zgw_frame___outer_end_payload
                 _zgw_frame___e_payload = pos
-                _zgw_frame___r6 = pos
                 pos += 8
                 _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
                 if _zgw_frame__f_checksum != _zgw_frame___ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+                    raise ChecksumError('xxh3_64 mismatch')
                 _zgw_frame___obj = _new(ZgwFrame)
                 _zgw_frame___obj.kind = _zgw_frame__f_kind
                 _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -13108,51 +12812,46 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 pos += 56
                 _zgw_frame___s_magic = _zgw_frame___r47
                 if _zgw_frame__f_magic != b'ZGWF':
-                    raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+                    raise ConstraintError('bad magic')
                 _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
                 if _zgw_frame___v is None:
-                    raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+                    raise ConstraintError('unknown zgw_frame_kind value')
                 _zgw_frame__f_kind = _zgw_frame___v
                 if not _zgw_frame__f_version == 1:
-                    raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+                    raise UnsupportedError('unsupported graph frame version')
                 _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
                 if not _zgw_frame__f_batch_id != 0:
-                    raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+                    raise ConstraintError('batch id must be non-zero')
                 _zgw_frame___e_reserved = _zgw_frame___r47 + 56
                 if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-                _zgw_frame___r6 = pos
+                    raise ConstraintError('reserved bytes must be zero')
                 pos += 8
                 _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
                 if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+                    raise ChecksumError('xxh3_64 mismatch')
                 _zgw_frame___n = _zgw_frame__f_payload_len
-                if _zgw_frame___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
                 if pos + _zgw_frame___n > end:
-                    raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
                 _zgw_frame___outer_end_payload = end
                 end = pos + _zgw_frame___n
-                _zgw_frame___sec_payload = pos
                 _zgw_frame___tag = _zgw_frame__f_kind
                 if _zgw_frame___tag == 1:
-                    _zgw_frame___zgw_begin___r50 = pos
                     pos += 56
                     _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
                     _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
                     if _zgw_frame___zgw_begin___v is None:
-                        raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                        raise ConstraintError('unknown envelope_kind value')
                     _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
                     if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                        raise ConstraintError('reserved bytes must be zero')
                     if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                        raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                        raise ConstraintError('target generation must be base + 1')
                     if _zgw_frame___zgw_begin__f_change_count > 16384:
-                        raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                        raise ConstraintError('value out of range')
                     if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                        raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                        raise ConstraintError('reserved bytes must be zero')
                     if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                        raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                        raise ConstraintError('value out of range')
                     _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
                     _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
                     _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -13162,14 +12861,13 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                     _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
                     _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
                     if pos != end:
-                        raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+                        raise ConstraintError('section size mismatch')
                     end = _zgw_frame___outer_end_payload
                     _zgw_frame___e_payload = pos
-                    _zgw_frame___r6 = pos
                     pos += 8
                     _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
                     if _zgw_frame__f_checksum != _zgw_frame___ck:
-                        raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+                        raise ChecksumError('xxh3_64 mismatch')
                     _zgw_frame___obj = _new(ZgwFrame)
                     _zgw_frame___obj.kind = _zgw_frame__f_kind
                     _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -13191,51 +12889,46 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
             pos += 56
             _zgw_frame___s_magic = _zgw_frame___r47
             if _zgw_frame__f_magic != b'ZGWF':
-                raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+                raise ConstraintError('bad magic')
             _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
             if _zgw_frame___v is None:
-                raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+                raise ConstraintError('unknown zgw_frame_kind value')
             _zgw_frame__f_kind = _zgw_frame___v
             if not _zgw_frame__f_version == 1:
-                raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+                raise UnsupportedError('unsupported graph frame version')
             _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
             if not _zgw_frame__f_batch_id != 0:
-                raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+                raise ConstraintError('batch id must be non-zero')
             _zgw_frame___e_reserved = _zgw_frame___r47 + 56
             if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-            _zgw_frame___r6 = pos
+                raise ConstraintError('reserved bytes must be zero')
             pos += 8
             _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
             if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _zgw_frame___n = _zgw_frame__f_payload_len
-            if _zgw_frame___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
             if pos + _zgw_frame___n > end:
-                raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes')
             _zgw_frame___outer_end_payload = end
             end = pos + _zgw_frame___n
-            _zgw_frame___sec_payload = pos
             _zgw_frame___tag = _zgw_frame__f_kind
             if _zgw_frame___tag == 1:
-                _zgw_frame___zgw_begin___r50 = pos
                 pos += 56
                 _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
                 _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
                 if _zgw_frame___zgw_begin___v is None:
-                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                    raise ConstraintError('unknown envelope_kind value')
                 _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
                 if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                    raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                    raise ConstraintError('target generation must be base + 1')
                 if _zgw_frame___zgw_begin__f_change_count > 16384:
-                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                    raise ConstraintError('value out of range')
                 if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                    raise ConstraintError('value out of range')
                 _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
                 _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
                 _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
@@ -13245,14 +12938,13 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
                 _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+                    raise ConstraintError('section size mismatch')
                 end = _zgw_frame___outer_end_payload
                 _zgw_frame___e_payload = pos
-                _zgw_frame___r6 = pos
                 pos += 8
                 _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
                 if _zgw_frame__f_checksum != _zgw_frame___ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+                    raise ChecksumError('xxh3_64 mismatch')
                 _zgw_frame___obj = _new(ZgwFrame)
                 _zgw_frame___obj.kind = _zgw_frame__f_kind
                 _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
@@ -13331,20 +13023,19 @@ def _d_zgw_begin(mv, pos, end):
 
 def _u_zgw_begin(mv, pos, end):
     f_store, f_envelope_kind, f_reserved, f_base_generation, f_target_generation, f_change_count, f_reserved2, f_complete_envelope_bytes = _S50.unpack_from(mv, pos)
-    _r50 = pos
     pos += 56
     f_store = int.from_bytes(f_store, 'little', signed=False)
     f_envelope_kind = _ENVELOPEKIND_BY_VALUE[f_envelope_kind]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if not f_target_generation == f_base_generation + 1:
-        raise ConstraintError('target generation must be base + 1', offset=_r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=f_target_generation)
+        raise ConstraintError('target generation must be base + 1')
     if f_change_count > 16384:
-        raise ConstraintError('value out of range', offset=_r50 + 40, path='change_count', expected='None..16384', found=f_change_count)
+        raise ConstraintError('value out of range')
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r50 + 44, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero')
     if f_complete_envelope_bytes > 16777216:
-        raise ConstraintError('value out of range', offset=_r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=f_complete_envelope_bytes)
+        raise ConstraintError('value out of range')
     _obj = _new(ZgwBegin)
     _obj.store = f_store
     _obj.envelope_kind = f_envelope_kind
@@ -13366,20 +13057,19 @@ def _m_zgw_begin(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_store, f_envelope_kind, f_reserved, f_base_generation, f_target_generation, f_change_count, f_reserved2, f_complete_envelope_bytes = _S50_unpack_from(mv, pos)
-            _r50 = pos
             pos += 56
             f_store = int.from_bytes(f_store, 'little', signed=False)
             f_envelope_kind = _ENVELOPEKIND_BY_VALUE[f_envelope_kind]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not f_target_generation == f_base_generation + 1:
-                raise ConstraintError('target generation must be base + 1', offset=_r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=f_target_generation)
+                raise ConstraintError('target generation must be base + 1')
             if f_change_count > 16384:
-                raise ConstraintError('value out of range', offset=_r50 + 40, path='change_count', expected='None..16384', found=f_change_count)
+                raise ConstraintError('value out of range')
             if f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r50 + 44, path='reserved2', expected=0, found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero')
             if f_complete_envelope_bytes > 16777216:
-                raise ConstraintError('value out of range', offset=_r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=f_complete_envelope_bytes)
+                raise ConstraintError('value out of range')
             _obj = _new(ZgwBegin)
             _obj.store = f_store
             _obj.envelope_kind = f_envelope_kind
@@ -13546,11 +13236,10 @@ def _u_required_ref(mv, pos, end):
     _artifact_descriptor___obj.family = _artifact_descriptor__f_family
     _artifact_descriptor___obj.version = _artifact_descriptor__f_version
     _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-    _r68 = pos
     pos += 32
     f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
     if not f_artifact == _artifact_descriptor___obj.artifact:
-        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_r68, path='artifact', expected='artifact == descriptor.artifact', found=f_artifact)
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _obj = _new(RequiredRef)
     _obj.descriptor = _artifact_descriptor___obj
     _obj.artifact = f_artifact
@@ -13584,11 +13273,10 @@ def _m_required_ref(mv, pos, end, _rest=_decode_many):
             _artifact_descriptor___obj.family = _artifact_descriptor__f_family
             _artifact_descriptor___obj.version = _artifact_descriptor__f_version
             _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-            _r68 = pos
             pos += 32
             f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
             if not f_artifact == _artifact_descriptor___obj.artifact:
-                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_r68, path='artifact', expected='artifact == descriptor.artifact', found=f_artifact)
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _obj = _new(RequiredRef)
             _obj.descriptor = _artifact_descriptor___obj
             _obj.artifact = f_artifact
@@ -13680,12 +13368,11 @@ def _d_optional_ref(mv, pos, end):
 
 def _u_optional_ref(mv, pos, end):
     f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S122.unpack_from(mv, pos)
-    _r64 = pos
     pos += 8
     if not (f_present == 0 or f_present == 1):
-        raise ConstraintError('unknown presence tag', offset=_r64, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if f_present == 1:
         pos += 64
         _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -13699,11 +13386,10 @@ def _u_optional_ref(mv, pos, end):
         _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
         _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
         _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-        _required_ref___r68 = pos
         pos += 32
         _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
         if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _required_ref___obj = _new(RequiredRef)
         _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
         _required_ref___obj.artifact = _required_ref__f_artifact
@@ -13731,12 +13417,11 @@ def _m_optional_ref(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S122_unpack_from(mv, pos)
-            _r64 = pos
             pos += 8
             if not (f_present == 0 or f_present == 1):
-                raise ConstraintError('unknown presence tag', offset=_r64, path='present', expected='present == 0 or present == 1', found=f_present)
+                raise ConstraintError('unknown presence tag')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if f_present == 1:
                 pos += 64
                 _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -13750,11 +13435,10 @@ def _m_optional_ref(mv, pos, end, _rest=_decode_many):
                 _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
                 _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
                 _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-                _required_ref___r68 = pos
                 pos += 32
                 _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
                 if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _required_ref___obj = _new(RequiredRef)
                 _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
                 _required_ref___obj.artifact = _required_ref__f_artifact
@@ -14200,12 +13884,11 @@ def _u_commit_state(mv, pos, end):
     f_roots = []
     for _i in range(_c):
         _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122.unpack_from(mv, pos)
-        _optional_ref___r64 = pos
         pos += 8
         if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-            raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+            raise ConstraintError('unknown presence tag')
         if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if _optional_ref__f_present == 1:
             pos += 64
             _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14220,11 +13903,10 @@ def _u_commit_state(mv, pos, end):
             _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
             _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
             _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-            _optional_ref___required_ref___r68 = pos
             pos += 32
             _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
             if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _optional_ref___required_ref___obj = _new(RequiredRef)
             _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
             _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14254,11 +13936,10 @@ def _u_commit_state(mv, pos, end):
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
     _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-    _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref__f_descriptor
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -14267,12 +13948,11 @@ def _u_commit_state(mv, pos, end):
     _required_ref___obj.block_kind = _required_ref__f_block_kind
     _required_ref___obj.block_version = _required_ref__f_block_version
     f_catalog = _required_ref___obj
-    _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-        raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+        raise ConstraintError('unknown presence tag')
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if _optional_ref__f_present == 1:
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14287,11 +13967,10 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
         _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
         _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-        _optional_ref___required_ref___r68 = pos
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
         if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _optional_ref___required_ref___obj = _new(RequiredRef)
         _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
         _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14307,12 +13986,11 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_vector = _optional_ref___obj
     _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122.unpack_from(mv, pos)
-    _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-        raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+        raise ConstraintError('unknown presence tag')
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if _optional_ref__f_present == 1:
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14327,11 +14005,10 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
         _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
         _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-        _optional_ref___required_ref___r68 = pos
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
         if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _optional_ref___required_ref___obj = _new(RequiredRef)
         _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
         _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14347,12 +14024,11 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_text = _optional_ref___obj
     _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122.unpack_from(mv, pos)
-    _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-        raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+        raise ConstraintError('unknown presence tag')
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if _optional_ref__f_present == 1:
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14367,11 +14043,10 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
         _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
         _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-        _optional_ref___required_ref___r68 = pos
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
         if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _optional_ref___required_ref___obj = _new(RequiredRef)
         _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
         _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14387,10 +14062,9 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_reclaim = _optional_ref___obj
     f_prepared_count, f_reserved = _S41.unpack_from(mv, pos)
-    _r41 = pos
     pos += 8
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _c = f_prepared_count
     if _c * 96 > end - pos:
         raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
@@ -14410,11 +14084,10 @@ def _u_commit_state(mv, pos, end):
         _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
         _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
         _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-        _required_ref___r68 = pos
         pos += 32
         _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
         if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _required_ref___obj = _new(RequiredRef)
         _required_ref___obj.descriptor = _required_ref__f_descriptor
         _required_ref___obj.artifact = _required_ref__f_artifact
@@ -14479,12 +14152,11 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             f_roots = []
             for _i in range(_c):
                 _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122_unpack_from(mv, pos)
-                _optional_ref___r64 = pos
                 pos += 8
                 if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                    raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+                    raise ConstraintError('unknown presence tag')
                 if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _optional_ref__f_present == 1:
                     pos += 64
                     _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14499,11 +14171,10 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                     _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                     _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
                     _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                    _optional_ref___required_ref___r68 = pos
                     pos += 32
                     _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                     if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                        raise ConstraintError("physical ref artifact must equal the descriptor's")
                     _optional_ref___required_ref___obj = _new(RequiredRef)
                     _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
                     _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14533,11 +14204,10 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
             _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-            _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref__f_descriptor
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -14546,12 +14216,11 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _required_ref___obj.block_kind = _required_ref__f_block_kind
             _required_ref___obj.block_version = _required_ref__f_block_version
             f_catalog = _required_ref___obj
-            _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+                raise ConstraintError('unknown presence tag')
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if _optional_ref__f_present == 1:
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14566,11 +14235,10 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                 _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
                 _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                _optional_ref___required_ref___r68 = pos
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                 if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _optional_ref___required_ref___obj = _new(RequiredRef)
                 _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
                 _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14586,12 +14254,11 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_vector = _optional_ref___obj
             _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122_unpack_from(mv, pos)
-            _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+                raise ConstraintError('unknown presence tag')
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if _optional_ref__f_present == 1:
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14606,11 +14273,10 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                 _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
                 _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                _optional_ref___required_ref___r68 = pos
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                 if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _optional_ref___required_ref___obj = _new(RequiredRef)
                 _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
                 _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14626,12 +14292,11 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_text = _optional_ref___obj
             _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122_unpack_from(mv, pos)
-            _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+                raise ConstraintError('unknown presence tag')
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if _optional_ref__f_present == 1:
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -14646,11 +14311,10 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                 _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
                 _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                _optional_ref___required_ref___r68 = pos
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                 if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _optional_ref___required_ref___obj = _new(RequiredRef)
                 _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
                 _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -14666,10 +14330,9 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_reclaim = _optional_ref___obj
             f_prepared_count, f_reserved = _S41_unpack_from(mv, pos)
-            _r41 = pos
             pos += 8
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _c = f_prepared_count
             if _c * 96 > end - pos:
                 raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
@@ -14689,11 +14352,10 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
                 _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
                 _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-                _required_ref___r68 = pos
                 pos += 32
                 _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
                 if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _required_ref___obj = _new(RequiredRef)
                 _required_ref___obj.descriptor = _required_ref__f_descriptor
                 _required_ref___obj.artifact = _required_ref__f_artifact
@@ -14906,10 +14568,9 @@ def _d_zgw_commit(mv, pos, end):
 
 def _u_zgw_commit(mv, pos, end):
     f_change_count, f_reserved, f_digest = _S80.unpack_from(mv, pos)
-    _r80 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r80 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if pos > end:
         raise IndexError
     f_state, pos = _u_commit_state(mv, pos, end)
@@ -14931,10 +14592,9 @@ def _m_zgw_commit(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_change_count, f_reserved, f_digest = _S80_unpack_from(mv, pos)
-            _r80 = pos
             pos += 16
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r80 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if pos > end:
                 raise IndexError
             f_state, pos = _u_commit_state(mv, pos, end)
@@ -15273,10 +14933,9 @@ def _d_zgop_expected(mv, pos, end):
 
 def _u_zgop_expected(mv, pos, end):
     f_tag = mv[pos]
-    _r28 = pos
     pos += 1
     if not (f_tag >= 1 and f_tag <= 3):
-        raise ConstraintError('unknown expected-state tag', offset=_r28, path='tag', expected='tag >= 1 and tag <= 3', found=f_tag)
+        raise ConstraintError('unknown expected-state tag')
     if f_tag == 2:
         f_entity = _S28.unpack_from(mv, pos)[0]
         pos += 1
@@ -15315,10 +14974,9 @@ def _m_zgop_expected(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_tag = mv[pos]
-            _r28 = pos
             pos += 1
             if not (f_tag >= 1 and f_tag <= 3):
-                raise ConstraintError('unknown expected-state tag', offset=_r28, path='tag', expected='tag >= 1 and tag <= 3', found=f_tag)
+                raise ConstraintError('unknown expected-state tag')
             if f_tag == 2:
                 f_entity = _S28_unpack_from(mv, pos)[0]
                 pos += 1
@@ -15542,21 +15200,19 @@ def _d_zgop(mv, pos, end):
 def _u_zgop(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S124.unpack_from(mv, pos)
-    _r54 = pos
     pos += 8
     if f_magic != b'ZGOP':
-        raise ConstraintError('bad magic', offset=_r54, path='magic', expected=b'ZGOP', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_version == 1:
-        raise UnsupportedError('unsupported ZGOP version', offset=_r54 + 4, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGOP version')
     f_operation = _ZGOPOPERATION_BY_VALUE[f_operation]
     if not (f_key_present == 0 or f_key_present == 1):
-        raise ConstraintError('unknown presence tag', offset=_r54 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=f_key_present)
+        raise ConstraintError('unknown presence tag')
     if f_key_present == 1:
-        _zgop_key___r56 = pos
         pos += 9
         _zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop_key__f_entity)
         if _zgop_key___v is None:
-            raise ConstraintError('unknown entity_kind value', offset=_zgop_key___r56, path='entity', expected=[1, 2], found=_zgop_key__f_entity)
+            raise ConstraintError('unknown entity_kind value')
         _zgop_key__f_entity = _zgop_key___v
         _zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
         pos += _zgop_key__n_namespace
@@ -15572,37 +15228,32 @@ def _u_zgop(mv, pos, end):
     else:
         f_key = None
     f_requested_revision, f_installed_revision = _S59.unpack_from(mv, pos)
-    _r59 = pos
     pos += 16
     if not f_requested_revision != 0:
-        raise ConstraintError('requested revision must be non-zero', offset=_r59, path='requested_revision', expected='requested_revision != 0', found=f_requested_revision)
+        raise ConstraintError('requested revision must be non-zero')
     if not f_installed_revision != 0:
-        raise ConstraintError('installed revision must be non-zero', offset=_r59 + 8, path='installed_revision', expected='installed_revision != 0', found=f_installed_revision)
+        raise ConstraintError('installed revision must be non-zero')
     _zgop_expected__f_tag = mv[pos]
-    _zgop_expected___r28 = pos
     pos += 1
     if not (_zgop_expected__f_tag >= 1 and _zgop_expected__f_tag <= 3):
-        raise ConstraintError('unknown expected-state tag', offset=_zgop_expected___r28, path='tag', expected='tag >= 1 and tag <= 3', found=_zgop_expected__f_tag)
+        raise ConstraintError('unknown expected-state tag')
     if _zgop_expected__f_tag == 2:
         _zgop_expected__f_entity = _S28.unpack_from(mv, pos)[0]
-        _zgop_expected___at = pos
         pos += 1
         _zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop_expected__f_entity)
         if _zgop_expected___v is None:
-            raise ConstraintError('unknown entity_kind value', offset=_zgop_expected___at, path='entity', expected=[1, 2], found=_zgop_expected__f_entity)
+            raise ConstraintError('unknown entity_kind value')
         _zgop_expected__f_entity = _zgop_expected___v
     else:
         _zgop_expected__f_entity = None
     if _zgop_expected__f_tag == 2:
         _zgop_expected__f_entity_id = _S30.unpack_from(mv, pos)[0]
-        _zgop_expected___at = pos
         pos += 16
         _zgop_expected__f_entity_id = int.from_bytes(_zgop_expected__f_entity_id, 'little', signed=False)
     else:
         _zgop_expected__f_entity_id = None
     if _zgop_expected__f_tag == 3:
         _zgop_expected__f_revision = _S6.unpack_from(mv, pos)[0]
-        _zgop_expected___at = pos
         pos += 8
     else:
         _zgop_expected__f_revision = None
@@ -15612,16 +15263,15 @@ def _u_zgop(mv, pos, end):
     _zgop_expected___obj.entity_id = _zgop_expected__f_entity_id
     _zgop_expected___obj.revision = _zgop_expected__f_revision
     f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation = _S62.unpack_from(mv, pos)
-    _r62 = pos
     pos += 26
     f_incarnation_kind = _ENTITYKIND_BY_VALUE[f_incarnation_kind]
     if not (f_key_present == 0 or f_key.entity == f_incarnation_kind):
-        raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_r62, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=f_incarnation_kind)
+        raise ConstraintError('ZGOP key kind must match the incarnation kind')
     if not (_zgop_expected___obj.tag != 2 or _zgop_expected___obj.entity == f_incarnation_kind):
-        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_r62, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=f_incarnation_kind)
+        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind')
     f_incarnation = int.from_bytes(f_incarnation, 'little', signed=False)
     if not (f_incarnation != 0 or f_incarnation_kind == 1):
-        raise ConstraintError('relationship incarnation must be non-zero', offset=_r62 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=f_incarnation)
+        raise ConstraintError('relationship incarnation must be non-zero')
     f_delete_mode = _DELETEMODE_BY_VALUE[f_delete_mode]
     _obj = _new(Zgop)
     _obj.operation = f_operation
@@ -15654,21 +15304,19 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S124_unpack_from(mv, pos)
-            _r54 = pos
             pos += 8
             if f_magic != b'ZGOP':
-                raise ConstraintError('bad magic', offset=_r54, path='magic', expected=b'ZGOP', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_version == 1:
-                raise UnsupportedError('unsupported ZGOP version', offset=_r54 + 4, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported ZGOP version')
             f_operation = _ZGOPOPERATION_BY_VALUE[f_operation]
             if not (f_key_present == 0 or f_key_present == 1):
-                raise ConstraintError('unknown presence tag', offset=_r54 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=f_key_present)
+                raise ConstraintError('unknown presence tag')
             if f_key_present == 1:
-                _zgop_key___r56 = pos
                 pos += 9
                 _zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop_key__f_entity)
                 if _zgop_key___v is None:
-                    raise ConstraintError('unknown entity_kind value', offset=_zgop_key___r56, path='entity', expected=[1, 2], found=_zgop_key__f_entity)
+                    raise ConstraintError('unknown entity_kind value')
                 _zgop_key__f_entity = _zgop_key___v
                 _zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
                 pos += _zgop_key__n_namespace
@@ -15684,37 +15332,32 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
             else:
                 f_key = None
             f_requested_revision, f_installed_revision = _S59_unpack_from(mv, pos)
-            _r59 = pos
             pos += 16
             if not f_requested_revision != 0:
-                raise ConstraintError('requested revision must be non-zero', offset=_r59, path='requested_revision', expected='requested_revision != 0', found=f_requested_revision)
+                raise ConstraintError('requested revision must be non-zero')
             if not f_installed_revision != 0:
-                raise ConstraintError('installed revision must be non-zero', offset=_r59 + 8, path='installed_revision', expected='installed_revision != 0', found=f_installed_revision)
+                raise ConstraintError('installed revision must be non-zero')
             _zgop_expected__f_tag = mv[pos]
-            _zgop_expected___r28 = pos
             pos += 1
             if not (_zgop_expected__f_tag >= 1 and _zgop_expected__f_tag <= 3):
-                raise ConstraintError('unknown expected-state tag', offset=_zgop_expected___r28, path='tag', expected='tag >= 1 and tag <= 3', found=_zgop_expected__f_tag)
+                raise ConstraintError('unknown expected-state tag')
             if _zgop_expected__f_tag == 2:
                 _zgop_expected__f_entity = _S28_unpack_from(mv, pos)[0]
-                _zgop_expected___at = pos
                 pos += 1
                 _zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop_expected__f_entity)
                 if _zgop_expected___v is None:
-                    raise ConstraintError('unknown entity_kind value', offset=_zgop_expected___at, path='entity', expected=[1, 2], found=_zgop_expected__f_entity)
+                    raise ConstraintError('unknown entity_kind value')
                 _zgop_expected__f_entity = _zgop_expected___v
             else:
                 _zgop_expected__f_entity = None
             if _zgop_expected__f_tag == 2:
                 _zgop_expected__f_entity_id = _S30_unpack_from(mv, pos)[0]
-                _zgop_expected___at = pos
                 pos += 16
                 _zgop_expected__f_entity_id = int.from_bytes(_zgop_expected__f_entity_id, 'little', signed=False)
             else:
                 _zgop_expected__f_entity_id = None
             if _zgop_expected__f_tag == 3:
                 _zgop_expected__f_revision = _S6_unpack_from(mv, pos)[0]
-                _zgop_expected___at = pos
                 pos += 8
             else:
                 _zgop_expected__f_revision = None
@@ -15724,16 +15367,15 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
             _zgop_expected___obj.entity_id = _zgop_expected__f_entity_id
             _zgop_expected___obj.revision = _zgop_expected__f_revision
             f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation = _S62_unpack_from(mv, pos)
-            _r62 = pos
             pos += 26
             f_incarnation_kind = _ENTITYKIND_BY_VALUE[f_incarnation_kind]
             if not (f_key_present == 0 or f_key.entity == f_incarnation_kind):
-                raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_r62, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=f_incarnation_kind)
+                raise ConstraintError('ZGOP key kind must match the incarnation kind')
             if not (_zgop_expected___obj.tag != 2 or _zgop_expected___obj.entity == f_incarnation_kind):
-                raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_r62, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=f_incarnation_kind)
+                raise ConstraintError('ZGOP expected entity kind must match the incarnation kind')
             f_incarnation = int.from_bytes(f_incarnation, 'little', signed=False)
             if not (f_incarnation != 0 or f_incarnation_kind == 1):
-                raise ConstraintError('relationship incarnation must be non-zero', offset=_r62 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=f_incarnation)
+                raise ConstraintError('relationship incarnation must be non-zero')
             f_delete_mode = _DELETEMODE_BY_VALUE[f_delete_mode]
             _obj = _new(Zgop)
             _obj.operation = f_operation
@@ -16098,42 +15740,36 @@ def _d_zgw_mutation(mv, pos, end):
 def _u_zgw_mutation(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S125.unpack_from(mv, pos)
-    _r52 = pos
     pos += 16
     if not (f_live == 0 or f_live == 1):
-        raise ConstraintError('live must be 0 or 1', offset=_r52, path='live', expected='live == 0 or live == 1', found=f_live)
+        raise ConstraintError('live must be 0 or 1')
     if f_membership & 240:
-        raise ConstraintError('undefined membership_bits bits set', offset=_r52 + 1, path='membership', expected='mask 0xf', found=f_membership)
+        raise ConstraintError('undefined membership_bits bits set')
     f_membership = MembershipBits.from_int(f_membership)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r52 + 2, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if f_zgop_len > 8388608:
-        raise ConstraintError('value out of range', offset=_r52 + 8, path='zgop_len', expected='None..8388608', found=f_zgop_len)
-    if f_zgop_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='zgop', expected='>= 0', found=f_zgop_len)
+        raise ConstraintError('value out of range')
     if pos + f_zgop_len > end:
-        raise TruncatedError('section needs ' + str(f_zgop_len) + ' bytes', offset=pos, path='zgop', expected=f_zgop_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_zgop_len) + ' bytes')
     _outer_end_zgop = end
     end = pos + f_zgop_len
-    _sec_zgop = pos
-    _zgop___r54 = pos
     pos += 8
     if _zgop__f_magic != b'ZGOP':
-        raise ConstraintError('bad magic', offset=_zgop___r54, path='magic', expected=b'ZGOP', found=_zgop__f_magic)
+        raise ConstraintError('bad magic')
     if not _zgop__f_version == 1:
-        raise UnsupportedError('unsupported ZGOP version', offset=_zgop___r54 + 4, path='version', expected='version == 1', found=_zgop__f_version)
+        raise UnsupportedError('unsupported ZGOP version')
     _zgop___v = _ZGOPOPERATION_BY_VALUE.get(_zgop__f_operation)
     if _zgop___v is None:
-        raise ConstraintError('unknown zgop_operation value', offset=_zgop___r54 + 6, path='operation', expected=[1, 2, 3, 4, 5], found=_zgop__f_operation)
+        raise ConstraintError('unknown zgop_operation value')
     _zgop__f_operation = _zgop___v
     if not (_zgop__f_key_present == 0 or _zgop__f_key_present == 1):
-        raise ConstraintError('unknown presence tag', offset=_zgop___r54 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=_zgop__f_key_present)
+        raise ConstraintError('unknown presence tag')
     if _zgop__f_key_present == 1:
-        _zgop___zgop_key___r56 = pos
         pos += 9
         _zgop___zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_key__f_entity)
         if _zgop___zgop_key___v is None:
-            raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_key___r56, path='entity', expected=[1, 2], found=_zgop___zgop_key__f_entity)
+            raise ConstraintError('unknown entity_kind value')
         _zgop___zgop_key__f_entity = _zgop___zgop_key___v
         _zgop___zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop___zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
         pos += _zgop___zgop_key__n_namespace
@@ -16149,37 +15785,32 @@ def _u_zgw_mutation(mv, pos, end):
     else:
         _zgop__f_key = None
     _zgop__f_requested_revision, _zgop__f_installed_revision = _S59.unpack_from(mv, pos)
-    _zgop___r59 = pos
     pos += 16
     if not _zgop__f_requested_revision != 0:
-        raise ConstraintError('requested revision must be non-zero', offset=_zgop___r59, path='requested_revision', expected='requested_revision != 0', found=_zgop__f_requested_revision)
+        raise ConstraintError('requested revision must be non-zero')
     if not _zgop__f_installed_revision != 0:
-        raise ConstraintError('installed revision must be non-zero', offset=_zgop___r59 + 8, path='installed_revision', expected='installed_revision != 0', found=_zgop__f_installed_revision)
+        raise ConstraintError('installed revision must be non-zero')
     _zgop___zgop_expected__f_tag = mv[pos]
-    _zgop___zgop_expected___r28 = pos
     pos += 1
     if not (_zgop___zgop_expected__f_tag >= 1 and _zgop___zgop_expected__f_tag <= 3):
-        raise ConstraintError('unknown expected-state tag', offset=_zgop___zgop_expected___r28, path='tag', expected='tag >= 1 and tag <= 3', found=_zgop___zgop_expected__f_tag)
+        raise ConstraintError('unknown expected-state tag')
     if _zgop___zgop_expected__f_tag == 2:
         _zgop___zgop_expected__f_entity = _S28.unpack_from(mv, pos)[0]
-        _zgop___zgop_expected___at = pos
         pos += 1
         _zgop___zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_expected__f_entity)
         if _zgop___zgop_expected___v is None:
-            raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_expected___at, path='entity', expected=[1, 2], found=_zgop___zgop_expected__f_entity)
+            raise ConstraintError('unknown entity_kind value')
         _zgop___zgop_expected__f_entity = _zgop___zgop_expected___v
     else:
         _zgop___zgop_expected__f_entity = None
     if _zgop___zgop_expected__f_tag == 2:
         _zgop___zgop_expected__f_entity_id = _S30.unpack_from(mv, pos)[0]
-        _zgop___zgop_expected___at = pos
         pos += 16
         _zgop___zgop_expected__f_entity_id = int.from_bytes(_zgop___zgop_expected__f_entity_id, 'little', signed=False)
     else:
         _zgop___zgop_expected__f_entity_id = None
     if _zgop___zgop_expected__f_tag == 3:
         _zgop___zgop_expected__f_revision = _S6.unpack_from(mv, pos)[0]
-        _zgop___zgop_expected___at = pos
         pos += 8
     else:
         _zgop___zgop_expected__f_revision = None
@@ -16189,22 +15820,21 @@ def _u_zgw_mutation(mv, pos, end):
     _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
     _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
     _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S126.unpack_from(mv, pos)
-    _zgop___r62 = pos
     pos += 26
     _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
     if _zgop___v is None:
-        raise ConstraintError('unknown entity_kind value', offset=_zgop___r62, path='incarnation_kind', expected=[1, 2], found=_zgop__f_incarnation_kind)
+        raise ConstraintError('unknown entity_kind value')
     _zgop__f_incarnation_kind = _zgop___v
     if not (_zgop__f_key_present == 0 or _zgop__f_key.entity == _zgop__f_incarnation_kind):
-        raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_zgop___r62, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=_zgop__f_incarnation_kind)
+        raise ConstraintError('ZGOP key kind must match the incarnation kind')
     if not (_zgop___zgop_expected___obj.tag != 2 or _zgop___zgop_expected___obj.entity == _zgop__f_incarnation_kind):
-        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_zgop___r62, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=_zgop__f_incarnation_kind)
+        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind')
     _zgop__f_incarnation = int.from_bytes(_zgop__f_incarnation, 'little', signed=False)
     if not (_zgop__f_incarnation != 0 or _zgop__f_incarnation_kind == 1):
-        raise ConstraintError('relationship incarnation must be non-zero', offset=_zgop___r62 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=_zgop__f_incarnation)
+        raise ConstraintError('relationship incarnation must be non-zero')
     _zgop___v = _DELETEMODE_BY_VALUE.get(_zgop__f_delete_mode)
     if _zgop___v is None:
-        raise ConstraintError('unknown delete_mode value', offset=_zgop___r62 + 17, path='delete_mode', expected=[0, 1, 2], found=_zgop__f_delete_mode)
+        raise ConstraintError('unknown delete_mode value')
     _zgop__f_delete_mode = _zgop___v
     _zgop___obj = _new(Zgop)
     _zgop___obj.operation = _zgop__f_operation
@@ -16218,14 +15848,13 @@ def _u_zgw_mutation(mv, pos, end):
     _zgop___obj.delete_mode = _zgop__f_delete_mode
     _zgop___obj.original_generation = _zgop__f_original_generation
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_zgop, path='zgop', expected=end - _sec_zgop, found=pos - _sec_zgop)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_zgop
-    _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-        raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+        raise ConstraintError('unknown presence tag')
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if _optional_ref__f_present == 1:
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -16239,11 +15868,10 @@ def _u_zgw_mutation(mv, pos, end):
         _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
         _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
         _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-        _optional_ref___required_ref___r68 = pos
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
         if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref___artifact_descriptor___obj.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _optional_ref___required_ref___obj = _new(RequiredRef)
         _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref___artifact_descriptor___obj
         _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -16282,42 +15910,36 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S125_unpack_from(mv, pos)
-            _r52 = pos
             pos += 16
             if not (f_live == 0 or f_live == 1):
-                raise ConstraintError('live must be 0 or 1', offset=_r52, path='live', expected='live == 0 or live == 1', found=f_live)
+                raise ConstraintError('live must be 0 or 1')
             if f_membership & 240:
-                raise ConstraintError('undefined membership_bits bits set', offset=_r52 + 1, path='membership', expected='mask 0xf', found=f_membership)
+                raise ConstraintError('undefined membership_bits bits set')
             f_membership = MembershipBits.from_int(f_membership)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r52 + 2, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if f_zgop_len > 8388608:
-                raise ConstraintError('value out of range', offset=_r52 + 8, path='zgop_len', expected='None..8388608', found=f_zgop_len)
-            if f_zgop_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='zgop', expected='>= 0', found=f_zgop_len)
+                raise ConstraintError('value out of range')
             if pos + f_zgop_len > end:
-                raise TruncatedError('section needs ' + str(f_zgop_len) + ' bytes', offset=pos, path='zgop', expected=f_zgop_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_zgop_len) + ' bytes')
             _outer_end_zgop = end
             end = pos + f_zgop_len
-            _sec_zgop = pos
-            _zgop___r54 = pos
             pos += 8
             if _zgop__f_magic != b'ZGOP':
-                raise ConstraintError('bad magic', offset=_zgop___r54, path='magic', expected=b'ZGOP', found=_zgop__f_magic)
+                raise ConstraintError('bad magic')
             if not _zgop__f_version == 1:
-                raise UnsupportedError('unsupported ZGOP version', offset=_zgop___r54 + 4, path='version', expected='version == 1', found=_zgop__f_version)
+                raise UnsupportedError('unsupported ZGOP version')
             _zgop___v = _ZGOPOPERATION_BY_VALUE.get(_zgop__f_operation)
             if _zgop___v is None:
-                raise ConstraintError('unknown zgop_operation value', offset=_zgop___r54 + 6, path='operation', expected=[1, 2, 3, 4, 5], found=_zgop__f_operation)
+                raise ConstraintError('unknown zgop_operation value')
             _zgop__f_operation = _zgop___v
             if not (_zgop__f_key_present == 0 or _zgop__f_key_present == 1):
-                raise ConstraintError('unknown presence tag', offset=_zgop___r54 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=_zgop__f_key_present)
+                raise ConstraintError('unknown presence tag')
             if _zgop__f_key_present == 1:
-                _zgop___zgop_key___r56 = pos
                 pos += 9
                 _zgop___zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_key__f_entity)
                 if _zgop___zgop_key___v is None:
-                    raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_key___r56, path='entity', expected=[1, 2], found=_zgop___zgop_key__f_entity)
+                    raise ConstraintError('unknown entity_kind value')
                 _zgop___zgop_key__f_entity = _zgop___zgop_key___v
                 _zgop___zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop___zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
                 pos += _zgop___zgop_key__n_namespace
@@ -16333,37 +15955,32 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             else:
                 _zgop__f_key = None
             _zgop__f_requested_revision, _zgop__f_installed_revision = _S59_unpack_from(mv, pos)
-            _zgop___r59 = pos
             pos += 16
             if not _zgop__f_requested_revision != 0:
-                raise ConstraintError('requested revision must be non-zero', offset=_zgop___r59, path='requested_revision', expected='requested_revision != 0', found=_zgop__f_requested_revision)
+                raise ConstraintError('requested revision must be non-zero')
             if not _zgop__f_installed_revision != 0:
-                raise ConstraintError('installed revision must be non-zero', offset=_zgop___r59 + 8, path='installed_revision', expected='installed_revision != 0', found=_zgop__f_installed_revision)
+                raise ConstraintError('installed revision must be non-zero')
             _zgop___zgop_expected__f_tag = mv[pos]
-            _zgop___zgop_expected___r28 = pos
             pos += 1
             if not (_zgop___zgop_expected__f_tag >= 1 and _zgop___zgop_expected__f_tag <= 3):
-                raise ConstraintError('unknown expected-state tag', offset=_zgop___zgop_expected___r28, path='tag', expected='tag >= 1 and tag <= 3', found=_zgop___zgop_expected__f_tag)
+                raise ConstraintError('unknown expected-state tag')
             if _zgop___zgop_expected__f_tag == 2:
                 _zgop___zgop_expected__f_entity = _S28_unpack_from(mv, pos)[0]
-                _zgop___zgop_expected___at = pos
                 pos += 1
                 _zgop___zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_expected__f_entity)
                 if _zgop___zgop_expected___v is None:
-                    raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_expected___at, path='entity', expected=[1, 2], found=_zgop___zgop_expected__f_entity)
+                    raise ConstraintError('unknown entity_kind value')
                 _zgop___zgop_expected__f_entity = _zgop___zgop_expected___v
             else:
                 _zgop___zgop_expected__f_entity = None
             if _zgop___zgop_expected__f_tag == 2:
                 _zgop___zgop_expected__f_entity_id = _S30_unpack_from(mv, pos)[0]
-                _zgop___zgop_expected___at = pos
                 pos += 16
                 _zgop___zgop_expected__f_entity_id = int.from_bytes(_zgop___zgop_expected__f_entity_id, 'little', signed=False)
             else:
                 _zgop___zgop_expected__f_entity_id = None
             if _zgop___zgop_expected__f_tag == 3:
                 _zgop___zgop_expected__f_revision = _S6_unpack_from(mv, pos)[0]
-                _zgop___zgop_expected___at = pos
                 pos += 8
             else:
                 _zgop___zgop_expected__f_revision = None
@@ -16373,22 +15990,21 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
             _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
             _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S126_unpack_from(mv, pos)
-            _zgop___r62 = pos
             pos += 26
             _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
             if _zgop___v is None:
-                raise ConstraintError('unknown entity_kind value', offset=_zgop___r62, path='incarnation_kind', expected=[1, 2], found=_zgop__f_incarnation_kind)
+                raise ConstraintError('unknown entity_kind value')
             _zgop__f_incarnation_kind = _zgop___v
             if not (_zgop__f_key_present == 0 or _zgop__f_key.entity == _zgop__f_incarnation_kind):
-                raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_zgop___r62, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=_zgop__f_incarnation_kind)
+                raise ConstraintError('ZGOP key kind must match the incarnation kind')
             if not (_zgop___zgop_expected___obj.tag != 2 or _zgop___zgop_expected___obj.entity == _zgop__f_incarnation_kind):
-                raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_zgop___r62, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=_zgop__f_incarnation_kind)
+                raise ConstraintError('ZGOP expected entity kind must match the incarnation kind')
             _zgop__f_incarnation = int.from_bytes(_zgop__f_incarnation, 'little', signed=False)
             if not (_zgop__f_incarnation != 0 or _zgop__f_incarnation_kind == 1):
-                raise ConstraintError('relationship incarnation must be non-zero', offset=_zgop___r62 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=_zgop__f_incarnation)
+                raise ConstraintError('relationship incarnation must be non-zero')
             _zgop___v = _DELETEMODE_BY_VALUE.get(_zgop__f_delete_mode)
             if _zgop___v is None:
-                raise ConstraintError('unknown delete_mode value', offset=_zgop___r62 + 17, path='delete_mode', expected=[0, 1, 2], found=_zgop__f_delete_mode)
+                raise ConstraintError('unknown delete_mode value')
             _zgop__f_delete_mode = _zgop___v
             _zgop___obj = _new(Zgop)
             _zgop___obj.operation = _zgop__f_operation
@@ -16402,14 +16018,13 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             _zgop___obj.delete_mode = _zgop__f_delete_mode
             _zgop___obj.original_generation = _zgop__f_original_generation
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_zgop, path='zgop', expected=end - _sec_zgop, found=pos - _sec_zgop)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_zgop
-            _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                raise ConstraintError('unknown presence tag', offset=_optional_ref___r64, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+                raise ConstraintError('unknown presence tag')
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if _optional_ref__f_present == 1:
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
@@ -16423,11 +16038,10 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
                 _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
                 _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                 _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-                _optional_ref___required_ref___r68 = pos
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
                 if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref___artifact_descriptor___obj.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _optional_ref___required_ref___obj = _new(RequiredRef)
                 _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref___artifact_descriptor___obj
                 _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
@@ -16659,14 +16273,13 @@ def _u_zgw_inventory(mv, pos, end):
     _artifact_descriptor___obj.family = _artifact_descriptor__f_family
     _artifact_descriptor___obj.version = _artifact_descriptor__f_version
     _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-    _r70 = pos
     pos += 24
     f_state = _INVENTORYSTATE_BY_VALUE[f_state]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r70 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     f_intent = int.from_bytes(f_intent, 'little', signed=False)
     if not (f_intent == 0) == (f_state <= 2):
-        raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_r70 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=f_intent)
+        raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise')
     _obj = _new(ZgwInventory)
     _obj.descriptor = _artifact_descriptor___obj
     _obj.state = f_state
@@ -16697,14 +16310,13 @@ def _m_zgw_inventory(mv, pos, end, _rest=_decode_many):
             _artifact_descriptor___obj.family = _artifact_descriptor__f_family
             _artifact_descriptor___obj.version = _artifact_descriptor__f_version
             _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-            _r70 = pos
             pos += 24
             f_state = _INVENTORYSTATE_BY_VALUE[f_state]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r70 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             f_intent = int.from_bytes(f_intent, 'little', signed=False)
             if not (f_intent == 0) == (f_state <= 2):
-                raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_r70 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=f_intent)
+                raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise')
             _obj = _new(ZgwInventory)
             _obj.descriptor = _artifact_descriptor___obj
             _obj.state = f_state
@@ -16873,13 +16485,12 @@ def _d_zgw_reclaim_intent(mv, pos, end):
 
 def _u_zgw_reclaim_intent(mv, pos, end):
     f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S109.unpack_from(mv, pos)
-    _r72 = pos
     pos += 48
     f_id = int.from_bytes(f_id, 'little', signed=False)
     if not f_completed_mark_state == 1:
-        raise ConstraintError('completed-mark state must be 1', offset=_r72 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=f_completed_mark_state)
+        raise ConstraintError('completed-mark state must be 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r72 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -16893,11 +16504,10 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
     _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-    _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref__f_descriptor
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -16921,11 +16531,10 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
     _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-    _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref__f_descriptor
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -16934,10 +16543,9 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___obj.block_kind = _required_ref__f_block_kind
     _required_ref___obj.block_version = _required_ref__f_block_version
     f_completed_mark = _required_ref___obj
-    _r75 = pos
     pos += 16
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero')
     if f_candidate_count * 64 > end - pos:
         raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count) if f_candidate_count < 0 else TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
     f_candidates = []
@@ -16983,13 +16591,12 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S109_unpack_from(mv, pos)
-            _r72 = pos
             pos += 48
             f_id = int.from_bytes(f_id, 'little', signed=False)
             if not f_completed_mark_state == 1:
-                raise ConstraintError('completed-mark state must be 1', offset=_r72 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=f_completed_mark_state)
+                raise ConstraintError('completed-mark state must be 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r72 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17003,11 +16610,10 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
             _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-            _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref__f_descriptor
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -17031,11 +16637,10 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
             _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-            _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref__f_descriptor
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -17044,10 +16649,9 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             _required_ref___obj.block_kind = _required_ref__f_block_kind
             _required_ref___obj.block_version = _required_ref__f_block_version
             f_completed_mark = _required_ref___obj
-            _r75 = pos
             pos += 16
             if f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved2', expected=0, found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero')
             if f_candidate_count * 64 > end - pos:
                 raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count) if f_candidate_count < 0 else TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
             f_candidates = []
@@ -17180,10 +16784,9 @@ def _d_descriptor_list(mv, pos, end):
 
 def _u_descriptor_list(mv, pos, end):
     f_count, f_reserved = _S41.unpack_from(mv, pos)
-    _r41 = pos
     pos += 8
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if f_count * 64 > end - pos:
         raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
     f_rows = []
@@ -17219,10 +16822,9 @@ def _m_descriptor_list(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_count, f_reserved = _S41_unpack_from(mv, pos)
-            _r41 = pos
             pos += 8
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if f_count * 64 > end - pos:
                 raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
             f_rows = []
@@ -17424,11 +17026,10 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-    _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -17436,16 +17037,14 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     _required_ref___obj.length = _required_ref__f_length
     _required_ref___obj.block_kind = _required_ref__f_block_kind
     _required_ref___obj.block_version = _required_ref__f_block_version
-    _r64 = pos
     pos += 8
     if not f_durable_state == 3:
-        raise ConstraintError('durable state must be 3', offset=_r64, path='durable_state', expected='durable_state == 3', found=f_durable_state)
+        raise ConstraintError('durable state must be 3')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    _descriptor_list___r41 = pos
+        raise ConstraintError('reserved bytes must be zero')
     pos += 8
     if _descriptor_list__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _descriptor_list___c = _descriptor_list__f_count
     if _descriptor_list___c * 64 > end - pos:
         raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
@@ -17470,10 +17069,9 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     _descriptor_list___obj.rows = _descriptor_list__f_rows
     f_completed = _descriptor_list___obj
     _descriptor_list__f_count, _descriptor_list__f_reserved = _S41.unpack_from(mv, pos)
-    _descriptor_list___r41 = pos
     pos += 8
     if _descriptor_list__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _descriptor_list___c = _descriptor_list__f_count
     if _descriptor_list___c * 64 > end - pos:
         raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
@@ -17533,11 +17131,10 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
             _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-            _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -17545,16 +17142,14 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
             _required_ref___obj.length = _required_ref__f_length
             _required_ref___obj.block_kind = _required_ref__f_block_kind
             _required_ref___obj.block_version = _required_ref__f_block_version
-            _r64 = pos
             pos += 8
             if not f_durable_state == 3:
-                raise ConstraintError('durable state must be 3', offset=_r64, path='durable_state', expected='durable_state == 3', found=f_durable_state)
+                raise ConstraintError('durable state must be 3')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            _descriptor_list___r41 = pos
+                raise ConstraintError('reserved bytes must be zero')
             pos += 8
             if _descriptor_list__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _descriptor_list___c = _descriptor_list__f_count
             if _descriptor_list___c * 64 > end - pos:
                 raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
@@ -17579,10 +17174,9 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
             _descriptor_list___obj.rows = _descriptor_list__f_rows
             f_completed = _descriptor_list___obj
             _descriptor_list__f_count, _descriptor_list__f_reserved = _S41_unpack_from(mv, pos)
-            _descriptor_list___r41 = pos
             pos += 8
             if _descriptor_list__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _descriptor_list___c = _descriptor_list__f_count
             if _descriptor_list___c * 64 > end - pos:
                 raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
@@ -17789,10 +17383,9 @@ def _d_zgcp_prepared_inventory(mv, pos, end):
 
 def _u_zgcp_prepared_inventory(mv, pos, end):
     f_count, f_reserved = _S41.unpack_from(mv, pos)
-    _r41 = pos
     pos += 8
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if f_count * 64 > end - pos:
         raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
     f_descriptors = []
@@ -17828,10 +17421,9 @@ def _m_zgcp_prepared_inventory(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_count, f_reserved = _S41_unpack_from(mv, pos)
-            _r41 = pos
             pos += 8
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if f_count * 64 > end - pos:
                 raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
             f_descriptors = []
@@ -17945,22 +17537,18 @@ def _u_zgcp_captured_base(mv, pos, end):
     _spill_binding___obj.target_generation = _spill_binding__f_target_generation
     _spill_binding___obj.sequence = _spill_binding__f_sequence
     _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
-    _r130 = pos
     pos += 24
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r130 + 20, path='reserved', expected=0, found=f_reserved)
-    if f_state_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_state_len > end:
-        raise TruncatedError('section needs ' + str(f_state_len) + ' bytes', offset=pos, path='state', expected=f_state_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_state_len) + ' bytes')
     _outer_end_state = end
     end = pos + f_state_len
-    _sec_state = pos
     if pos > end:
         raise IndexError
     f_state, pos = _u_commit_state(mv, pos, end)
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_state, path='state', expected=end - _sec_state, found=pos - _sec_state)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_state
     _obj = _new(ZgcpCapturedBase)
     _obj.unpinned = f_unpinned
@@ -17993,22 +17581,18 @@ def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
             _spill_binding___obj.target_generation = _spill_binding__f_target_generation
             _spill_binding___obj.sequence = _spill_binding__f_sequence
             _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
-            _r130 = pos
             pos += 24
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r130 + 20, path='reserved', expected=0, found=f_reserved)
-            if f_state_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_state_len > end:
-                raise TruncatedError('section needs ' + str(f_state_len) + ' bytes', offset=pos, path='state', expected=f_state_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_state_len) + ' bytes')
             _outer_end_state = end
             end = pos + f_state_len
-            _sec_state = pos
             if pos > end:
                 raise IndexError
             f_state, pos = _u_commit_state(mv, pos, end)
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_state, path='state', expected=end - _sec_state, found=pos - _sec_state)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_state
             _obj = _new(ZgcpCapturedBase)
             _obj.unpinned = f_unpinned
@@ -18338,16 +17922,15 @@ def _u_zgcp_participant(mv, pos, end):
     _r134 = pos
     pos += 8
     if f_magic != b'ZGCP':
-        raise ConstraintError('bad magic', offset=_r134, path='magic', expected=b'ZGCP', found=f_magic)
+        raise ConstraintError('bad magic')
     _tag = f_role
     f_role = _ZGCPROLE_BY_VALUE[f_role]
     if not f_version == 1:
-        raise UnsupportedError('unsupported ZGCP participant version', offset=_r134 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGCP participant version')
     if _tag == 2:
-        _zgcp_prepared_inventory___r41 = pos
         pos += 8
         if _zgcp_prepared_inventory__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r41 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if _zgcp_prepared_inventory__f_count * 64 > end - pos:
             raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count) if _zgcp_prepared_inventory__f_count < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
         _zgcp_prepared_inventory__f_descriptors = []
@@ -18382,22 +17965,18 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
         _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
         _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-        _zgcp_captured_base___r130 = pos
         pos += 24
         if _zgcp_captured_base__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r130 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
-        if _zgcp_captured_base__f_state_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base__f_state_len)
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _zgcp_captured_base__f_state_len > end:
-            raise TruncatedError('section needs ' + str(_zgcp_captured_base__f_state_len) + ' bytes', offset=pos, path='state', expected=_zgcp_captured_base__f_state_len, found=end - pos)
+            raise TruncatedError('section needs ' + str(_zgcp_captured_base__f_state_len) + ' bytes')
         _zgcp_captured_base___outer_end_state = end
         end = pos + _zgcp_captured_base__f_state_len
-        _zgcp_captured_base___sec_state = pos
         if pos > end:
             raise IndexError
         _zgcp_captured_base__f_state, pos = _u_commit_state(mv, pos, end)
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_zgcp_captured_base___sec_state, path='state', expected=end - _zgcp_captured_base___sec_state, found=pos - _zgcp_captured_base___sec_state)
+            raise ConstraintError('section size mismatch')
         end = _zgcp_captured_base___outer_end_state
         _zgcp_captured_base___obj = _new(ZgcpCapturedBase)
         _zgcp_captured_base___obj.unpinned = _zgcp_captured_base__f_unpinned
@@ -18420,7 +17999,7 @@ def _u_zgcp_participant(mv, pos, end):
     if f_checksum is not None:
         _ck = _ck_xxh3_64(mv[_r134:_e_body])
         if f_checksum != _ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=pos - 8, path='checksum', expected=_ck, found=f_checksum)
+            raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ZgcpParticipant)
     _obj.role = f_role
     _obj.body = f_body
@@ -18445,16 +18024,15 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             _r134 = pos
             pos += 8
             if f_magic != b'ZGCP':
-                raise ConstraintError('bad magic', offset=_r134, path='magic', expected=b'ZGCP', found=f_magic)
+                raise ConstraintError('bad magic')
             _tag = f_role
             f_role = _ZGCPROLE_BY_VALUE[f_role]
             if not f_version == 1:
-                raise UnsupportedError('unsupported ZGCP participant version', offset=_r134 + 6, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported ZGCP participant version')
             if _tag == 2:
-                _zgcp_prepared_inventory___r41 = pos
                 pos += 8
                 if _zgcp_prepared_inventory__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r41 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _zgcp_prepared_inventory__f_count * 64 > end - pos:
                     raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count) if _zgcp_prepared_inventory__f_count < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
                 _zgcp_prepared_inventory__f_descriptors = []
@@ -18489,22 +18067,18 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
                 _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
                 _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-                _zgcp_captured_base___r130 = pos
                 pos += 24
                 if _zgcp_captured_base__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r130 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
-                if _zgcp_captured_base__f_state_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base__f_state_len)
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _zgcp_captured_base__f_state_len > end:
-                    raise TruncatedError('section needs ' + str(_zgcp_captured_base__f_state_len) + ' bytes', offset=pos, path='state', expected=_zgcp_captured_base__f_state_len, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_zgcp_captured_base__f_state_len) + ' bytes')
                 _zgcp_captured_base___outer_end_state = end
                 end = pos + _zgcp_captured_base__f_state_len
-                _zgcp_captured_base___sec_state = pos
                 if pos > end:
                     raise IndexError
                 _zgcp_captured_base__f_state, pos = _u_commit_state(mv, pos, end)
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_zgcp_captured_base___sec_state, path='state', expected=end - _zgcp_captured_base___sec_state, found=pos - _zgcp_captured_base___sec_state)
+                    raise ConstraintError('section size mismatch')
                 end = _zgcp_captured_base___outer_end_state
                 _zgcp_captured_base___obj = _new(ZgcpCapturedBase)
                 _zgcp_captured_base___obj.unpinned = _zgcp_captured_base__f_unpinned
@@ -18527,7 +18101,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             if f_checksum is not None:
                 _ck = _ck_xxh3_64(mv[_r134:_e_body])
                 if f_checksum != _ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=pos - 8, path='checksum', expected=_ck, found=f_checksum)
+                    raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ZgcpParticipant)
             _obj.role = f_role
             _obj.body = f_body
@@ -18800,10 +18374,9 @@ def _u_fold_authority(mv, pos, end):
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     f_reserved, = _S138.unpack_from(mv, pos)
-    _r138 = pos
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r138, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(FoldAuthority)
     _obj.values = f_values
     return (_obj, pos)
@@ -18830,10 +18403,9 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
             f_values = list(_st.unpack_from(mv, pos))
             pos += _c * 8
             f_reserved, = _S138_unpack_from(mv, pos)
-            _r138 = pos
             pos += 72
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r138, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(FoldAuthority)
             _obj.values = f_values
             _append(_obj)
@@ -18923,11 +18495,10 @@ def _u_captured_base_value(mv, pos, end):
     _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-    _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
     if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        raise ConstraintError("physical ref artifact must equal the descriptor's")
     _required_ref___obj = _new(RequiredRef)
     _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
     _required_ref___obj.artifact = _required_ref__f_artifact
@@ -18965,11 +18536,10 @@ def _m_captured_base_value(mv, pos, end, _rest=_decode_many):
             _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-            _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
             if not _required_ref__f_artifact == _required_ref___artifact_descriptor___obj.artifact:
-                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+                raise ConstraintError("physical ref artifact must equal the descriptor's")
             _required_ref___obj = _new(RequiredRef)
             _required_ref___obj.descriptor = _required_ref___artifact_descriptor___obj
             _required_ref___obj.artifact = _required_ref__f_artifact
@@ -19117,22 +18687,18 @@ def _d_protected_value(mv, pos, end):
 
 def _u_protected_value(mv, pos, end):
     f_tag, f_reserved = _S64.unpack_from(mv, pos)
-    _r64 = pos
     pos += 8
     if not (f_tag != 3 and f_tag != 4):
-        raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)', offset=_r64, path='tag', expected='tag != 3 and tag != 4', found=f_tag)
+        raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)')
     if not (f_tag == 5 or f_tag == 6):
-        raise ConstraintError('invalid protected-stream value tag', offset=_r64, path='tag', expected='tag == 5 or tag == 6', found=f_tag)
+        raise ConstraintError('invalid protected-stream value tag')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _n = 104
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='value', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_value = end
     end = pos + _n
-    _sec_value = pos
     if f_tag == 5:
         _fold_authority___c = 4
         if _fold_authority___c * 8 > end - pos:
@@ -19145,10 +18711,9 @@ def _u_protected_value(mv, pos, end):
         _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
         pos += _fold_authority___c * 8
         _fold_authority__f_reserved, = _S138.unpack_from(mv, pos)
-        _fold_authority___r138 = pos
         pos += 72
         if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r138, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _fold_authority___obj = _new(FoldAuthority)
         _fold_authority___obj.values = _fold_authority__f_values
         f_value = _fold_authority___obj
@@ -19166,11 +18731,10 @@ def _u_protected_value(mv, pos, end):
         _captured_base_value___required_ref___artifact_descriptor___obj.family = _captured_base_value___required_ref___artifact_descriptor__f_family
         _captured_base_value___required_ref___artifact_descriptor___obj.version = _captured_base_value___required_ref___artifact_descriptor__f_version
         _captured_base_value___required_ref___artifact_descriptor___obj.whole_file_checksum = _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum
-        _captured_base_value___required_ref___r68 = pos
         pos += 32
         _captured_base_value___required_ref__f_artifact = int.from_bytes(_captured_base_value___required_ref__f_artifact, 'little', signed=False)
         if not _captured_base_value___required_ref__f_artifact == _captured_base_value___required_ref___artifact_descriptor___obj.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_captured_base_value___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_captured_base_value___required_ref__f_artifact)
+            raise ConstraintError("physical ref artifact must equal the descriptor's")
         _captured_base_value___required_ref___obj = _new(RequiredRef)
         _captured_base_value___required_ref___obj.descriptor = _captured_base_value___required_ref___artifact_descriptor___obj
         _captured_base_value___required_ref___obj.artifact = _captured_base_value___required_ref__f_artifact
@@ -19184,9 +18748,9 @@ def _u_protected_value(mv, pos, end):
         _captured_base_value___obj.sequence = _captured_base_value__f_sequence
         f_value = _captured_base_value___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='value', expected=[5, 6], found=f_tag)
+        raise ConstraintError('no case for tag')
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_value, path='value', expected=end - _sec_value, found=pos - _sec_value)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_value
     _obj = _new(ProtectedValue)
     _obj.tag = f_tag
@@ -19207,22 +18771,18 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_tag, f_reserved = _S64_unpack_from(mv, pos)
-            _r64 = pos
             pos += 8
             if not (f_tag != 3 and f_tag != 4):
-                raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)', offset=_r64, path='tag', expected='tag != 3 and tag != 4', found=f_tag)
+                raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)')
             if not (f_tag == 5 or f_tag == 6):
-                raise ConstraintError('invalid protected-stream value tag', offset=_r64, path='tag', expected='tag == 5 or tag == 6', found=f_tag)
+                raise ConstraintError('invalid protected-stream value tag')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _n = 104
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='value', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_value = end
             end = pos + _n
-            _sec_value = pos
             if f_tag == 5:
                 _fold_authority___c = 4
                 if _fold_authority___c * 8 > end - pos:
@@ -19235,10 +18795,9 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
                 pos += _fold_authority___c * 8
                 _fold_authority__f_reserved, = _S138_unpack_from(mv, pos)
-                _fold_authority___r138 = pos
                 pos += 72
                 if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r138, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _fold_authority___obj = _new(FoldAuthority)
                 _fold_authority___obj.values = _fold_authority__f_values
                 f_value = _fold_authority___obj
@@ -19256,11 +18815,10 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 _captured_base_value___required_ref___artifact_descriptor___obj.family = _captured_base_value___required_ref___artifact_descriptor__f_family
                 _captured_base_value___required_ref___artifact_descriptor___obj.version = _captured_base_value___required_ref___artifact_descriptor__f_version
                 _captured_base_value___required_ref___artifact_descriptor___obj.whole_file_checksum = _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum
-                _captured_base_value___required_ref___r68 = pos
                 pos += 32
                 _captured_base_value___required_ref__f_artifact = int.from_bytes(_captured_base_value___required_ref__f_artifact, 'little', signed=False)
                 if not _captured_base_value___required_ref__f_artifact == _captured_base_value___required_ref___artifact_descriptor___obj.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_captured_base_value___required_ref___r68, path='artifact', expected='artifact == descriptor.artifact', found=_captured_base_value___required_ref__f_artifact)
+                    raise ConstraintError("physical ref artifact must equal the descriptor's")
                 _captured_base_value___required_ref___obj = _new(RequiredRef)
                 _captured_base_value___required_ref___obj.descriptor = _captured_base_value___required_ref___artifact_descriptor___obj
                 _captured_base_value___required_ref___obj.artifact = _captured_base_value___required_ref__f_artifact
@@ -19274,9 +18832,9 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 _captured_base_value___obj.sequence = _captured_base_value__f_sequence
                 f_value = _captured_base_value___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='value', expected=[5, 6], found=f_tag)
+                raise ConstraintError('no case for tag')
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_value, path='value', expected=end - _sec_value, found=pos - _sec_value)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_value
             _obj = _new(ProtectedValue)
             _obj.tag = f_tag
@@ -19389,17 +18947,14 @@ def _u_frame_block(mv, pos, end):
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
-    if f_block_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_block_len)
     f_payload = mv[pos:pos + f_block_len] if _isb else bytes(mv[pos:pos + f_block_len])
     pos += f_block_len
     _e_payload = pos
     f_block_checksum, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
     if f_block_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='block_checksum', expected=_ck, found=f_block_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(FrameBlock)
     _obj.payload = f_payload
     return (_obj, pos)
@@ -19419,17 +18974,14 @@ def _m_frame_block(mv, pos, end, _rest=_decode_many):
             f_block_len, = _S6_unpack_from(mv, pos)
             pos += 8
             _s_payload = pos
-            if f_block_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_block_len)
             f_payload = mv[pos:pos + f_block_len] if _isb else bytes(mv[pos:pos + f_block_len])
             pos += f_block_len
             _e_payload = pos
             f_block_checksum, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
             if f_block_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='block_checksum', expected=_ck, found=f_block_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(FrameBlock)
             _obj.payload = f_payload
             _append(_obj)
@@ -19541,45 +19093,40 @@ def _u_frame_file(mv, pos, end):
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_family_id == 1:
-        raise ConstraintError('wrong family id (expected 1, frame)', offset=_r0 + 8, path='family_id', expected='family_id == 1', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 1, frame)')
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported frame version (registry accepts 1..1)', offset=_r0 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported frame version (registry accepts 1..1)')
     if not f_header_length == 32:
-        raise ConstraintError('framed artifact header_length must be 32', offset=_r0 + 16, path='header_length', expected='header_length == 32', found=f_header_length)
+        raise ConstraintError('framed artifact header_length must be 32')
     _n = f_file_length - 40
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='block', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='block', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_block = end
     end = pos + _n
-    _sec_block = pos
     pos += 8
     _frame_block___s_payload = pos
-    if _frame_block__f_block_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_block__f_block_len)
     _frame_block__f_payload = mv[pos:pos + _frame_block__f_block_len] if _isb else bytes(mv[pos:pos + _frame_block__f_block_len])
     pos += _frame_block__f_block_len
     _frame_block___e_payload = pos
     _frame_block__f_block_checksum, f_file_checksum = _S59.unpack_from(mv, pos)
-    _frame_block___r6 = pos
     pos += 8
     _frame_block___ck = _ck_xxh3_64(mv[_frame_block___s_payload:_frame_block___e_payload])
     if _frame_block__f_block_checksum != _frame_block___ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_frame_block___r6, path='block_checksum', expected=_frame_block___ck, found=_frame_block__f_block_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _frame_block___obj = _new(FrameBlock)
     _frame_block___obj.payload = _frame_block__f_payload
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_block, path='block', expected=end - _sec_block, found=pos - _sec_block)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_block
     _e_block = pos
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r0:_e_block])
     if f_file_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='file_checksum', expected=_ck, found=f_file_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(FrameFile)
     _obj.flags = f_flags
     _obj.block = _frame_block___obj
@@ -19602,45 +19149,40 @@ def _m_frame_file(mv, pos, end, _rest=_decode_many):
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_family_id == 1:
-                raise ConstraintError('wrong family id (expected 1, frame)', offset=_r0 + 8, path='family_id', expected='family_id == 1', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 1, frame)')
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported frame version (registry accepts 1..1)', offset=_r0 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported frame version (registry accepts 1..1)')
             if not f_header_length == 32:
-                raise ConstraintError('framed artifact header_length must be 32', offset=_r0 + 16, path='header_length', expected='header_length == 32', found=f_header_length)
+                raise ConstraintError('framed artifact header_length must be 32')
             _n = f_file_length - 40
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='block', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='block', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_block = end
             end = pos + _n
-            _sec_block = pos
             pos += 8
             _frame_block___s_payload = pos
-            if _frame_block__f_block_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_block__f_block_len)
             _frame_block__f_payload = mv[pos:pos + _frame_block__f_block_len] if _isb else bytes(mv[pos:pos + _frame_block__f_block_len])
             pos += _frame_block__f_block_len
             _frame_block___e_payload = pos
             _frame_block__f_block_checksum, f_file_checksum = _S59_unpack_from(mv, pos)
-            _frame_block___r6 = pos
             pos += 8
             _frame_block___ck = _ck_xxh3_64(mv[_frame_block___s_payload:_frame_block___e_payload])
             if _frame_block__f_block_checksum != _frame_block___ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_frame_block___r6, path='block_checksum', expected=_frame_block___ck, found=_frame_block__f_block_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _frame_block___obj = _new(FrameBlock)
             _frame_block___obj.payload = _frame_block__f_payload
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_block, path='block', expected=end - _sec_block, found=pos - _sec_block)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_block
             _e_block = pos
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r0:_e_block])
             if f_file_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='file_checksum', expected=_ck, found=f_file_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(FrameFile)
             _obj.flags = f_flags
             _obj.block = _frame_block___obj
@@ -19749,26 +19291,22 @@ def _u_manifest_block(mv, pos, end, p_version):
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
-    if f_block_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_block_len)
     if pos + f_block_len > end:
-        raise TruncatedError('section needs ' + str(f_block_len) + ' bytes', offset=pos, path='payload', expected=f_block_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_block_len) + ' bytes')
     _outer_end_payload = end
     end = pos + f_block_len
-    _sec_payload = pos
     if pos > end:
         raise IndexError
     f_payload, pos = _u_manifest_payload(mv, pos, end, p_version)
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _e_payload = pos
     f_block_checksum, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
     if f_block_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='block_checksum', expected=_ck, found=f_block_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ManifestBlock)
     _obj.payload = f_payload
     return (_obj, pos)
@@ -19787,26 +19325,22 @@ def _m_manifest_block(mv, pos, end, p_version, _rest=_decode_many):
             f_block_len, = _S6_unpack_from(mv, pos)
             pos += 8
             _s_payload = pos
-            if f_block_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_block_len)
             if pos + f_block_len > end:
-                raise TruncatedError('section needs ' + str(f_block_len) + ' bytes', offset=pos, path='payload', expected=f_block_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_block_len) + ' bytes')
             _outer_end_payload = end
             end = pos + f_block_len
-            _sec_payload = pos
             if pos > end:
                 raise IndexError
             f_payload, pos = _u_manifest_payload(mv, pos, end, p_version)
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _e_payload = pos
             f_block_checksum, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
             if f_block_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='block_checksum', expected=_ck, found=f_block_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ManifestBlock)
             _obj.payload = f_payload
             _append(_obj)
@@ -19979,14 +19513,13 @@ def _d_epoch_alias(mv, pos, end):
 
 def _u_epoch_alias(mv, pos, end):
     f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S146.unpack_from(mv, pos)
-    _r146 = pos
     pos += 24
     if not (f_present == 0 or f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r146, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r146 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r146 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids')
     _obj = _new(EpochAlias)
     _obj.present = f_present
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -20005,14 +19538,13 @@ def _m_epoch_alias(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S146_unpack_from(mv, pos)
-            _r146 = pos
             pos += 24
             if not (f_present == 0 or f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_r146, path='present', expected='present == 0 or present == 1', found=f_present)
+                raise ConstraintError('unknown presence tag (alias)')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r146 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_r146 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+                raise ConstraintError('absent alias must carry zero ids')
             _obj = _new(EpochAlias)
             _obj.present = f_present
             _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -20076,17 +19608,16 @@ def _d_manifest_segment(mv, pos, end):
 
 def _u_manifest_segment(mv, pos, end):
     f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S148.unpack_from(mv, pos)
-    _r148 = pos
     pos += 52
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r148 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if not (f_epoch_present == 0 or f_epoch_present == 1):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r148 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)')
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r148 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero')
     if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r148 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero')
     _obj = _new(ManifestSegment)
     _obj.segment_id = f_segment_id
     _obj.row_count = f_row_count
@@ -20109,17 +19640,16 @@ def _m_manifest_segment(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S148_unpack_from(mv, pos)
-            _r148 = pos
             pos += 52
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r148 + 22, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not (f_epoch_present == 0 or f_epoch_present == 1):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r148 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)')
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r148 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero')
             if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r148 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero')
             _obj = _new(ManifestSegment)
             _obj.segment_id = f_segment_id
             _obj.row_count = f_row_count
@@ -20271,14 +19801,13 @@ def _u_embedding_tower(mv, pos, end):
     f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
     pos += n_prompt_prefix
     f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S156.unpack_from(mv, pos)
-    _r156 = pos
     pos += 12
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r156 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)')
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r156 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -20332,14 +19861,13 @@ def _m_embedding_tower(mv, pos, end, _rest=_decode_many):
             f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
             pos += n_prompt_prefix
             f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S156_unpack_from(mv, pos)
-            _r156 = pos
             pos += 12
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_r156 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)')
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r156 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -20649,29 +20177,27 @@ def _u_embedding_epoch(mv, pos, end):
     _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
     pos += _embedding_tower__n_weights_digest
     _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S154.unpack_from(mv, pos)
-    _embedding_tower___r154 = pos
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r154 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        raise ConstraintError('unknown normalization value')
     _embedding_tower__f_normalization = _embedding_tower___v
     _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
     _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S156.unpack_from(mv, pos)
-    _embedding_tower___r156 = pos
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r156 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value')
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r156 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value')
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r156 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)')
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r156 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -20705,29 +20231,27 @@ def _u_embedding_epoch(mv, pos, end):
     _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
     pos += _embedding_tower__n_weights_digest
     _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S154.unpack_from(mv, pos)
-    _embedding_tower___r154 = pos
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r154 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        raise ConstraintError('unknown normalization value')
     _embedding_tower__f_normalization = _embedding_tower___v
     _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
     _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S156.unpack_from(mv, pos)
-    _embedding_tower___r156 = pos
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r156 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value')
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r156 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value')
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r156 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)')
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r156 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -20789,29 +20313,27 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
             pos += _embedding_tower__n_weights_digest
             _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S154_unpack_from(mv, pos)
-            _embedding_tower___r154 = pos
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r154 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+                raise ConstraintError('unknown normalization value')
             _embedding_tower__f_normalization = _embedding_tower___v
             _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
             _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S156_unpack_from(mv, pos)
-            _embedding_tower___r156 = pos
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r156 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value')
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r156 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value')
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r156 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)')
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r156 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -20845,29 +20367,27 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
             pos += _embedding_tower__n_weights_digest
             _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S154_unpack_from(mv, pos)
-            _embedding_tower___r154 = pos
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r154 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+                raise ConstraintError('unknown normalization value')
             _embedding_tower__f_normalization = _embedding_tower___v
             _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
             _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S156_unpack_from(mv, pos)
-            _embedding_tower___r156 = pos
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r156 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value')
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r156 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value')
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r156 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)')
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r156 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -21049,11 +20569,10 @@ def _d_column_def(mv, pos, end):
 def _u_column_def(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_column_id, f_type, f_nullable, n_name = _S159.unpack_from(mv, pos)
-    _r159 = pos
     pos += 12
     f_type = _COLUMNTYPE_BY_VALUE[f_type]
     if not (f_nullable == 0 or f_nullable == 1):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r159 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+        raise ConstraintError('nullable must be 0 or 1')
     f_name = _BD96(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
     pos += n_name
     _obj = _new(ColumnDef)
@@ -21076,11 +20595,10 @@ def _m_column_def(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_column_id, f_type, f_nullable, n_name = _S159_unpack_from(mv, pos)
-            _r159 = pos
             pos += 12
             f_type = _COLUMNTYPE_BY_VALUE[f_type]
             if not (f_nullable == 0 or f_nullable == 1):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r159 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+                raise ConstraintError('nullable must be 0 or 1')
             f_name = _BD96(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
             pos += n_name
             _obj = _new(ColumnDef)
@@ -21139,15 +20657,14 @@ def _d_clustering_range(mv, pos, end):
 
 def _u_clustering_range(mv, pos, end):
     f_tag, f_reserved, f_min_ts, f_max_ts = _S162.unpack_from(mv, pos)
-    _r162 = pos
     pos += 24
     f_tag = _RANGETAG_BY_VALUE[f_tag]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r162 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r162 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds')
     if not (f_tag != 2 or f_min_ts <= f_max_ts):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r162 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts')
     _obj = _new(ClusteringRange)
     _obj.tag = f_tag
     _obj.min_ts = f_min_ts
@@ -21166,15 +20683,14 @@ def _m_clustering_range(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_tag, f_reserved, f_min_ts, f_max_ts = _S162_unpack_from(mv, pos)
-            _r162 = pos
             pos += 24
             f_tag = _RANGETAG_BY_VALUE[f_tag]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r162 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r162 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds')
             if not (f_tag != 2 or f_min_ts <= f_max_ts):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r162 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts')
             _obj = _new(ClusteringRange)
             _obj.tag = f_tag
             _obj.min_ts = f_min_ts
@@ -21249,24 +20765,22 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
 
 def _u_tsr1_body(mv, pos, end, p_segment_count):
     f_count, = _S13.unpack_from(mv, pos)
-    _r13 = pos
     pos += 4
     if not f_count == p_segment_count:
-        raise ConstraintError('TSR1 count must equal segment_count', offset=_r13, path='count', expected='count == segment_count', found=f_count)
+        raise ConstraintError('TSR1 count must equal segment_count')
     if f_count * 24 > end - pos:
         raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
     f_ranges = []
     for _i in range(f_count):
         _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
-        _r162 = pos
         pos += 24
         _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
         if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_r162 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r162 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+            raise ConstraintError('Unstamped/Empty ranges require zero bounds')
         if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r162 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+            raise ConstraintError('bounded range requires min_ts <= max_ts')
         _clustering_range__obj = _new(ClusteringRange)
         _clustering_range__obj.tag = _clustering_range_f_tag
         _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -21289,24 +20803,22 @@ def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
                 break
             _rs = pos
             f_count, = _S13_unpack_from(mv, pos)
-            _r13 = pos
             pos += 4
             if not f_count == p_segment_count:
-                raise ConstraintError('TSR1 count must equal segment_count', offset=_r13, path='count', expected='count == segment_count', found=f_count)
+                raise ConstraintError('TSR1 count must equal segment_count')
             if f_count * 24 > end - pos:
                 raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
             f_ranges = []
             for _i in range(f_count):
                 _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
-                _r162 = pos
                 pos += 24
                 _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
                 if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_r162 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r162 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds')
                 if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r162 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                    raise ConstraintError('bounded range requires min_ts <= max_ts')
                 _clustering_range__obj = _new(ClusteringRange)
                 _clustering_range__obj.tag = _clustering_range_f_tag
                 _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -21371,11 +20883,10 @@ def _d_graph_object(mv, pos, end):
 
 def _u_graph_object(mv, pos, end):
     f_artifact_id, f_length, f_checksum = _S168.unpack_from(mv, pos)
-    _r168 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not f_artifact_id != 0:
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r168, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces')
     _obj = _new(GraphObject)
     _obj.artifact_id = f_artifact_id
     _obj.length = f_length
@@ -21394,11 +20905,10 @@ def _m_graph_object(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_artifact_id, f_length, f_checksum = _S168_unpack_from(mv, pos)
-            _r168 = pos
             pos += 32
             f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
             if not f_artifact_id != 0:
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r168, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces')
             _obj = _new(GraphObject)
             _obj.artifact_id = f_artifact_id
             _obj.length = f_length
@@ -21441,10 +20951,9 @@ def _d_zgen_row(mv, pos, end):
 
 def _u_zgen_row(mv, pos, end):
     f_after_sequence, f_increment_count = _S59.unpack_from(mv, pos)
-    _r59 = pos
     pos += 16
     if not f_increment_count > 0:
-        raise ConstraintError('ZGEN increment counts must be positive', offset=_r59 + 8, path='increment_count', expected='increment_count > 0', found=f_increment_count)
+        raise ConstraintError('ZGEN increment counts must be positive')
     _obj = _new(ZgenRow)
     _obj.after_sequence = f_after_sequence
     _obj.increment_count = f_increment_count
@@ -21462,10 +20971,9 @@ def _m_zgen_row(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_after_sequence, f_increment_count = _S59_unpack_from(mv, pos)
-            _r59 = pos
             pos += 16
             if not f_increment_count > 0:
-                raise ConstraintError('ZGEN increment counts must be positive', offset=_r59 + 8, path='increment_count', expected='increment_count > 0', found=f_increment_count)
+                raise ConstraintError('ZGEN increment counts must be positive')
             _obj = _new(ZgenRow)
             _obj.after_sequence = f_after_sequence
             _obj.increment_count = f_increment_count
@@ -21555,28 +21063,24 @@ def _d_zgen_extension(mv, pos, end):
 
 def _u_zgen_extension(mv, pos, end):
     f_magic, f_version, f_counted_through = _S80.unpack_from(mv, pos)
-    _r80 = pos
     pos += 16
     if not f_magic == 1313163098:
-        raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_r80, path='magic', expected='magic == 0x4e45475a', found=f_magic)
+        raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
     if not (f_version == 1 or f_version == 2):
-        raise UnsupportedError('unknown graph generation boundary version', offset=_r80 + 4, path='version', expected='version == 1 or version == 2', found=f_version)
-    _a_row_count = pos
+        raise UnsupportedError('unknown graph generation boundary version')
     if f_version == 2:
         f_row_count = _S13.unpack_from(mv, pos)[0]
-        _at = pos
         pos += 4
     else:
         f_row_count = None
     if f_row_count is not None:
         if not f_row_count >= 1:
-            raise ConstraintError('ZGEN v2 needs at least one row', offset=_a_row_count, path='row_count', expected='row_count >= 1', found=f_row_count)
+            raise ConstraintError('ZGEN v2 needs at least one row')
     if f_version == 2:
         f_reserved = _S13.unpack_from(mv, pos)[0]
-        _at = pos
         pos += 4
         if f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_at, path='reserved', expected=0, found=f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
     else:
         f_reserved = None
     if f_version == 2:
@@ -21586,10 +21090,9 @@ def _u_zgen_extension(mv, pos, end):
         f_rows = []
         for _i in range(_c):
             _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
-            _r59 = pos
             pos += 16
             if not _zgen_row_f_increment_count > 0:
-                raise ConstraintError('ZGEN increment counts must be positive', offset=_r59 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_row_f_increment_count)
+                raise ConstraintError('ZGEN increment counts must be positive')
             _zgen_row__obj = _new(ZgenRow)
             _zgen_row__obj.after_sequence = _zgen_row_f_after_sequence
             _zgen_row__obj.increment_count = _zgen_row_f_increment_count
@@ -21616,28 +21119,24 @@ def _m_zgen_extension(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_version, f_counted_through = _S80_unpack_from(mv, pos)
-            _r80 = pos
             pos += 16
             if not f_magic == 1313163098:
-                raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_r80, path='magic', expected='magic == 0x4e45475a', found=f_magic)
+                raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
             if not (f_version == 1 or f_version == 2):
-                raise UnsupportedError('unknown graph generation boundary version', offset=_r80 + 4, path='version', expected='version == 1 or version == 2', found=f_version)
-            _a_row_count = pos
+                raise UnsupportedError('unknown graph generation boundary version')
             if f_version == 2:
                 f_row_count = _S13_unpack_from(mv, pos)[0]
-                _at = pos
                 pos += 4
             else:
                 f_row_count = None
             if f_row_count is not None:
                 if not f_row_count >= 1:
-                    raise ConstraintError('ZGEN v2 needs at least one row', offset=_a_row_count, path='row_count', expected='row_count >= 1', found=f_row_count)
+                    raise ConstraintError('ZGEN v2 needs at least one row')
             if f_version == 2:
                 f_reserved = _S13_unpack_from(mv, pos)[0]
-                _at = pos
                 pos += 4
                 if f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_at, path='reserved', expected=0, found=f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
             else:
                 f_reserved = None
             if f_version == 2:
@@ -21647,10 +21146,9 @@ def _m_zgen_extension(mv, pos, end, _rest=_decode_many):
                 f_rows = []
                 for _i in range(_c):
                     _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
-                    _r59 = pos
                     pos += 16
                     if not _zgen_row_f_increment_count > 0:
-                        raise ConstraintError('ZGEN increment counts must be positive', offset=_r59 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_row_f_increment_count)
+                        raise ConstraintError('ZGEN increment counts must be positive')
                     _zgen_row__obj = _new(ZgenRow)
                     _zgen_row__obj.after_sequence = _zgen_row_f_after_sequence
                     _zgen_row__obj.increment_count = _zgen_row_f_increment_count
@@ -21864,24 +21362,20 @@ def _d_graph_section(mv, pos, end):
 
 def _u_graph_section(mv, pos, end):
     f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S165.unpack_from(mv, pos)
-    _r165 = pos
     pos += 20
     if not f_graph_present == 1:
-        raise ConstraintError('graph_present must be 1', offset=_r165, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+        raise ConstraintError('graph_present must be 1')
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r165 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    if f_state_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + f_state_len > end:
-        raise TruncatedError('section needs ' + str(f_state_len) + ' bytes', offset=pos, path='state', expected=f_state_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_state_len) + ' bytes')
     _outer_end_state = end
     end = pos + f_state_len
-    _sec_state = pos
     if pos > end:
         raise IndexError
     f_state, pos = _u_commit_state(mv, pos, end)
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_state, path='state', expected=end - _sec_state, found=pos - _sec_state)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_state
     f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
@@ -21890,11 +21384,10 @@ def _u_graph_section(mv, pos, end):
     f_objects = []
     for _i in range(f_object_count):
         _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S168.unpack_from(mv, pos)
-        _r168 = pos
         pos += 32
         _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_object_f_artifact_id != 0:
-            raise ConstraintError('artifact ids are non-zero nonces', offset=_r168, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+            raise ConstraintError('artifact ids are non-zero nonces')
         _graph_object__obj = _new(GraphObject)
         _graph_object__obj.artifact_id = _graph_object_f_artifact_id
         _graph_object__obj.length = _graph_object_f_length
@@ -21907,28 +21400,24 @@ def _u_graph_section(mv, pos, end):
             break
         _ip = pos
         _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
-        _zgen_extension___r80 = pos
         pos += 16
         if not _zgen_extension__f_magic == 1313163098:
-            raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_zgen_extension___r80, path='magic', expected='magic == 0x4e45475a', found=_zgen_extension__f_magic)
+            raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
         if not (_zgen_extension__f_version == 1 or _zgen_extension__f_version == 2):
-            raise UnsupportedError('unknown graph generation boundary version', offset=_zgen_extension___r80 + 4, path='version', expected='version == 1 or version == 2', found=_zgen_extension__f_version)
-        _zgen_extension___a_row_count = pos
+            raise UnsupportedError('unknown graph generation boundary version')
         if _zgen_extension__f_version == 2:
             _zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
-            _zgen_extension___at = pos
             pos += 4
         else:
             _zgen_extension__f_row_count = None
         if _zgen_extension__f_row_count is not None:
             if not _zgen_extension__f_row_count >= 1:
-                raise ConstraintError('ZGEN v2 needs at least one row', offset=_zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_zgen_extension__f_row_count)
+                raise ConstraintError('ZGEN v2 needs at least one row')
         if _zgen_extension__f_version == 2:
             _zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
-            _zgen_extension___at = pos
             pos += 4
             if _zgen_extension__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgen_extension___at, path='reserved', expected=0, found=_zgen_extension__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
         else:
             _zgen_extension__f_reserved = None
         if _zgen_extension__f_version == 2:
@@ -21938,10 +21427,9 @@ def _u_graph_section(mv, pos, end):
             _zgen_extension__f_rows = []
             for _zgen_extension___i in range(_zgen_extension___c):
                 _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
-                _zgen_extension___r59 = pos
                 pos += 16
                 if not _zgen_extension___zgen_row_f_increment_count > 0:
-                    raise ConstraintError('ZGEN increment counts must be positive', offset=_zgen_extension___r59 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_extension___zgen_row_f_increment_count)
+                    raise ConstraintError('ZGEN increment counts must be positive')
                 _zgen_extension___zgen_row__obj = _new(ZgenRow)
                 _zgen_extension___zgen_row__obj.after_sequence = _zgen_extension___zgen_row_f_after_sequence
                 _zgen_extension___zgen_row__obj.increment_count = _zgen_extension___zgen_row_f_increment_count
@@ -21954,7 +21442,7 @@ def _u_graph_section(mv, pos, end):
         _zgen_extension___obj.rows = _zgen_extension__f_rows
         _x = _zgen_extension___obj
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_zgen.append(_x)
     _obj = _new(GraphSection)
     _obj.graph_present = f_graph_present
@@ -21980,24 +21468,20 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S165_unpack_from(mv, pos)
-            _r165 = pos
             pos += 20
             if not f_graph_present == 1:
-                raise ConstraintError('graph_present must be 1', offset=_r165, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+                raise ConstraintError('graph_present must be 1')
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r165 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            if f_state_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + f_state_len > end:
-                raise TruncatedError('section needs ' + str(f_state_len) + ' bytes', offset=pos, path='state', expected=f_state_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_state_len) + ' bytes')
             _outer_end_state = end
             end = pos + f_state_len
-            _sec_state = pos
             if pos > end:
                 raise IndexError
             f_state, pos = _u_commit_state(mv, pos, end)
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_state, path='state', expected=end - _sec_state, found=pos - _sec_state)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_state
             f_object_count, = _S13_unpack_from(mv, pos)
             pos += 4
@@ -22006,11 +21490,10 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
             f_objects = []
             for _i in range(f_object_count):
                 _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S168_unpack_from(mv, pos)
-                _r168 = pos
                 pos += 32
                 _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_r168, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces')
                 _graph_object__obj = _new(GraphObject)
                 _graph_object__obj.artifact_id = _graph_object_f_artifact_id
                 _graph_object__obj.length = _graph_object_f_length
@@ -22023,28 +21506,24 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                     break
                 _ip = pos
                 _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
-                _zgen_extension___r80 = pos
                 pos += 16
                 if not _zgen_extension__f_magic == 1313163098:
-                    raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_zgen_extension___r80, path='magic', expected='magic == 0x4e45475a', found=_zgen_extension__f_magic)
+                    raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
                 if not (_zgen_extension__f_version == 1 or _zgen_extension__f_version == 2):
-                    raise UnsupportedError('unknown graph generation boundary version', offset=_zgen_extension___r80 + 4, path='version', expected='version == 1 or version == 2', found=_zgen_extension__f_version)
-                _zgen_extension___a_row_count = pos
+                    raise UnsupportedError('unknown graph generation boundary version')
                 if _zgen_extension__f_version == 2:
                     _zgen_extension__f_row_count = _S13_unpack_from(mv, pos)[0]
-                    _zgen_extension___at = pos
                     pos += 4
                 else:
                     _zgen_extension__f_row_count = None
                 if _zgen_extension__f_row_count is not None:
                     if not _zgen_extension__f_row_count >= 1:
-                        raise ConstraintError('ZGEN v2 needs at least one row', offset=_zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_zgen_extension__f_row_count)
+                        raise ConstraintError('ZGEN v2 needs at least one row')
                 if _zgen_extension__f_version == 2:
                     _zgen_extension__f_reserved = _S13_unpack_from(mv, pos)[0]
-                    _zgen_extension___at = pos
                     pos += 4
                     if _zgen_extension__f_reserved != 0:
-                        raise ConstraintError('reserved bytes must be zero', offset=_zgen_extension___at, path='reserved', expected=0, found=_zgen_extension__f_reserved)
+                        raise ConstraintError('reserved bytes must be zero')
                 else:
                     _zgen_extension__f_reserved = None
                 if _zgen_extension__f_version == 2:
@@ -22054,10 +21533,9 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                     _zgen_extension__f_rows = []
                     for _zgen_extension___i in range(_zgen_extension___c):
                         _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
-                        _zgen_extension___r59 = pos
                         pos += 16
                         if not _zgen_extension___zgen_row_f_increment_count > 0:
-                            raise ConstraintError('ZGEN increment counts must be positive', offset=_zgen_extension___r59 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_extension___zgen_row_f_increment_count)
+                            raise ConstraintError('ZGEN increment counts must be positive')
                         _zgen_extension___zgen_row__obj = _new(ZgenRow)
                         _zgen_extension___zgen_row__obj.after_sequence = _zgen_extension___zgen_row_f_after_sequence
                         _zgen_extension___zgen_row__obj.increment_count = _zgen_extension___zgen_row_f_increment_count
@@ -22070,7 +21548,7 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                 _zgen_extension___obj.rows = _zgen_extension__f_rows
                 _x = _zgen_extension___obj
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_zgen.append(_x)
             _obj = _new(GraphSection)
             _obj.graph_present = f_graph_present
@@ -22478,31 +21956,24 @@ def _d_zgr3_body(mv, pos, end):
 def _u_zgr3_body(mv, pos, end):
     f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S174.unpack_from(mv, pos)
     pos += 4
-    if f_section_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=f_section_len)
     if pos + f_section_len > end:
-        raise TruncatedError('section needs ' + str(f_section_len) + ' bytes', offset=pos, path='graph', expected=f_section_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_section_len) + ' bytes')
     _outer_end_graph = end
     end = pos + f_section_len
-    _sec_graph = pos
-    _graph_section___r165 = pos
     pos += 20
     if not _graph_section__f_graph_present == 1:
-        raise ConstraintError('graph_present must be 1', offset=_graph_section___r165, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+        raise ConstraintError('graph_present must be 1')
     if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r165 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
-    if _graph_section__f_state_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section__f_state_len)
+        raise ConstraintError('reserved bytes must be zero')
     if pos + _graph_section__f_state_len > end:
-        raise TruncatedError('section needs ' + str(_graph_section__f_state_len) + ' bytes', offset=pos, path='state', expected=_graph_section__f_state_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(_graph_section__f_state_len) + ' bytes')
     _graph_section___outer_end_state = end
     end = pos + _graph_section__f_state_len
-    _graph_section___sec_state = pos
     if pos > end:
         raise IndexError
     _graph_section__f_state, pos = _u_commit_state(mv, pos, end)
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_graph_section___sec_state, path='state', expected=end - _graph_section___sec_state, found=pos - _graph_section___sec_state)
+        raise ConstraintError('section size mismatch')
     end = _graph_section___outer_end_state
     _graph_section__f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
@@ -22511,11 +21982,10 @@ def _u_zgr3_body(mv, pos, end):
     _graph_section__f_objects = []
     for _graph_section___i in range(_graph_section__f_object_count):
         _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S168.unpack_from(mv, pos)
-        _graph_section___r168 = pos
         pos += 32
         _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_section___graph_object_f_artifact_id != 0:
-            raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r168, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+            raise ConstraintError('artifact ids are non-zero nonces')
         _graph_section___graph_object__obj = _new(GraphObject)
         _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
         _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -22528,28 +21998,24 @@ def _u_zgr3_body(mv, pos, end):
             break
         _graph_section___ip = pos
         _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
-        _graph_section___zgen_extension___r80 = pos
         pos += 16
         if not _graph_section___zgen_extension__f_magic == 1313163098:
-            raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_graph_section___zgen_extension___r80, path='magic', expected='magic == 0x4e45475a', found=_graph_section___zgen_extension__f_magic)
+            raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
         if not (_graph_section___zgen_extension__f_version == 1 or _graph_section___zgen_extension__f_version == 2):
-            raise UnsupportedError('unknown graph generation boundary version', offset=_graph_section___zgen_extension___r80 + 4, path='version', expected='version == 1 or version == 2', found=_graph_section___zgen_extension__f_version)
-        _graph_section___zgen_extension___a_row_count = pos
+            raise UnsupportedError('unknown graph generation boundary version')
         if _graph_section___zgen_extension__f_version == 2:
             _graph_section___zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
-            _graph_section___zgen_extension___at = pos
             pos += 4
         else:
             _graph_section___zgen_extension__f_row_count = None
         if _graph_section___zgen_extension__f_row_count is not None:
             if not _graph_section___zgen_extension__f_row_count >= 1:
-                raise ConstraintError('ZGEN v2 needs at least one row', offset=_graph_section___zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_graph_section___zgen_extension__f_row_count)
+                raise ConstraintError('ZGEN v2 needs at least one row')
         if _graph_section___zgen_extension__f_version == 2:
             _graph_section___zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
-            _graph_section___zgen_extension___at = pos
             pos += 4
             if _graph_section___zgen_extension__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_graph_section___zgen_extension___at, path='reserved', expected=0, found=_graph_section___zgen_extension__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
         else:
             _graph_section___zgen_extension__f_reserved = None
         if _graph_section___zgen_extension__f_version == 2:
@@ -22559,10 +22025,9 @@ def _u_zgr3_body(mv, pos, end):
             _graph_section___zgen_extension__f_rows = []
             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                 _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
-                _graph_section___zgen_extension___r59 = pos
                 pos += 16
                 if not _graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                    raise ConstraintError('ZGEN increment counts must be positive', offset=_graph_section___zgen_extension___r59 + 8, path='increment_count', expected='increment_count > 0', found=_graph_section___zgen_extension___zgen_row_f_increment_count)
+                    raise ConstraintError('ZGEN increment counts must be positive')
                 _graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
                 _graph_section___zgen_extension___zgen_row__obj.after_sequence = _graph_section___zgen_extension___zgen_row_f_after_sequence
                 _graph_section___zgen_extension___zgen_row__obj.increment_count = _graph_section___zgen_extension___zgen_row_f_increment_count
@@ -22575,7 +22040,7 @@ def _u_zgr3_body(mv, pos, end):
         _graph_section___zgen_extension___obj.rows = _graph_section___zgen_extension__f_rows
         _graph_section___x = _graph_section___zgen_extension___obj
         if pos <= _graph_section___ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         _graph_section__f_zgen.append(_graph_section___x)
     _graph_section___obj = _new(GraphSection)
     _graph_section___obj.graph_present = _graph_section__f_graph_present
@@ -22584,7 +22049,7 @@ def _u_zgr3_body(mv, pos, end):
     _graph_section___obj.objects = _graph_section__f_objects
     _graph_section___obj.zgen = _graph_section__f_zgen
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_graph, path='graph', expected=end - _sec_graph, found=pos - _sec_graph)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_graph
     _obj = _new(Zgr3Body)
     _obj.graph = _graph_section___obj
@@ -22607,31 +22072,24 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             _rs = pos
             f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S174_unpack_from(mv, pos)
             pos += 4
-            if f_section_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=f_section_len)
             if pos + f_section_len > end:
-                raise TruncatedError('section needs ' + str(f_section_len) + ' bytes', offset=pos, path='graph', expected=f_section_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_section_len) + ' bytes')
             _outer_end_graph = end
             end = pos + f_section_len
-            _sec_graph = pos
-            _graph_section___r165 = pos
             pos += 20
             if not _graph_section__f_graph_present == 1:
-                raise ConstraintError('graph_present must be 1', offset=_graph_section___r165, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+                raise ConstraintError('graph_present must be 1')
             if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r165 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
-            if _graph_section__f_state_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section__f_state_len)
+                raise ConstraintError('reserved bytes must be zero')
             if pos + _graph_section__f_state_len > end:
-                raise TruncatedError('section needs ' + str(_graph_section__f_state_len) + ' bytes', offset=pos, path='state', expected=_graph_section__f_state_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(_graph_section__f_state_len) + ' bytes')
             _graph_section___outer_end_state = end
             end = pos + _graph_section__f_state_len
-            _graph_section___sec_state = pos
             if pos > end:
                 raise IndexError
             _graph_section__f_state, pos = _u_commit_state(mv, pos, end)
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_graph_section___sec_state, path='state', expected=end - _graph_section___sec_state, found=pos - _graph_section___sec_state)
+                raise ConstraintError('section size mismatch')
             end = _graph_section___outer_end_state
             _graph_section__f_object_count, = _S13_unpack_from(mv, pos)
             pos += 4
@@ -22640,11 +22098,10 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             _graph_section__f_objects = []
             for _graph_section___i in range(_graph_section__f_object_count):
                 _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S168_unpack_from(mv, pos)
-                _graph_section___r168 = pos
                 pos += 32
                 _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_section___graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r168, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces')
                 _graph_section___graph_object__obj = _new(GraphObject)
                 _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
                 _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -22657,28 +22114,24 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                     break
                 _graph_section___ip = pos
                 _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
-                _graph_section___zgen_extension___r80 = pos
                 pos += 16
                 if not _graph_section___zgen_extension__f_magic == 1313163098:
-                    raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_graph_section___zgen_extension___r80, path='magic', expected='magic == 0x4e45475a', found=_graph_section___zgen_extension__f_magic)
+                    raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
                 if not (_graph_section___zgen_extension__f_version == 1 or _graph_section___zgen_extension__f_version == 2):
-                    raise UnsupportedError('unknown graph generation boundary version', offset=_graph_section___zgen_extension___r80 + 4, path='version', expected='version == 1 or version == 2', found=_graph_section___zgen_extension__f_version)
-                _graph_section___zgen_extension___a_row_count = pos
+                    raise UnsupportedError('unknown graph generation boundary version')
                 if _graph_section___zgen_extension__f_version == 2:
                     _graph_section___zgen_extension__f_row_count = _S13_unpack_from(mv, pos)[0]
-                    _graph_section___zgen_extension___at = pos
                     pos += 4
                 else:
                     _graph_section___zgen_extension__f_row_count = None
                 if _graph_section___zgen_extension__f_row_count is not None:
                     if not _graph_section___zgen_extension__f_row_count >= 1:
-                        raise ConstraintError('ZGEN v2 needs at least one row', offset=_graph_section___zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_graph_section___zgen_extension__f_row_count)
+                        raise ConstraintError('ZGEN v2 needs at least one row')
                 if _graph_section___zgen_extension__f_version == 2:
                     _graph_section___zgen_extension__f_reserved = _S13_unpack_from(mv, pos)[0]
-                    _graph_section___zgen_extension___at = pos
                     pos += 4
                     if _graph_section___zgen_extension__f_reserved != 0:
-                        raise ConstraintError('reserved bytes must be zero', offset=_graph_section___zgen_extension___at, path='reserved', expected=0, found=_graph_section___zgen_extension__f_reserved)
+                        raise ConstraintError('reserved bytes must be zero')
                 else:
                     _graph_section___zgen_extension__f_reserved = None
                 if _graph_section___zgen_extension__f_version == 2:
@@ -22688,10 +22141,9 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                     _graph_section___zgen_extension__f_rows = []
                     for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                         _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
-                        _graph_section___zgen_extension___r59 = pos
                         pos += 16
                         if not _graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                            raise ConstraintError('ZGEN increment counts must be positive', offset=_graph_section___zgen_extension___r59 + 8, path='increment_count', expected='increment_count > 0', found=_graph_section___zgen_extension___zgen_row_f_increment_count)
+                            raise ConstraintError('ZGEN increment counts must be positive')
                         _graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
                         _graph_section___zgen_extension___zgen_row__obj.after_sequence = _graph_section___zgen_extension___zgen_row_f_after_sequence
                         _graph_section___zgen_extension___zgen_row__obj.increment_count = _graph_section___zgen_extension___zgen_row_f_increment_count
@@ -22704,7 +22156,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                 _graph_section___zgen_extension___obj.rows = _graph_section___zgen_extension__f_rows
                 _graph_section___x = _graph_section___zgen_extension___obj
                 if pos <= _graph_section___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 _graph_section__f_zgen.append(_graph_section___x)
             _graph_section___obj = _new(GraphSection)
             _graph_section___obj.graph_present = _graph_section__f_graph_present
@@ -22713,7 +22165,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             _graph_section___obj.objects = _graph_section__f_objects
             _graph_section___obj.zgen = _graph_section__f_zgen
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_graph, path='graph', expected=end - _sec_graph, found=pos - _sec_graph)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_graph
             _obj = _new(Zgr3Body)
             _obj.graph = _graph_section___obj
@@ -23208,31 +22660,29 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
     _r13 = pos
     pos += 4
     if not (f_tag == 827478868 or f_tag == 861030234):
-        raise ConstraintError('unknown manifest extension', offset=_r13, path='tag', expected='tag == 0x31525354 or tag == 0x3352475a', found=f_tag)
+        raise ConstraintError('unknown manifest extension')
     if not (f_tag != 861030234 or p_version == 3):
-        raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_r13, path='tag', expected='tag != 0x3352475a or version == 3', found=f_tag)
+        raise ConstraintError('ZGR3 graph section requires manifest v3')
     if f_tag == 827478868:
-        _tsr1_body___r13 = pos
         pos += 4
         if not _tsr1_body__f_count == p_segment_count:
-            raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
+            raise ConstraintError('TSR1 count must equal segment_count')
         if _tsr1_body__f_count * 24 > end - pos:
             raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count) if _tsr1_body__f_count < 0 else TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
         _tsr1_body__f_ranges = []
         for _tsr1_body___i in range(_tsr1_body__f_count):
             _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
-            _tsr1_body___r162 = pos
             pos += 24
             _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
             if _tsr1_body___v is None:
-                raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r162, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value')
             _tsr1_body___clustering_range_f_tag = _tsr1_body___v
             if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r162 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r162 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds')
             if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r162 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts')
             _tsr1_body___clustering_range__obj = _new(ClusteringRange)
             _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
             _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -23244,31 +22694,24 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
     elif f_tag == 861030234:
         _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S174.unpack_from(mv, pos)
         pos += 4
-        if _zgr3_body__f_section_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body__f_section_len)
         if pos + _zgr3_body__f_section_len > end:
-            raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes', offset=pos, path='graph', expected=_zgr3_body__f_section_len, found=end - pos)
+            raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes')
         _zgr3_body___outer_end_graph = end
         end = pos + _zgr3_body__f_section_len
-        _zgr3_body___sec_graph = pos
-        _zgr3_body___graph_section___r165 = pos
         pos += 20
         if not _zgr3_body___graph_section__f_graph_present == 1:
-            raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r165, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+            raise ConstraintError('graph_present must be 1')
         if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r165 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
-        if _zgr3_body___graph_section__f_state_len < 0:
-            raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section__f_state_len)
+            raise ConstraintError('reserved bytes must be zero')
         if pos + _zgr3_body___graph_section__f_state_len > end:
-            raise TruncatedError('section needs ' + str(_zgr3_body___graph_section__f_state_len) + ' bytes', offset=pos, path='state', expected=_zgr3_body___graph_section__f_state_len, found=end - pos)
+            raise TruncatedError('section needs ' + str(_zgr3_body___graph_section__f_state_len) + ' bytes')
         _zgr3_body___graph_section___outer_end_state = end
         end = pos + _zgr3_body___graph_section__f_state_len
-        _zgr3_body___graph_section___sec_state = pos
         if pos > end:
             raise IndexError
         _zgr3_body___graph_section__f_state, pos = _u_commit_state(mv, pos, end)
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_zgr3_body___graph_section___sec_state, path='state', expected=end - _zgr3_body___graph_section___sec_state, found=pos - _zgr3_body___graph_section___sec_state)
+            raise ConstraintError('section size mismatch')
         end = _zgr3_body___graph_section___outer_end_state
         _zgr3_body___graph_section__f_object_count, = _S13.unpack_from(mv, pos)
         pos += 4
@@ -23277,11 +22720,10 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _zgr3_body___graph_section__f_objects = []
         for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
             _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S168.unpack_from(mv, pos)
-            _zgr3_body___graph_section___r168 = pos
             pos += 32
             _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
             if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r168, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces')
             _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
             _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
             _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -23294,28 +22736,24 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 break
             _zgr3_body___graph_section___ip = pos
             _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
-            _zgr3_body___graph_section___zgen_extension___r80 = pos
             pos += 16
             if not _zgr3_body___graph_section___zgen_extension__f_magic == 1313163098:
-                raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_zgr3_body___graph_section___zgen_extension___r80, path='magic', expected='magic == 0x4e45475a', found=_zgr3_body___graph_section___zgen_extension__f_magic)
+                raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
             if not (_zgr3_body___graph_section___zgen_extension__f_version == 1 or _zgr3_body___graph_section___zgen_extension__f_version == 2):
-                raise UnsupportedError('unknown graph generation boundary version', offset=_zgr3_body___graph_section___zgen_extension___r80 + 4, path='version', expected='version == 1 or version == 2', found=_zgr3_body___graph_section___zgen_extension__f_version)
-            _zgr3_body___graph_section___zgen_extension___a_row_count = pos
+                raise UnsupportedError('unknown graph generation boundary version')
             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                 _zgr3_body___graph_section___zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
-                _zgr3_body___graph_section___zgen_extension___at = pos
                 pos += 4
             else:
                 _zgr3_body___graph_section___zgen_extension__f_row_count = None
             if _zgr3_body___graph_section___zgen_extension__f_row_count is not None:
                 if not _zgr3_body___graph_section___zgen_extension__f_row_count >= 1:
-                    raise ConstraintError('ZGEN v2 needs at least one row', offset=_zgr3_body___graph_section___zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_zgr3_body___graph_section___zgen_extension__f_row_count)
+                    raise ConstraintError('ZGEN v2 needs at least one row')
             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                 _zgr3_body___graph_section___zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
-                _zgr3_body___graph_section___zgen_extension___at = pos
                 pos += 4
                 if _zgr3_body___graph_section___zgen_extension__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___zgen_extension___at, path='reserved', expected=0, found=_zgr3_body___graph_section___zgen_extension__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
             else:
                 _zgr3_body___graph_section___zgen_extension__f_reserved = None
             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
@@ -23325,10 +22763,9 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 _zgr3_body___graph_section___zgen_extension__f_rows = []
                 for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                     _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
-                    _zgr3_body___graph_section___zgen_extension___r59 = pos
                     pos += 16
                     if not _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                        raise ConstraintError('ZGEN increment counts must be positive', offset=_zgr3_body___graph_section___zgen_extension___r59 + 8, path='increment_count', expected='increment_count > 0', found=_zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count)
+                        raise ConstraintError('ZGEN increment counts must be positive')
                     _zgr3_body___graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
                     _zgr3_body___graph_section___zgen_extension___zgen_row__obj.after_sequence = _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence
                     _zgr3_body___graph_section___zgen_extension___zgen_row__obj.increment_count = _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count
@@ -23341,7 +22778,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _zgr3_body___graph_section___zgen_extension___obj.rows = _zgr3_body___graph_section___zgen_extension__f_rows
             _zgr3_body___graph_section___x = _zgr3_body___graph_section___zgen_extension___obj
             if pos <= _zgr3_body___graph_section___ip:
-                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                raise ConstraintError('repeated item consumes no bytes')
             _zgr3_body___graph_section__f_zgen.append(_zgr3_body___graph_section___x)
         _zgr3_body___graph_section___obj = _new(GraphSection)
         _zgr3_body___graph_section___obj.graph_present = _zgr3_body___graph_section__f_graph_present
@@ -23350,13 +22787,13 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _zgr3_body___graph_section___obj.objects = _zgr3_body___graph_section__f_objects
         _zgr3_body___graph_section___obj.zgen = _zgr3_body___graph_section__f_zgen
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_zgr3_body___sec_graph, path='graph', expected=end - _zgr3_body___sec_graph, found=pos - _zgr3_body___sec_graph)
+            raise ConstraintError('section size mismatch')
         end = _zgr3_body___outer_end_graph
         _zgr3_body___obj = _new(Zgr3Body)
         _zgr3_body___obj.graph = _zgr3_body___graph_section___obj
         f_body = _zgr3_body___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='body', expected=[827478868, 861030234], found=f_tag)
+        raise ConstraintError('no case for tag')
     _e_body = pos
     if f_tag == 861030234:
         f_checksum = _S6.unpack_from(mv, pos)[0]
@@ -23366,7 +22803,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
     if f_checksum is not None:
         _ck = _ck_xxh3_64(mv[_r13:_e_body])
         if f_checksum != _ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=pos - 8, path='checksum', expected=_ck, found=f_checksum)
+            raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(ManifestExtension)
     _obj.tag = f_tag
     _obj.body = f_body
@@ -23394,31 +22831,29 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
             _r13 = pos
             pos += 4
             if not (f_tag == 827478868 or f_tag == 861030234):
-                raise ConstraintError('unknown manifest extension', offset=_r13, path='tag', expected='tag == 0x31525354 or tag == 0x3352475a', found=f_tag)
+                raise ConstraintError('unknown manifest extension')
             if not (f_tag != 861030234 or p_version == 3):
-                raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_r13, path='tag', expected='tag != 0x3352475a or version == 3', found=f_tag)
+                raise ConstraintError('ZGR3 graph section requires manifest v3')
             if f_tag == 827478868:
-                _tsr1_body___r13 = pos
                 pos += 4
                 if not _tsr1_body__f_count == p_segment_count:
-                    raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
+                    raise ConstraintError('TSR1 count must equal segment_count')
                 if _tsr1_body__f_count * 24 > end - pos:
                     raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count) if _tsr1_body__f_count < 0 else TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
                 _tsr1_body__f_ranges = []
                 for _tsr1_body___i in range(_tsr1_body__f_count):
                     _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
-                    _tsr1_body___r162 = pos
                     pos += 24
                     _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
                     if _tsr1_body___v is None:
-                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r162, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                        raise ConstraintError('unknown range_tag value')
                     _tsr1_body___clustering_range_f_tag = _tsr1_body___v
                     if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r162 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                        raise ConstraintError('reserved bytes must be zero')
                     if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r162 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds')
                     if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r162 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('bounded range requires min_ts <= max_ts')
                     _tsr1_body___clustering_range__obj = _new(ClusteringRange)
                     _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
                     _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -23430,31 +22865,24 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
             elif f_tag == 861030234:
                 _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S174_unpack_from(mv, pos)
                 pos += 4
-                if _zgr3_body__f_section_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body__f_section_len)
                 if pos + _zgr3_body__f_section_len > end:
-                    raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes', offset=pos, path='graph', expected=_zgr3_body__f_section_len, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes')
                 _zgr3_body___outer_end_graph = end
                 end = pos + _zgr3_body__f_section_len
-                _zgr3_body___sec_graph = pos
-                _zgr3_body___graph_section___r165 = pos
                 pos += 20
                 if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r165, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+                    raise ConstraintError('graph_present must be 1')
                 if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r165 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
-                if _zgr3_body___graph_section__f_state_len < 0:
-                    raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section__f_state_len)
+                    raise ConstraintError('reserved bytes must be zero')
                 if pos + _zgr3_body___graph_section__f_state_len > end:
-                    raise TruncatedError('section needs ' + str(_zgr3_body___graph_section__f_state_len) + ' bytes', offset=pos, path='state', expected=_zgr3_body___graph_section__f_state_len, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_zgr3_body___graph_section__f_state_len) + ' bytes')
                 _zgr3_body___graph_section___outer_end_state = end
                 end = pos + _zgr3_body___graph_section__f_state_len
-                _zgr3_body___graph_section___sec_state = pos
                 if pos > end:
                     raise IndexError
                 _zgr3_body___graph_section__f_state, pos = _u_commit_state(mv, pos, end)
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_zgr3_body___graph_section___sec_state, path='state', expected=end - _zgr3_body___graph_section___sec_state, found=pos - _zgr3_body___graph_section___sec_state)
+                    raise ConstraintError('section size mismatch')
                 end = _zgr3_body___graph_section___outer_end_state
                 _zgr3_body___graph_section__f_object_count, = _S13_unpack_from(mv, pos)
                 pos += 4
@@ -23463,11 +22891,10 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _zgr3_body___graph_section__f_objects = []
                 for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
                     _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S168_unpack_from(mv, pos)
-                    _zgr3_body___graph_section___r168 = pos
                     pos += 32
                     _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
                     if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                        raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r168, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                        raise ConstraintError('artifact ids are non-zero nonces')
                     _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
                     _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
                     _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -23480,28 +22907,24 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                         break
                     _zgr3_body___graph_section___ip = pos
                     _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
-                    _zgr3_body___graph_section___zgen_extension___r80 = pos
                     pos += 16
                     if not _zgr3_body___graph_section___zgen_extension__f_magic == 1313163098:
-                        raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_zgr3_body___graph_section___zgen_extension___r80, path='magic', expected='magic == 0x4e45475a', found=_zgr3_body___graph_section___zgen_extension__f_magic)
+                        raise ConstraintError('graph object count/length mismatch (trailing object bytes)')
                     if not (_zgr3_body___graph_section___zgen_extension__f_version == 1 or _zgr3_body___graph_section___zgen_extension__f_version == 2):
-                        raise UnsupportedError('unknown graph generation boundary version', offset=_zgr3_body___graph_section___zgen_extension___r80 + 4, path='version', expected='version == 1 or version == 2', found=_zgr3_body___graph_section___zgen_extension__f_version)
-                    _zgr3_body___graph_section___zgen_extension___a_row_count = pos
+                        raise UnsupportedError('unknown graph generation boundary version')
                     if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                         _zgr3_body___graph_section___zgen_extension__f_row_count = _S13_unpack_from(mv, pos)[0]
-                        _zgr3_body___graph_section___zgen_extension___at = pos
                         pos += 4
                     else:
                         _zgr3_body___graph_section___zgen_extension__f_row_count = None
                     if _zgr3_body___graph_section___zgen_extension__f_row_count is not None:
                         if not _zgr3_body___graph_section___zgen_extension__f_row_count >= 1:
-                            raise ConstraintError('ZGEN v2 needs at least one row', offset=_zgr3_body___graph_section___zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_zgr3_body___graph_section___zgen_extension__f_row_count)
+                            raise ConstraintError('ZGEN v2 needs at least one row')
                     if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                         _zgr3_body___graph_section___zgen_extension__f_reserved = _S13_unpack_from(mv, pos)[0]
-                        _zgr3_body___graph_section___zgen_extension___at = pos
                         pos += 4
                         if _zgr3_body___graph_section___zgen_extension__f_reserved != 0:
-                            raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___zgen_extension___at, path='reserved', expected=0, found=_zgr3_body___graph_section___zgen_extension__f_reserved)
+                            raise ConstraintError('reserved bytes must be zero')
                     else:
                         _zgr3_body___graph_section___zgen_extension__f_reserved = None
                     if _zgr3_body___graph_section___zgen_extension__f_version == 2:
@@ -23511,10 +22934,9 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                         _zgr3_body___graph_section___zgen_extension__f_rows = []
                         for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                             _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
-                            _zgr3_body___graph_section___zgen_extension___r59 = pos
                             pos += 16
                             if not _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                                raise ConstraintError('ZGEN increment counts must be positive', offset=_zgr3_body___graph_section___zgen_extension___r59 + 8, path='increment_count', expected='increment_count > 0', found=_zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count)
+                                raise ConstraintError('ZGEN increment counts must be positive')
                             _zgr3_body___graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
                             _zgr3_body___graph_section___zgen_extension___zgen_row__obj.after_sequence = _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence
                             _zgr3_body___graph_section___zgen_extension___zgen_row__obj.increment_count = _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count
@@ -23527,7 +22949,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     _zgr3_body___graph_section___zgen_extension___obj.rows = _zgr3_body___graph_section___zgen_extension__f_rows
                     _zgr3_body___graph_section___x = _zgr3_body___graph_section___zgen_extension___obj
                     if pos <= _zgr3_body___graph_section___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        raise ConstraintError('repeated item consumes no bytes')
                     _zgr3_body___graph_section__f_zgen.append(_zgr3_body___graph_section___x)
                 _zgr3_body___graph_section___obj = _new(GraphSection)
                 _zgr3_body___graph_section___obj.graph_present = _zgr3_body___graph_section__f_graph_present
@@ -23536,13 +22958,13 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _zgr3_body___graph_section___obj.objects = _zgr3_body___graph_section__f_objects
                 _zgr3_body___graph_section___obj.zgen = _zgr3_body___graph_section__f_zgen
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_zgr3_body___sec_graph, path='graph', expected=end - _zgr3_body___sec_graph, found=pos - _zgr3_body___sec_graph)
+                    raise ConstraintError('section size mismatch')
                 end = _zgr3_body___outer_end_graph
                 _zgr3_body___obj = _new(Zgr3Body)
                 _zgr3_body___obj.graph = _zgr3_body___graph_section___obj
                 f_body = _zgr3_body___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[827478868, 861030234], found=f_tag)
+                raise ConstraintError('no case for tag')
             _e_body = pos
             if f_tag == 861030234:
                 f_checksum = _S6_unpack_from(mv, pos)[0]
@@ -23552,7 +22974,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
             if f_checksum is not None:
                 _ck = _ck_xxh3_64(mv[_r13:_e_body])
                 if f_checksum != _ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=pos - 8, path='checksum', expected=_ck, found=f_checksum)
+                    raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(ManifestExtension)
             _obj.tag = f_tag
             _obj.body = f_body
@@ -24088,18 +23510,16 @@ def _d_manifest_payload(mv, pos, end, p_version):
 def _u_manifest_payload(mv, pos, end, p_version):
     _isb = mv.__class__ is bytes
     f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S175.unpack_from(mv, pos)
-    _r144 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 28, path='reserved', expected=0, found=f_reserved)
-    _epoch_alias___r146 = pos
+        raise ConstraintError('reserved bytes must be zero')
     pos += 24
     if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r146, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+        raise ConstraintError('unknown presence tag (alias)')
     if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r146 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r146 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids')
     _epoch_alias___obj = _new(EpochAlias)
     _epoch_alias___obj.present = _epoch_alias__f_present
     _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -24110,17 +23530,16 @@ def _u_manifest_payload(mv, pos, end, p_version):
     f_segments = []
     for _i in range(_c):
         _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S148.unpack_from(mv, pos)
-        _r148 = pos
         pos += 52
         _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
         if _manifest_segment_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r148 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-            raise ConstraintError('unknown presence tag (segment epoch)', offset=_r148 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+            raise ConstraintError('unknown presence tag (segment epoch)')
         if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_r148 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+            raise ConstraintError('reserved bytes must be zero')
         if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-            raise ConstraintError('absent segment epoch must be zero', offset=_r148 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+            raise ConstraintError('absent segment epoch must be zero')
         _manifest_segment__obj = _new(ManifestSegment)
         _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
         _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -24146,11 +23565,10 @@ def _u_manifest_payload(mv, pos, end, p_version):
     f_columns = []
     for _i in range(_c):
         _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159.unpack_from(mv, pos)
-        _r159 = pos
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_r159 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+            raise ConstraintError('nullable must be 0 or 1')
         _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
@@ -24165,36 +23583,33 @@ def _u_manifest_payload(mv, pos, end, p_version):
         if pos >= end:
             break
         _ip = pos
-        _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
         _manifest_extension__f_tag, _manifest_extension___tsr1_body__f_count = _S41.unpack_from(mv, pos)
         _manifest_extension___r13 = pos
         pos += 4
         if not (_manifest_extension__f_tag == 827478868 or _manifest_extension__f_tag == 861030234):
-            raise ConstraintError('unknown manifest extension', offset=_manifest_extension___r13, path='tag', expected='tag == 0x31525354 or tag == 0x3352475a', found=_manifest_extension__f_tag)
+            raise ConstraintError('unknown manifest extension')
         if not (_manifest_extension__f_tag != 861030234 or p_version == 3):
-            raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_manifest_extension___r13, path='tag', expected='tag != 0x3352475a or version == 3', found=_manifest_extension__f_tag)
+            raise ConstraintError('ZGR3 graph section requires manifest v3')
         if _manifest_extension__f_tag == 827478868:
-            _manifest_extension___tsr1_body___r13 = pos
             pos += 4
             if not _manifest_extension___tsr1_body__f_count == f_segment_count:
-                raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
+                raise ConstraintError('TSR1 count must equal segment_count')
             if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
                 raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count) if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
             _manifest_extension___tsr1_body__f_ranges = []
             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
                 _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
-                _manifest_extension___tsr1_body___r162 = pos
                 pos += 24
                 _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                 if _manifest_extension___tsr1_body___v is None:
-                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r162, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                    raise ConstraintError('unknown range_tag value')
                 _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                 if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r162 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r162 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds')
                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r162 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                    raise ConstraintError('bounded range requires min_ts <= max_ts')
                 _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                 _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                 _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -24211,7 +23626,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
             if _manifest_extension__f_checksum is not None:
                 _manifest_extension___ck = _ck_xxh3_64(mv[_manifest_extension___r13:_manifest_extension___e_body])
                 if _manifest_extension__f_checksum != _manifest_extension___ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=pos - 8, path='checksum', expected=_manifest_extension___ck, found=_manifest_extension__f_checksum)
+                    raise ChecksumError('xxh3_64 mismatch')
             _manifest_extension___obj = _new(ManifestExtension)
             _manifest_extension___obj.tag = _manifest_extension__f_tag
             _manifest_extension___obj.body = _manifest_extension___tsr1_body___obj
@@ -24219,12 +23634,12 @@ def _u_manifest_payload(mv, pos, end, p_version):
         else:
             if pos > end:
                 raise IndexError
-            pos, end = (_manifest_extension___re_pos, _manifest_extension___re_end)
+            pos -= 4
             if pos > end:
                 raise IndexError
             _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_extensions.append(_x)
     _obj = _new(ManifestPayload)
     _obj.generation = f_generation
@@ -24254,18 +23669,16 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 break
             _rs = pos
             f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S175_unpack_from(mv, pos)
-            _r144 = pos
             pos += 32
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r144 + 28, path='reserved', expected=0, found=f_reserved)
-            _epoch_alias___r146 = pos
+                raise ConstraintError('reserved bytes must be zero')
             pos += 24
             if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r146, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+                raise ConstraintError('unknown presence tag (alias)')
             if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r146 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r146 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+                raise ConstraintError('absent alias must carry zero ids')
             _epoch_alias___obj = _new(EpochAlias)
             _epoch_alias___obj.present = _epoch_alias__f_present
             _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -24276,17 +23689,16 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
             f_segments = []
             for _i in range(_c):
                 _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S148_unpack_from(mv, pos)
-                _r148 = pos
                 pos += 52
                 _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
                 if _manifest_segment_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r148 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_r148 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                    raise ConstraintError('unknown presence tag (segment epoch)')
                 if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_r148 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero')
                 if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-                    raise ConstraintError('absent segment epoch must be zero', offset=_r148 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                    raise ConstraintError('absent segment epoch must be zero')
                 _manifest_segment__obj = _new(ManifestSegment)
                 _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
                 _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -24312,11 +23724,10 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
             f_columns = []
             for _i in range(_c):
                 _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159_unpack_from(mv, pos)
-                _r159 = pos
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_r159 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                    raise ConstraintError('nullable must be 0 or 1')
                 _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
@@ -24331,36 +23742,33 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 if pos >= end:
                     break
                 _ip = pos
-                _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
                 _manifest_extension__f_tag, _manifest_extension___tsr1_body__f_count = _S41_unpack_from(mv, pos)
                 _manifest_extension___r13 = pos
                 pos += 4
                 if not (_manifest_extension__f_tag == 827478868 or _manifest_extension__f_tag == 861030234):
-                    raise ConstraintError('unknown manifest extension', offset=_manifest_extension___r13, path='tag', expected='tag == 0x31525354 or tag == 0x3352475a', found=_manifest_extension__f_tag)
+                    raise ConstraintError('unknown manifest extension')
                 if not (_manifest_extension__f_tag != 861030234 or p_version == 3):
-                    raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_manifest_extension___r13, path='tag', expected='tag != 0x3352475a or version == 3', found=_manifest_extension__f_tag)
+                    raise ConstraintError('ZGR3 graph section requires manifest v3')
                 if _manifest_extension__f_tag == 827478868:
-                    _manifest_extension___tsr1_body___r13 = pos
                     pos += 4
                     if not _manifest_extension___tsr1_body__f_count == f_segment_count:
-                        raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
+                        raise ConstraintError('TSR1 count must equal segment_count')
                     if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
                         raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count) if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
                     _manifest_extension___tsr1_body__f_ranges = []
                     for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
                         _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
-                        _manifest_extension___tsr1_body___r162 = pos
                         pos += 24
                         _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                         if _manifest_extension___tsr1_body___v is None:
-                            raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r162, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                            raise ConstraintError('unknown range_tag value')
                         _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                         if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r162 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                            raise ConstraintError('reserved bytes must be zero')
                         if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r162 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                            raise ConstraintError('Unstamped/Empty ranges require zero bounds')
                         if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r162 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                            raise ConstraintError('bounded range requires min_ts <= max_ts')
                         _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                         _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                         _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -24377,7 +23785,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                     if _manifest_extension__f_checksum is not None:
                         _manifest_extension___ck = _ck_xxh3_64(mv[_manifest_extension___r13:_manifest_extension___e_body])
                         if _manifest_extension__f_checksum != _manifest_extension___ck:
-                            raise ChecksumError('xxh3_64 mismatch', offset=pos - 8, path='checksum', expected=_manifest_extension___ck, found=_manifest_extension__f_checksum)
+                            raise ChecksumError('xxh3_64 mismatch')
                     _manifest_extension___obj = _new(ManifestExtension)
                     _manifest_extension___obj.tag = _manifest_extension__f_tag
                     _manifest_extension___obj.body = _manifest_extension___tsr1_body___obj
@@ -24385,12 +23793,12 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 else:
                     if pos > end:
                         raise IndexError
-                    pos, end = (_manifest_extension___re_pos, _manifest_extension___re_end)
+                    pos -= 4
                     if pos > end:
                         raise IndexError
                     _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_extensions.append(_x)
             _obj = _new(ManifestPayload)
             _obj.generation = f_generation
@@ -24922,7 +24330,7 @@ def _u_purge_token_input(mv, pos, end):
         pos += 16
         _x = int.from_bytes(_x, 'little', signed=False)
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_doc_ids.append(_x)
     _obj = _new(PurgeTokenInput)
     _obj.generation = f_generation
@@ -24952,7 +24360,7 @@ def _m_purge_token_input(mv, pos, end, _rest=_decode_many):
                 pos += 16
                 _x = int.from_bytes(_x, 'little', signed=False)
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_doc_ids.append(_x)
             _obj = _new(PurgeTokenInput)
             _obj.generation = f_generation
@@ -25004,10 +24412,9 @@ def _d_purge_payload(mv, pos, end):
 
 def _u_purge_payload(mv, pos, end):
     f_token_id, f_id_count, f_reserved = _S75.unpack_from(mv, pos)
-    _r75 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if f_id_count * 16 > end - pos:
         raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count) if f_id_count < 0 else TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
     _st = _RC178.get(f_id_count)
@@ -25035,10 +24442,9 @@ def _m_purge_payload(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_token_id, f_id_count, f_reserved = _S75_unpack_from(mv, pos)
-            _r75 = pos
             pos += 16
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if f_id_count * 16 > end - pos:
                 raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count) if f_id_count < 0 else TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
             _st = _RC178.get(f_id_count)
@@ -25136,17 +24542,13 @@ def _u_purge_block(mv, pos, end):
     f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S130.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
-    if f_block_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_block_len)
     if pos + f_block_len > end:
-        raise TruncatedError('section needs ' + str(f_block_len) + ' bytes', offset=pos, path='payload', expected=f_block_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_block_len) + ' bytes')
     _outer_end_payload = end
     end = pos + f_block_len
-    _sec_payload = pos
-    _purge_payload___r75 = pos
     pos += 16
     if _purge_payload__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if _purge_payload__f_id_count * 16 > end - pos:
         raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count) if _purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
     _purge_payload___st = _RC178.get(_purge_payload__f_id_count)
@@ -25161,15 +24563,14 @@ def _u_purge_block(mv, pos, end):
     _purge_payload___obj.token_id = _purge_payload__f_token_id
     _purge_payload___obj.doc_ids = _purge_payload__f_doc_ids
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _e_payload = pos
     f_block_checksum, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
     if f_block_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='block_checksum', expected=_ck, found=f_block_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(PurgeBlock)
     _obj.payload = _purge_payload___obj
     return (_obj, pos)
@@ -25189,17 +24590,13 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
             f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S130_unpack_from(mv, pos)
             pos += 8
             _s_payload = pos
-            if f_block_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_block_len)
             if pos + f_block_len > end:
-                raise TruncatedError('section needs ' + str(f_block_len) + ' bytes', offset=pos, path='payload', expected=f_block_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_block_len) + ' bytes')
             _outer_end_payload = end
             end = pos + f_block_len
-            _sec_payload = pos
-            _purge_payload___r75 = pos
             pos += 16
             if _purge_payload__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if _purge_payload__f_id_count * 16 > end - pos:
                 raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count) if _purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
             _purge_payload___st = _RC178.get(_purge_payload__f_id_count)
@@ -25214,15 +24611,14 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
             _purge_payload___obj.token_id = _purge_payload__f_token_id
             _purge_payload___obj.doc_ids = _purge_payload__f_doc_ids
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _e_payload = pos
             f_block_checksum, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_s_payload:_e_payload])
             if f_block_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='block_checksum', expected=_ck, found=f_block_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(PurgeBlock)
             _obj.payload = _purge_payload___obj
             _append(_obj)
@@ -25370,36 +24766,31 @@ def _u_purge_file(mv, pos, end):
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_family_id == 15:
-        raise ConstraintError('wrong family id (expected 15, purge intent)', offset=_r0 + 8, path='family_id', expected='family_id == 15', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 15, purge intent)')
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported purge intent version (registry accepts 1..1)', offset=_r0 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported purge intent version (registry accepts 1..1)')
     if not f_flags == 0:
-        raise ConstraintError('purge header flags must be zero', offset=_r0 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('purge header flags must be zero')
     if not f_header_length == 32:
-        raise ConstraintError('framed artifact header_length must be 32', offset=_r0 + 16, path='header_length', expected='header_length == 32', found=f_header_length)
+        raise ConstraintError('framed artifact header_length must be 32')
     _n = f_file_length - 40
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='block', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='block', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_block = end
     end = pos + _n
-    _sec_block = pos
     pos += 8
     _purge_block___s_payload = pos
-    if _purge_block__f_block_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_purge_block__f_block_len)
     if pos + _purge_block__f_block_len > end:
-        raise TruncatedError('section needs ' + str(_purge_block__f_block_len) + ' bytes', offset=pos, path='payload', expected=_purge_block__f_block_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(_purge_block__f_block_len) + ' bytes')
     _purge_block___outer_end_payload = end
     end = pos + _purge_block__f_block_len
-    _purge_block___sec_payload = pos
-    _purge_block___purge_payload___r75 = pos
     pos += 16
     if _purge_block___purge_payload__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if _purge_block___purge_payload__f_id_count * 16 > end - pos:
         raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count) if _purge_block___purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
     _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload__f_id_count)
@@ -25414,26 +24805,24 @@ def _u_purge_file(mv, pos, end):
     _purge_block___purge_payload___obj.token_id = _purge_block___purge_payload__f_token_id
     _purge_block___purge_payload___obj.doc_ids = _purge_block___purge_payload__f_doc_ids
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_purge_block___sec_payload, path='payload', expected=end - _purge_block___sec_payload, found=pos - _purge_block___sec_payload)
+        raise ConstraintError('section size mismatch')
     end = _purge_block___outer_end_payload
     _purge_block___e_payload = pos
     _purge_block__f_block_checksum, f_file_checksum = _S59.unpack_from(mv, pos)
-    _purge_block___r6 = pos
     pos += 8
     _purge_block___ck = _ck_xxh3_64(mv[_purge_block___s_payload:_purge_block___e_payload])
     if _purge_block__f_block_checksum != _purge_block___ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_purge_block___r6, path='block_checksum', expected=_purge_block___ck, found=_purge_block__f_block_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _purge_block___obj = _new(PurgeBlock)
     _purge_block___obj.payload = _purge_block___purge_payload___obj
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_block, path='block', expected=end - _sec_block, found=pos - _sec_block)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_block
     _e_block = pos
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r0:_e_block])
     if f_file_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='file_checksum', expected=_ck, found=f_file_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(PurgeFile)
     _obj.block = _purge_block___obj
     return (_obj, pos)
@@ -25454,36 +24843,31 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_family_id == 15:
-                raise ConstraintError('wrong family id (expected 15, purge intent)', offset=_r0 + 8, path='family_id', expected='family_id == 15', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 15, purge intent)')
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported purge intent version (registry accepts 1..1)', offset=_r0 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported purge intent version (registry accepts 1..1)')
             if not f_flags == 0:
-                raise ConstraintError('purge header flags must be zero', offset=_r0 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('purge header flags must be zero')
             if not f_header_length == 32:
-                raise ConstraintError('framed artifact header_length must be 32', offset=_r0 + 16, path='header_length', expected='header_length == 32', found=f_header_length)
+                raise ConstraintError('framed artifact header_length must be 32')
             _n = f_file_length - 40
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='block', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='block', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_block = end
             end = pos + _n
-            _sec_block = pos
             pos += 8
             _purge_block___s_payload = pos
-            if _purge_block__f_block_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_purge_block__f_block_len)
             if pos + _purge_block__f_block_len > end:
-                raise TruncatedError('section needs ' + str(_purge_block__f_block_len) + ' bytes', offset=pos, path='payload', expected=_purge_block__f_block_len, found=end - pos)
+                raise TruncatedError('section needs ' + str(_purge_block__f_block_len) + ' bytes')
             _purge_block___outer_end_payload = end
             end = pos + _purge_block__f_block_len
-            _purge_block___sec_payload = pos
-            _purge_block___purge_payload___r75 = pos
             pos += 16
             if _purge_block___purge_payload__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if _purge_block___purge_payload__f_id_count * 16 > end - pos:
                 raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count) if _purge_block___purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
             _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload__f_id_count)
@@ -25498,26 +24882,24 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
             _purge_block___purge_payload___obj.token_id = _purge_block___purge_payload__f_token_id
             _purge_block___purge_payload___obj.doc_ids = _purge_block___purge_payload__f_doc_ids
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_purge_block___sec_payload, path='payload', expected=end - _purge_block___sec_payload, found=pos - _purge_block___sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _purge_block___outer_end_payload
             _purge_block___e_payload = pos
             _purge_block__f_block_checksum, f_file_checksum = _S59_unpack_from(mv, pos)
-            _purge_block___r6 = pos
             pos += 8
             _purge_block___ck = _ck_xxh3_64(mv[_purge_block___s_payload:_purge_block___e_payload])
             if _purge_block__f_block_checksum != _purge_block___ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_purge_block___r6, path='block_checksum', expected=_purge_block___ck, found=_purge_block__f_block_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _purge_block___obj = _new(PurgeBlock)
             _purge_block___obj.payload = _purge_block___purge_payload___obj
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_block, path='block', expected=end - _sec_block, found=pos - _sec_block)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_block
             _e_block = pos
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r0:_e_block])
             if f_file_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='file_checksum', expected=_ck, found=f_file_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(PurgeFile)
             _obj.block = _purge_block___obj
             _append(_obj)
@@ -25805,10 +25187,9 @@ def _d_epoch_digest_input(mv, pos, end):
 def _u_epoch_digest_input(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_magic, _digest_tower__n_model_id = _S183.unpack_from(mv, pos)
-    _r128 = pos
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise ConstraintError('bad magic', offset=_r128, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+        raise ConstraintError('bad magic')
     pos += 4
     _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
@@ -25821,27 +25202,25 @@ def _u_epoch_digest_input(mv, pos, end):
     _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
     _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S154.unpack_from(mv, pos)
-    _digest_tower___r154 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r154 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
     _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S181.unpack_from(mv, pos)
-    _digest_tower___r181 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r181 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value')
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r181 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value')
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r181 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)')
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -25875,27 +25254,25 @@ def _u_epoch_digest_input(mv, pos, end):
     _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
     _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S154.unpack_from(mv, pos)
-    _digest_tower___r154 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r154 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
     _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S181.unpack_from(mv, pos)
-    _digest_tower___r181 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r181 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value')
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r181 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value')
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r181 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)')
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -25942,10 +25319,9 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, _digest_tower__n_model_id = _S183_unpack_from(mv, pos)
-            _r128 = pos
             pos += 8
             if f_magic != b'ZEEMBEP2':
-                raise ConstraintError('bad magic', offset=_r128, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+                raise ConstraintError('bad magic')
             pos += 4
             _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
@@ -25958,27 +25334,25 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
             _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S154_unpack_from(mv, pos)
-            _digest_tower___r154 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r154 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
             _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S181_unpack_from(mv, pos)
-            _digest_tower___r181 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r181 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value')
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r181 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value')
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r181 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)')
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -26012,27 +25386,25 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
             _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S154_unpack_from(mv, pos)
-            _digest_tower___r154 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r154 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
             _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S181_unpack_from(mv, pos)
-            _digest_tower___r181 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r181 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value')
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r181 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value')
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r181 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)')
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -26289,10 +25661,9 @@ def _d_epoch_digest_input_v1(mv, pos, end):
 def _u_epoch_digest_input_v1(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_magic, _digest_tower__n_model_id = _S183.unpack_from(mv, pos)
-    _r128 = pos
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise ConstraintError('bad magic', offset=_r128, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+        raise ConstraintError('bad magic')
     pos += 4
     _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
@@ -26305,27 +25676,25 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
     _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S154.unpack_from(mv, pos)
-    _digest_tower___r154 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r154 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
     _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S181.unpack_from(mv, pos)
-    _digest_tower___r181 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r181 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value')
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r181 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value')
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r181 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)')
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -26365,10 +25734,9 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, _digest_tower__n_model_id = _S183_unpack_from(mv, pos)
-            _r128 = pos
             pos += 8
             if f_magic != b'ZEEMBEP1':
-                raise ConstraintError('bad magic', offset=_r128, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+                raise ConstraintError('bad magic')
             pos += 4
             _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
@@ -26381,27 +25749,25 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
             _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
             _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S154_unpack_from(mv, pos)
-            _digest_tower___r154 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r154 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
             _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S181_unpack_from(mv, pos)
-            _digest_tower___r181 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r181 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value')
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r181 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value')
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r181 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)')
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -26605,12 +25971,11 @@ def _u_digest_tower(mv, pos, end):
     f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
     pos += n_prompt_prefix
     f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S181.unpack_from(mv, pos)
-    _r181 = pos
     pos += 9
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r181 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)')
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -26664,12 +26029,11 @@ def _m_digest_tower(mv, pos, end, _rest=_decode_many):
             f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
             pos += n_prompt_prefix
             f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S181_unpack_from(mv, pos)
-            _r181 = pos
             pos += 9
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_r181 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)')
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -26776,12 +26140,11 @@ def _d_region_entry(mv, pos, end):
 
 def _u_region_entry(mv, pos, end):
     f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S184.unpack_from(mv, pos)
-    _r184 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r184 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if not f_offset % 16384 == 0:
-        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r184 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+        raise ConstraintError('region offset must be 16 KiB aligned')
     _obj = _new(RegionEntry)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -26802,12 +26165,11 @@ def _m_region_entry(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S184_unpack_from(mv, pos)
-            _r184 = pos
             pos += 32
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r184 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not f_offset % 16384 == 0:
-                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r184 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+                raise ConstraintError('region offset must be 16 KiB aligned')
             _obj = _new(RegionEntry)
             _obj.kind = f_kind
             _obj.version = f_version
@@ -26914,33 +26276,32 @@ def _u_segment_header(mv, pos, end):
     _r186 = pos
     pos += 64
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r186, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_family_id == 2:
-        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r186 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 2, segment)')
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r186 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)')
     if not f_flags == 0:
-        raise ConstraintError('segment header flags must be zero', offset=_r186 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('segment header flags must be zero')
     if f_header_length < 72 or f_header_length > 1048576:
-        raise ConstraintError('value out of range', offset=_r186 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+        raise ConstraintError('value out of range')
     if not f_header_length == 72 + 32 * f_region_count:
-        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r186 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+        raise ConstraintError('header_length must equal 72 + 32 x region_count')
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r186 + 54, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r186 + 58, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero')
     if f_region_count * 32 > end - pos:
         raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count) if f_region_count < 0 else TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
     f_regions = []
     for _i in range(f_region_count):
         _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S184.unpack_from(mv, pos)
-        _r184 = pos
         pos += 32
         if _region_entry_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r184 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if not _region_entry_f_offset % 16384 == 0:
-            raise ConstraintError('region offset must be 16 KiB aligned', offset=_r184 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+            raise ConstraintError('region offset must be 16 KiB aligned')
         _region_entry__obj = _new(RegionEntry)
         _region_entry__obj.kind = _region_entry_f_kind
         _region_entry__obj.version = _region_entry_f_version
@@ -26950,11 +26311,10 @@ def _u_segment_header(mv, pos, end):
         f_regions.append(_region_entry__obj)
     _e_regions = pos
     f_header_checksum, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r186:_e_regions])
     if f_header_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     _obj = _new(SegmentHeader)
     _obj.file_length = f_file_length
     _obj.segment_id = f_segment_id
@@ -26981,33 +26341,32 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
             _r186 = pos
             pos += 64
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r186, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_family_id == 2:
-                raise ConstraintError('wrong family id (expected 2, segment)', offset=_r186 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 2, segment)')
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r186 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported segment version (registry accepts 1..1)')
             if not f_flags == 0:
-                raise ConstraintError('segment header flags must be zero', offset=_r186 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('segment header flags must be zero')
             if f_header_length < 72 or f_header_length > 1048576:
-                raise ConstraintError('value out of range', offset=_r186 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+                raise ConstraintError('value out of range')
             if not f_header_length == 72 + 32 * f_region_count:
-                raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r186 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+                raise ConstraintError('header_length must equal 72 + 32 x region_count')
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r186 + 54, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r186 + 58, path='reserved2', expected=0, found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero')
             if f_region_count * 32 > end - pos:
                 raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count) if f_region_count < 0 else TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
             f_regions = []
             for _i in range(f_region_count):
                 _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S184_unpack_from(mv, pos)
-                _r184 = pos
                 pos += 32
                 if _region_entry_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r184 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if not _region_entry_f_offset % 16384 == 0:
-                    raise ConstraintError('region offset must be 16 KiB aligned', offset=_r184 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+                    raise ConstraintError('region offset must be 16 KiB aligned')
                 _region_entry__obj = _new(RegionEntry)
                 _region_entry__obj.kind = _region_entry_f_kind
                 _region_entry__obj.version = _region_entry_f_version
@@ -27017,11 +26376,10 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
                 f_regions.append(_region_entry__obj)
             _e_regions = pos
             f_header_checksum, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r186:_e_regions])
             if f_header_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             _obj = _new(SegmentHeader)
             _obj.file_length = f_file_length
             _obj.segment_id = f_segment_id
@@ -27117,17 +26475,16 @@ def _d_vector_header(mv, pos, end):
 
 def _u_vector_header(mv, pos, end):
     f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S188.unpack_from(mv, pos)
-    _r188 = pos
     pos += 32
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r188 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero')
     if f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r188 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero')
     if f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r188 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero')
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r188 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(VectorHeader)
     _obj.scheme = f_scheme
     _obj.dims = f_dims
@@ -27148,17 +26505,16 @@ def _m_vector_header(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S188_unpack_from(mv, pos)
-            _r188 = pos
             pos += 32
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r188 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero')
             if f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r188 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero')
             if f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r188 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero')
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r188 + 28, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(VectorHeader)
             _obj.scheme = f_scheme
             _obj.dims = f_dims
@@ -27226,22 +26582,21 @@ def _d_vector_codes_region(mv, pos, end):
 
 def _u_vector_codes_region(mv, pos, end):
     _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S188.unpack_from(mv, pos)
-    _vector_header___r188 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+        raise ConstraintError('unknown quant_scheme value')
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -27270,22 +26625,21 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S188_unpack_from(mv, pos)
-            _vector_header___r188 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+                raise ConstraintError('unknown quant_scheme value')
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -27502,22 +26856,21 @@ def _d_vector_factors_region(mv, pos, end):
 def _u_vector_factors_region(mv, pos, end):
     _isb = mv.__class__ is bytes
     _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S188.unpack_from(mv, pos)
-    _vector_header___r188 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+        raise ConstraintError('unknown quant_scheme value')
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -27543,7 +26896,7 @@ def _u_vector_factors_region(mv, pos, end):
     if not (_vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12 or (_vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8)):
         _n = _vector_header___obj.factor_stride * _vector_header___obj.row_count
         if _n < 0:
-            raise ConstraintError('negative size', offset=pos, path='raw', expected='>= 0', found=_n)
+            raise ConstraintError('negative size')
         f_raw = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
         pos += _n
     else:
@@ -27568,22 +26921,21 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S188_unpack_from(mv, pos)
-            _vector_header___r188 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+                raise ConstraintError('unknown quant_scheme value')
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -27609,7 +26961,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             if not (_vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12 or (_vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8)):
                 _n = _vector_header___obj.factor_stride * _vector_header___obj.row_count
                 if _n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='raw', expected='>= 0', found=_n)
+                    raise ConstraintError('negative size')
                 f_raw = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
                 pos += _n
             else:
@@ -27728,24 +27080,22 @@ def _d_vector_rescore_region(mv, pos, end):
     return _obj, pos
 
 def _u_vector_rescore_region(mv, pos, end):
-    _a_header = pos
     _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S188.unpack_from(mv, pos)
-    _vector_header___r188 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+        raise ConstraintError('unknown quant_scheme value')
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero')
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -27753,7 +27103,7 @@ def _u_vector_rescore_region(mv, pos, end):
     _vector_header___obj.factor_stride = _vector_header__f_factor_stride
     _vector_header___obj.row_count = _vector_header__f_row_count
     if not (_vector_header___obj.scheme == 0 and _vector_header___obj.factor_stride == 0 and (_vector_header___obj.row_stride == _vector_header___obj.dims * 4)):
-        raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0', offset=_a_header, path='header', expected='header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', found=_vector_header___obj)
+        raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0')
     _c = _vector_header___obj.dims * _vector_header___obj.row_count
     if _c < 0 or _c * 4 > end - pos:
         raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
@@ -27775,24 +27125,22 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_header = pos
             _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S188_unpack_from(mv, pos)
-            _vector_header___r188 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r188, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)')
+                raise ConstraintError('unknown quant_scheme value')
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero')
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r188 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -27800,7 +27148,7 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
             _vector_header___obj.factor_stride = _vector_header__f_factor_stride
             _vector_header___obj.row_count = _vector_header__f_row_count
             if not (_vector_header___obj.scheme == 0 and _vector_header___obj.factor_stride == 0 and (_vector_header___obj.row_stride == _vector_header___obj.dims * 4)):
-                raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0', offset=_a_header, path='header', expected='header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', found=_vector_header___obj)
+                raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0')
             _c = _vector_header___obj.dims * _vector_header___obj.row_count
             if _c < 0 or _c * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
@@ -27897,11 +27245,10 @@ def _u_columns_region(mv, pos, end):
     f_defs = []
     for _i in range(f_column_count):
         _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159.unpack_from(mv, pos)
-        _r159 = pos
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_r159 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+            raise ConstraintError('nullable must be 0 or 1')
         _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
@@ -27911,7 +27258,7 @@ def _u_columns_region(mv, pos, end):
         _column_def__obj.name = _column_def_f_name
         f_defs.append(_column_def__obj)
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -27942,11 +27289,10 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
             f_defs = []
             for _i in range(f_column_count):
                 _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159_unpack_from(mv, pos)
-                _r159 = pos
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_r159 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                    raise ConstraintError('nullable must be 0 or 1')
                 _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
@@ -27956,7 +27302,7 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
                 _column_def__obj.name = _column_def_f_name
                 f_defs.append(_column_def__obj)
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -28093,12 +27439,11 @@ def _u_dictionary_column(mv, pos, end, p_rows):
         pos += _n
         f_strings.append(_x)
     f_code_width, f_reserved = _S14.unpack_from(mv, pos)
-    _r14 = pos
     pos += 4
     if not (f_code_width == 2 or f_code_width == 4):
-        raise ConstraintError('dictionary code width must be 2 or 4', offset=_r14, path='code_width', expected='code_width == 2 or code_width == 4', found=f_code_width)
+        raise ConstraintError('dictionary code width must be 2 or 4')
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r14 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if f_code_width == 2:
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
@@ -28158,12 +27503,11 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
                 pos += _n
                 f_strings.append(_x)
             f_code_width, f_reserved = _S14_unpack_from(mv, pos)
-            _r14 = pos
             pos += 4
             if not (f_code_width == 2 or f_code_width == 4):
-                raise ConstraintError('dictionary code width must be 2 or 4', offset=_r14, path='code_width', expected='code_width == 2 or code_width == 4', found=f_code_width)
+                raise ConstraintError('dictionary code width must be 2 or 4')
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r14 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if f_code_width == 2:
                 _c = p_rows
                 if _c < 0 or _c * 2 > end - pos:
@@ -28437,13 +27781,10 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
 def _u_column_data(mv, pos, end, p_type, p_rows):
     _isb = mv.__class__ is bytes
     f_presence_len, = _S13.unpack_from(mv, pos)
-    _r13 = pos
     pos += 4
     if not f_presence_len == (p_rows + 7) // 8:
-        raise ConstraintError('presence bitmap length must be ceil(rows/8)', offset=_r13, path='presence_len', expected='presence_len == (rows + 7) // 8', found=f_presence_len)
+        raise ConstraintError('presence bitmap length must be ceil(rows/8)')
     _n = f_presence_len
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
     f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     if p_type == 1:
@@ -28512,12 +27853,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
             pos += _dictionary_column___n
             _dictionary_column__f_strings.append(_dictionary_column___x)
         _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14.unpack_from(mv, pos)
-        _dictionary_column___r14 = pos
         pos += 4
         if not (_dictionary_column__f_code_width == 2 or _dictionary_column__f_code_width == 4):
-            raise ConstraintError('dictionary code width must be 2 or 4', offset=_dictionary_column___r14, path='code_width', expected='code_width == 2 or code_width == 4', found=_dictionary_column__f_code_width)
+            raise ConstraintError('dictionary code width must be 2 or 4')
         if _dictionary_column__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_dictionary_column___r14 + 2, path='reserved', expected=0, found=_dictionary_column__f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         if _dictionary_column__f_code_width == 2:
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
@@ -28589,13 +27929,10 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 break
             _rs = pos
             f_presence_len, = _S13_unpack_from(mv, pos)
-            _r13 = pos
             pos += 4
             if not f_presence_len == (p_rows + 7) // 8:
-                raise ConstraintError('presence bitmap length must be ceil(rows/8)', offset=_r13, path='presence_len', expected='presence_len == (rows + 7) // 8', found=f_presence_len)
+                raise ConstraintError('presence bitmap length must be ceil(rows/8)')
             _n = f_presence_len
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
             f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             if p_type == 1:
@@ -28664,12 +28001,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                     pos += _dictionary_column___n
                     _dictionary_column__f_strings.append(_dictionary_column___x)
                 _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14_unpack_from(mv, pos)
-                _dictionary_column___r14 = pos
                 pos += 4
                 if not (_dictionary_column__f_code_width == 2 or _dictionary_column__f_code_width == 4):
-                    raise ConstraintError('dictionary code width must be 2 or 4', offset=_dictionary_column___r14, path='code_width', expected='code_width == 2 or code_width == 4', found=_dictionary_column__f_code_width)
+                    raise ConstraintError('dictionary code width must be 2 or 4')
                 if _dictionary_column__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_dictionary_column___r14 + 2, path='reserved', expected=0, found=_dictionary_column__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 if _dictionary_column__f_code_width == 2:
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
@@ -28902,12 +28238,9 @@ def _d_alive_region(mv, pos, end):
 def _u_alive_region(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_row_count, f_bitmap_len = _S41.unpack_from(mv, pos)
-    _r41 = pos
     pos += 8
     if not f_bitmap_len == (f_row_count + 7) // 8:
-        raise ConstraintError('alive bitmap length must be ceil(rows/8)', offset=_r41 + 4, path='bitmap_len', expected='bitmap_len == (row_count + 7) // 8', found=f_bitmap_len)
-    if f_bitmap_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='bitmap', expected='>= 0', found=f_bitmap_len)
+        raise ConstraintError('alive bitmap length must be ceil(rows/8)')
     f_bitmap = mv[pos:pos + f_bitmap_len] if _isb else bytes(mv[pos:pos + f_bitmap_len])
     pos += f_bitmap_len
     _obj = _new(AliveRegion)
@@ -28928,12 +28261,9 @@ def _m_alive_region(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_row_count, f_bitmap_len = _S41_unpack_from(mv, pos)
-            _r41 = pos
             pos += 8
             if not f_bitmap_len == (f_row_count + 7) // 8:
-                raise ConstraintError('alive bitmap length must be ceil(rows/8)', offset=_r41 + 4, path='bitmap_len', expected='bitmap_len == (row_count + 7) // 8', found=f_bitmap_len)
-            if f_bitmap_len < 0:
-                raise ConstraintError('negative size', offset=pos, path='bitmap', expected='>= 0', found=f_bitmap_len)
+                raise ConstraintError('alive bitmap length must be ceil(rows/8)')
             f_bitmap = mv[pos:pos + f_bitmap_len] if _isb else bytes(mv[pos:pos + f_bitmap_len])
             pos += f_bitmap_len
             _obj = _new(AliveRegion)
@@ -28990,10 +28320,9 @@ def _d_checksum_entry(mv, pos, end):
 
 def _u_checksum_entry(mv, pos, end):
     f_kind, f_reserved, f_chunk_index, f_checksum = _S207.unpack_from(mv, pos)
-    _r207 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r207 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(ChecksumEntry)
     _obj.kind = f_kind
     _obj.chunk_index = f_chunk_index
@@ -29012,10 +28341,9 @@ def _m_checksum_entry(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_kind, f_reserved, f_chunk_index, f_checksum = _S207_unpack_from(mv, pos)
-            _r207 = pos
             pos += 16
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r207 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(ChecksumEntry)
             _obj.kind = f_kind
             _obj.chunk_index = f_chunk_index
@@ -29074,19 +28402,17 @@ def _d_checksum_table_region(mv, pos, end):
 
 def _u_checksum_table_region(mv, pos, end):
     f_entry_count, f_chunk_size = _S41.unpack_from(mv, pos)
-    _r41 = pos
     pos += 8
     if not f_chunk_size == 65536:
-        raise ConstraintError('checksum table chunk size must be 65536', offset=_r41 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
+        raise ConstraintError('checksum table chunk size must be 65536')
     if f_entry_count * 16 > end - pos:
         raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count) if f_entry_count < 0 else TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
     f_entries = []
     for _i in range(f_entry_count):
         _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S207.unpack_from(mv, pos)
-        _r207 = pos
         pos += 16
         if _checksum_entry_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r207 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+            raise ConstraintError('reserved bytes must be zero')
         _checksum_entry__obj = _new(ChecksumEntry)
         _checksum_entry__obj.kind = _checksum_entry_f_kind
         _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -29109,19 +28435,17 @@ def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_entry_count, f_chunk_size = _S41_unpack_from(mv, pos)
-            _r41 = pos
             pos += 8
             if not f_chunk_size == 65536:
-                raise ConstraintError('checksum table chunk size must be 65536', offset=_r41 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
+                raise ConstraintError('checksum table chunk size must be 65536')
             if f_entry_count * 16 > end - pos:
                 raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count) if f_entry_count < 0 else TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
             f_entries = []
             for _i in range(f_entry_count):
                 _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S207_unpack_from(mv, pos)
-                _r207 = pos
                 pos += 16
                 if _checksum_entry_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r207 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero')
                 _checksum_entry__obj = _new(ChecksumEntry)
                 _checksum_entry__obj.kind = _checksum_entry_f_kind
                 _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -29257,7 +28581,7 @@ def _u_document_versions_region(mv, pos, end):
         _document_version__obj.doc_id = _document_version_f_doc_id
         _document_version__obj.revision = _document_version_f_revision
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_rows.append(_document_version__obj)
     _obj = _new(DocumentVersionsRegion)
     _obj.rows = f_rows
@@ -29286,7 +28610,7 @@ def _m_document_versions_region(mv, pos, end, _rest=_decode_many):
                 _document_version__obj.doc_id = _document_version_f_doc_id
                 _document_version__obj.revision = _document_version_f_revision
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_rows.append(_document_version__obj)
             _obj = _new(DocumentVersionsRegion)
             _obj.rows = f_rows
@@ -29346,12 +28670,11 @@ def _d_stored_metadata_region(mv, pos, end):
 def _u_stored_metadata_region(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_row_count, f_reserved, f_start = _S80.unpack_from(mv, pos)
-    _r80 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r80 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if not f_start == 0:
-        raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
+        raise ConstraintError('stored metadata start offset must be zero')
     if f_row_count * 8 > end - pos:
         raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
     _st = _RC211.get(f_row_count)
@@ -29362,7 +28685,7 @@ def _u_stored_metadata_region(mv, pos, end):
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -29385,12 +28708,11 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_row_count, f_reserved, f_start = _S80_unpack_from(mv, pos)
-            _r80 = pos
             pos += 16
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r80 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not f_start == 0:
-                raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
+                raise ConstraintError('stored metadata start offset must be zero')
             if f_row_count * 8 > end - pos:
                 raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
             _st = _RC211.get(f_row_count)
@@ -29401,7 +28723,7 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -29487,13 +28809,10 @@ def _d_stored_text_region(mv, pos, end):
 def _u_stored_text_region(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_row_count, f_reserved = _S41.unpack_from(mv, pos)
-    _r41 = pos
     pos += 8
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _n = (f_row_count + 7) // 8
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
     f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     if f_row_count * 8 > end - pos:
@@ -29506,7 +28825,7 @@ def _u_stored_text_region(mv, pos, end):
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -29530,13 +28849,10 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_row_count, f_reserved = _S41_unpack_from(mv, pos)
-            _r41 = pos
             pos += 8
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _n = (f_row_count + 7) // 8
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
             f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             if f_row_count * 8 > end - pos:
@@ -29549,7 +28865,7 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -29658,7 +28974,7 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     start = pos
     _n = p_code_bytes
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='codes', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S217.unpack_from(mv, pos)
@@ -29667,15 +28983,14 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     _bit4_factors___obj.scale = _bit4_factors__f_scale
     _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
     _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-    _r214 = pos
     pos += 4
     if not f_degree <= p_max_degree:
-        raise ConstraintError('degree exceeds max_degree', offset=_r214, path='degree', expected='degree <= max_degree', found=f_degree)
+        raise ConstraintError('degree exceeds max_degree')
     if f_flags & 252:
-        raise ConstraintError('undefined graph_block_flags bits set', offset=_r214 + 1, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined graph_block_flags bits set')
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r214 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
         raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
@@ -29683,7 +28998,7 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     pos += _c * 4
     _n = -(pos - start) % 128
     if any(mv[pos:pos + _n]):
-        raise ConstraintError('padding must be zero', offset=pos, path='pad')
+        raise ConstraintError('padding must be zero')
     pos += _n
     _obj = _new(GraphNodeBlock)
     _obj.codes = f_codes
@@ -29708,7 +29023,7 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
             start = pos
             _n = p_code_bytes
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='codes', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S217_unpack_from(mv, pos)
@@ -29717,15 +29032,14 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
             _bit4_factors___obj.scale = _bit4_factors__f_scale
             _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
             _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-            _r214 = pos
             pos += 4
             if not f_degree <= p_max_degree:
-                raise ConstraintError('degree exceeds max_degree', offset=_r214, path='degree', expected='degree <= max_degree', found=f_degree)
+                raise ConstraintError('degree exceeds max_degree')
             if f_flags & 252:
-                raise ConstraintError('undefined graph_block_flags bits set', offset=_r214 + 1, path='flags', expected='mask 0x3', found=f_flags)
+                raise ConstraintError('undefined graph_block_flags bits set')
             f_flags = GraphBlockFlags.from_int(f_flags)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r214 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             _c = p_max_degree
             if _c < 0 or _c * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
@@ -29733,7 +29047,7 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
             pos += _c * 4
             _n = -(pos - start) % 128
             if any(mv[pos:pos + _n]):
-                raise ConstraintError('padding must be zero', offset=pos, path='pad')
+                raise ConstraintError('padding must be zero')
             pos += _n
             _obj = _new(GraphNodeBlock)
             _obj.codes = f_codes
@@ -29846,36 +29160,35 @@ def _u_graph_node_blocks_region(mv, pos, end, p_region_len):
     _s_blocks = pos
     _n = p_region_len - 128
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='blocks', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S222.unpack_from(mv, pos)
     _r218 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise ConstraintError('bad magic', offset=_r218, path='magic', expected=b'ZEGRNB01', found=f_magic)
+        raise ConstraintError('bad magic')
     if not f_version == 1:
-        raise UnsupportedError('unsupported graph node block version', offset=_r218 + 8, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph node block version')
     if not f_flags == 0:
-        raise ConstraintError('graph trailer flags must be zero', offset=_r218 + 10, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph trailer flags must be zero')
     if not f_dims > 0:
-        raise ConstraintError('graph dims must be positive', offset=_r218 + 12, path='dims', expected='dims > 0', found=f_dims)
+        raise ConstraintError('graph dims must be positive')
     if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r218 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims')
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r218 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero')
     if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r218 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)')
     _e_node_count = _r218 + 32
     if not len(f_blocks) == f_stride * f_node_count:
-        raise ConstraintError('region length must be stride x node_count + 128', offset=_r218 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
-    _r220 = pos
+        raise ConstraintError('region length must be stride x node_count + 128')
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r220, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch')
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r220 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+        raise ConstraintError('reserved bytes must be zero')
     _obj = _new(GraphNodeBlocksRegion)
     _obj.blocks = f_blocks
     _obj.dims = f_dims
@@ -29900,36 +29213,35 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
             _s_blocks = pos
             _n = p_region_len - 128
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='blocks', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S222_unpack_from(mv, pos)
             _r218 = pos
             pos += 32
             if f_magic != b'ZEGRNB01':
-                raise ConstraintError('bad magic', offset=_r218, path='magic', expected=b'ZEGRNB01', found=f_magic)
+                raise ConstraintError('bad magic')
             if not f_version == 1:
-                raise UnsupportedError('unsupported graph node block version', offset=_r218 + 8, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported graph node block version')
             if not f_flags == 0:
-                raise ConstraintError('graph trailer flags must be zero', offset=_r218 + 10, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('graph trailer flags must be zero')
             if not f_dims > 0:
-                raise ConstraintError('graph dims must be positive', offset=_r218 + 12, path='dims', expected='dims > 0', found=f_dims)
+                raise ConstraintError('graph dims must be positive')
             if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r218 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims')
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r218 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero')
             if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r218 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)')
             _e_node_count = _r218 + 32
             if not len(f_blocks) == f_stride * f_node_count:
-                raise ConstraintError('region length must be stride x node_count + 128', offset=_r218 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
-            _r220 = pos
+                raise ConstraintError('region length must be stride x node_count + 128')
             pos += 96
             _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
             if f_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r220, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('xxh3_64 mismatch')
             if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r220 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+                raise ConstraintError('reserved bytes must be zero')
             _obj = _new(GraphNodeBlocksRegion)
             _obj.blocks = f_blocks
             _obj.dims = f_dims

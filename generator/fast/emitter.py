@@ -8,8 +8,9 @@ other through ``self``, so a pass is read and changed in its own file:
 - ``inline``: switch and sub-record inlining at the call sites
 - ``checksums``, ``compression``: checked and patched checksums, compressed sections
 - ``decoders``, ``encoders``: the checked ``_d_`` decoder and ``_e_`` encoder of a layout
-- ``twins`` (with ``optimist``, ``read_fusion``, ``rows``): the optimistic ``_u_``/``_m_``
-  decoders and the ``_r_`` rows loops, rewritten from the checked decoders' syntax trees
+- ``twins`` (with ``optimist``, ``facts``, ``read_fusion``, ``rows``): the optimistic
+  ``_u_``/``_m_`` decoders and the ``_r_`` rows loops, rewritten from the checked
+  decoders' syntax trees (``facts``: the work the decoder's own fields prove moot)
 - ``many`` (with ``pack_fusion``): the ``_em_`` many-record encoders
 
 The rewriting passes walk each emitted function a fixed number of times, each

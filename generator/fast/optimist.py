@@ -11,7 +11,9 @@ error (same type, offset and path) or returns the same value. Every other check
 (enums, constants, reserved bytes, checksums, counts, zero-size items) stays.
 
 After the tests go, copies and stores left without a reader are dropped and a switch
-compares its tag before the enum conversion.
+compares its tag before the enum conversion. What the fields themselves prove (sizes
+that cannot be negative, section ends that asserts fix, switch restarts and section
+ends kept without moving ``end``) is dropped as well (``facts``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,20 @@ from .astwalk import UNSIGNED_CODES as _UNSIGNED_CODES
 from .astwalk import is_name as _is_name
 from .astwalk import raises as _raises
 from .astwalk import stmt_lists as _stmt_lists
+from .astwalk import stores as _stores
 from .astwalk import walk
+from .facts import (
+    fields_from_locals,
+    flatten_tries,
+    guard_bound,
+    lean_errors,
+    local_section_ends,
+    lower_bound,
+    proven_section_ends,
+    sign_test,
+    single_stores,
+    sunk_restarts,
+)
 
 _HELPERS = frozenset({"_out", "_append", "_rs", "_p0"})
 _NESTED = (ast.Lambda, ast.FunctionDef, ast.Yield, ast.Global, ast.Nonlocal)
@@ -156,9 +171,15 @@ class Optimist:
     def transform(self, fn: ast.FunctionDef, nodes: list[ast.AST] | None = None) -> None:
         """Rewrite ``fn`` (a checked decoder) in place into its optimistic twin;
         ``nodes``: ``fn`` walked, if at hand."""
+        flatten_tries(fn)  # error wrappers: the checked re-run has them
+        fields_from_locals(fn)  # before the proofs: a field read from a local is proven too
         # the sign tests themselves may only go where no sign test is the proof
         # (``unsigned``: proven without them)
-        ok, unsigned = self.nonneg_both(fn, nodes)
+        ok, unsigned = self.nonneg_both(fn, nodes)  # (loads changed only)
+        once = single_stores(fn)
+
+        def proven(e: ast.expr) -> bool:
+            return self.expr_nonneg(e, unsigned)
 
         def bound_check(st: ast.stmt, nxt: ast.stmt | None) -> bool:
             if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1
@@ -174,7 +195,12 @@ class Optimist:
                 # a sized section's own size (kept: once per section; an inlined
                 # callee's section has its locals prefixed)
                 return False
-            return self.expr_nonneg(t.left.right, ok)
+            if self.expr_nonneg(t.left.right, ok):
+                return True
+            low = lower_bound(t.left.right, facts, proven)
+            return low is not None and low >= 0
+
+        facts: dict[str, int] = {}  # name -> least value, where the statement is
 
         def monotone(st: ast.stmt) -> bool:
             """True unless ``st`` may move ``pos`` backwards."""
@@ -192,14 +218,43 @@ class Optimist:
                           [ast.Raise(ast.Name("IndexError", ast.Load()))], [])
 
         def rewrite(stmts: list[ast.stmt]) -> list[ast.stmt]:
+            nonlocal facts
+            outer = facts
+            facts = dict(outer)  # a bound holds after its guard, in this block and below
+            try:
+                return rewrite_block(stmts)
+            finally:
+                facts = outer
+
+        def impossible_sign(stmts: list[ast.stmt], i: int) -> bool:
+            """``if x < 0: raise`` where ``x`` cannot be negative: every store of ``x`` is
+            unsigned, or the store just before is bounded below by 0."""
+            x = sign_test(stmts[i])
+            if x is None:
+                return False
+            if x in unsigned:
+                return True
+            prev = stmts[i - 1] if i else None
+            if isinstance(prev, ast.Assign) and len(prev.targets) == 1 \
+                    and _is_name(prev.targets[0], x):
+                low = lower_bound(prev.value, facts, proven)
+                return low is not None and low >= 0
+            return False
+
+        def rewrite_block(stmts: list[ast.stmt]) -> list[ast.stmt]:
             out: list[ast.stmt] = []
+            stored: set[str] = set()  # names this block stored before the statement
             i = 0
             while i < len(stmts):
                 st = stmts[i]
                 nxt = stmts[i + 1] if i + 1 < len(stmts) else None
-                if bound_check(st, nxt):
+                if bound_check(st, nxt) or impossible_sign(stmts, i):
                     i += 1
                     continue
+                bound = guard_bound(st, once)
+                if bound is not None and bound[0] in stored:  # the guard tests this store
+                    facts[bound[0]] = max(facts.get(bound[0], bound[1]), bound[1])
+                stored |= _stores(st)
                 # a closed enum: ``_v = T.get(x)`` / ``if _v is None: raise`` / ``x = _v``
                 # becomes ``x = T[x]`` (an unknown value raises KeyError: checked re-run)
                 if isinstance(st, ast.Assign) and _is_name(st.targets[0], "_v") \
@@ -217,7 +272,7 @@ class Optimist:
                     i += 3
                     continue
                 if isinstance(st, ast.Try):
-                    out += rewrite(st.body)  # error wrappers: the checked re-run has them
+                    out += rewrite_block(st.body)  # error wrappers: the checked re-run has them
                     i += 1
                     continue
                 if isinstance(st, ast.If):
@@ -240,8 +295,13 @@ class Optimist:
         fn.body = rewrite(fn.body)
         for _parent, _attr, stmts in list(_stmt_lists(fn)):
             raw_switch_tags(stmts)
+        proven_section_ends(fn)
+        lean_errors(fn)
         drop_dead_stores(fn)
         propagate_copies(fn)
+        # (after the clean-up: error arguments and offset marks no longer in the way)
+        sunk_restarts(fn)
+        local_section_ends(fn)
 
     @staticmethod
     def drop_sign_tests(test: ast.expr, ok: set[str]) -> ast.expr:

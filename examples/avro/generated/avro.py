@@ -377,9 +377,9 @@ def _u_meta_entry(mv, pos, end):
         raise IndexError
     _n, pos = _zigzag(mv, pos, end, 'key.length')
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='key', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('str truncated', offset=pos, path='key', expected=_n, found=end - pos)
+        raise TruncatedError('str truncated')
     f_key = _BD5(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
     if pos > end:
         raise IndexError
@@ -388,9 +388,9 @@ def _u_meta_entry(mv, pos, end):
         raise IndexError
     _n, pos = _zigzag(mv, pos, end, 'value.length')
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_n, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     if pos > end:
         raise IndexError
@@ -415,9 +415,9 @@ def _m_meta_entry(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             _n, pos = _zigzag(mv, pos, end, 'key.length')
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='key', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('str truncated', offset=pos, path='key', expected=_n, found=end - pos)
+                raise TruncatedError('str truncated')
             f_key = _BD5(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -426,9 +426,9 @@ def _m_meta_entry(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             _n, pos = _zigzag(mv, pos, end, 'value.length')
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_n, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             if pos > end:
                 raise IndexError
@@ -624,9 +624,9 @@ def _u_reading(mv, pos, end):
         raise IndexError
     _n, pos = _zigzag(mv, pos, end, 'name.length')
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('str truncated', offset=pos, path='name', expected=_n, found=end - pos)
+        raise TruncatedError('str truncated')
     f_name = _BD5(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
     if pos > end:
         raise IndexError
@@ -635,9 +635,9 @@ def _u_reading(mv, pos, end):
         raise IndexError
     _n, pos = _zigzag(mv, pos, end, 'payload.length')
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_n, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     if pos > end:
         raise IndexError
@@ -666,9 +666,9 @@ def _m_reading(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             _n, pos = _zigzag(mv, pos, end, 'name.length')
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('str truncated', offset=pos, path='name', expected=_n, found=end - pos)
+                raise TruncatedError('str truncated')
             f_name = _BD5(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -677,9 +677,9 @@ def _m_reading(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             _n, pos = _zigzag(mv, pos, end, 'payload.length')
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_n, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             if pos > end:
                 raise IndexError

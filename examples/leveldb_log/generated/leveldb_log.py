@@ -196,14 +196,12 @@ def _u_log_fragment(mv, pos, end):
     pos += 7
     _s_kind = _r0 + 6
     f_kind = _FRAGMENTKIND_BY_VALUE[f_kind]
-    if f_length < 0:
-        raise ConstraintError('negative size', offset=pos, path='piece', expected='>= 0', found=f_length)
     f_piece = mv[pos:pos + f_length] if _isb else bytes(mv[pos:pos + f_length])
     pos += f_length
     _e_piece = pos
     _ck = _ck_leveldb_crc32c(mv[_s_kind:_e_piece])
     if f_crc != _ck:
-        raise ChecksumError('leveldb_crc32c mismatch', offset=_r0, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('leveldb_crc32c mismatch')
     _obj = _new(LogFragment)
     _obj.kind = f_kind
     _obj.piece = f_piece
@@ -226,14 +224,12 @@ def _m_log_fragment(mv, pos, end, _rest=_decode_many):
             pos += 7
             _s_kind = _r0 + 6
             f_kind = _FRAGMENTKIND_BY_VALUE[f_kind]
-            if f_length < 0:
-                raise ConstraintError('negative size', offset=pos, path='piece', expected='>= 0', found=f_length)
             f_piece = mv[pos:pos + f_length] if _isb else bytes(mv[pos:pos + f_length])
             pos += f_length
             _e_piece = pos
             _ck = _ck_leveldb_crc32c(mv[_s_kind:_e_piece])
             if f_crc != _ck:
-                raise ChecksumError('leveldb_crc32c mismatch', offset=_r0, path='crc', expected=_ck, found=f_crc)
+                raise ChecksumError('leveldb_crc32c mismatch')
             _obj = _new(LogFragment)
             _obj.kind = f_kind
             _obj.piece = f_piece
@@ -377,11 +373,10 @@ def _u_write_batch(mv, pos, end):
     f_ops = []
     for _i in range(f_count):
         _batch_op__f_tag = mv[pos]
-        _batch_op___r8 = pos
         pos += 1
         _batch_op___v = _VALUETYPE_BY_VALUE.get(_batch_op__f_tag)
         if _batch_op___v is None:
-            raise ConstraintError('unknown value_type value', offset=_batch_op___r8, path='tag', expected=[0, 1], found=_batch_op__f_tag)
+            raise ConstraintError('unknown value_type value')
         _batch_op__f_tag = _batch_op___v
         _batch_op___tag = _batch_op__f_tag
         if _batch_op___tag == 1:
@@ -396,7 +391,7 @@ def _u_write_batch(mv, pos, end):
                     raise IndexError
                 _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
             if pos + _batch_op___put_op___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_batch_op___put_op___n, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _batch_op___put_op__f_key = mv[pos:pos + _batch_op___put_op___n] if _isb else bytes(mv[pos:pos + _batch_op___put_op___n])
             if pos > end:
                 raise IndexError
@@ -412,7 +407,7 @@ def _u_write_batch(mv, pos, end):
                     raise IndexError
                 _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
             if pos + _batch_op___put_op___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_batch_op___put_op___n, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _batch_op___put_op__f_value = mv[pos:pos + _batch_op___put_op___n] if _isb else bytes(mv[pos:pos + _batch_op___put_op___n])
             if pos > end:
                 raise IndexError
@@ -433,7 +428,7 @@ def _u_write_batch(mv, pos, end):
                     raise IndexError
                 _batch_op___delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
             if pos + _batch_op___delete_op___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_batch_op___delete_op___n, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _batch_op___delete_op__f_key = mv[pos:pos + _batch_op___delete_op___n] if _isb else bytes(mv[pos:pos + _batch_op___delete_op___n])
             if pos > end:
                 raise IndexError
@@ -442,7 +437,7 @@ def _u_write_batch(mv, pos, end):
             _batch_op___delete_op___obj.key = _batch_op___delete_op__f_key
             _batch_op__f_body = _batch_op___delete_op___obj
         else:
-            raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 0], found=_batch_op___tag)
+            raise ConstraintError('no case for tag')
         _batch_op___obj = _new(BatchOp)
         _batch_op___obj.tag = _batch_op__f_tag
         _batch_op___obj.body = _batch_op__f_body
@@ -471,11 +466,10 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
             f_ops = []
             for _i in range(f_count):
                 _batch_op__f_tag = mv[pos]
-                _batch_op___r8 = pos
                 pos += 1
                 _batch_op___v = _VALUETYPE_BY_VALUE.get(_batch_op__f_tag)
                 if _batch_op___v is None:
-                    raise ConstraintError('unknown value_type value', offset=_batch_op___r8, path='tag', expected=[0, 1], found=_batch_op__f_tag)
+                    raise ConstraintError('unknown value_type value')
                 _batch_op__f_tag = _batch_op___v
                 _batch_op___tag = _batch_op__f_tag
                 if _batch_op___tag == 1:
@@ -490,7 +484,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
                     if pos + _batch_op___put_op___n > end:
-                        raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_batch_op___put_op___n, found=end - pos)
+                        raise TruncatedError('bytes truncated')
                     _batch_op___put_op__f_key = mv[pos:pos + _batch_op___put_op___n] if _isb else bytes(mv[pos:pos + _batch_op___put_op___n])
                     if pos > end:
                         raise IndexError
@@ -506,7 +500,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
                     if pos + _batch_op___put_op___n > end:
-                        raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_batch_op___put_op___n, found=end - pos)
+                        raise TruncatedError('bytes truncated')
                     _batch_op___put_op__f_value = mv[pos:pos + _batch_op___put_op___n] if _isb else bytes(mv[pos:pos + _batch_op___put_op___n])
                     if pos > end:
                         raise IndexError
@@ -527,7 +521,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _batch_op___delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
                     if pos + _batch_op___delete_op___n > end:
-                        raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_batch_op___delete_op___n, found=end - pos)
+                        raise TruncatedError('bytes truncated')
                     _batch_op___delete_op__f_key = mv[pos:pos + _batch_op___delete_op___n] if _isb else bytes(mv[pos:pos + _batch_op___delete_op___n])
                     if pos > end:
                         raise IndexError
@@ -536,7 +530,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
                     _batch_op___delete_op___obj.key = _batch_op___delete_op__f_key
                     _batch_op__f_body = _batch_op___delete_op___obj
                 else:
-                    raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 0], found=_batch_op___tag)
+                    raise ConstraintError('no case for tag')
                 _batch_op___obj = _new(BatchOp)
                 _batch_op___obj.tag = _batch_op__f_tag
                 _batch_op___obj.body = _batch_op__f_body
@@ -705,7 +699,7 @@ def _u_batch_op(mv, pos, end):
                 raise IndexError
             _put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
         if pos + _put_op___n > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_put_op___n, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _put_op__f_key = mv[pos:pos + _put_op___n] if _isb else bytes(mv[pos:pos + _put_op___n])
         if pos > end:
             raise IndexError
@@ -721,7 +715,7 @@ def _u_batch_op(mv, pos, end):
                 raise IndexError
             _put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
         if pos + _put_op___n > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_put_op___n, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _put_op__f_value = mv[pos:pos + _put_op___n] if _isb else bytes(mv[pos:pos + _put_op___n])
         if pos > end:
             raise IndexError
@@ -742,7 +736,7 @@ def _u_batch_op(mv, pos, end):
                 raise IndexError
             _delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
         if pos + _delete_op___n > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_delete_op___n, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _delete_op__f_key = mv[pos:pos + _delete_op___n] if _isb else bytes(mv[pos:pos + _delete_op___n])
         if pos > end:
             raise IndexError
@@ -751,7 +745,7 @@ def _u_batch_op(mv, pos, end):
         _delete_op___obj.key = _delete_op__f_key
         f_body = _delete_op___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 0], found=_tag)
+        raise ConstraintError('no case for tag')
     _obj = _new(BatchOp)
     _obj.tag = f_tag
     _obj.body = f_body
@@ -784,7 +778,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
                 if pos + _put_op___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_put_op___n, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _put_op__f_key = mv[pos:pos + _put_op___n] if _isb else bytes(mv[pos:pos + _put_op___n])
                 if pos > end:
                     raise IndexError
@@ -800,7 +794,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
                 if pos + _put_op___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_put_op___n, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _put_op__f_value = mv[pos:pos + _put_op___n] if _isb else bytes(mv[pos:pos + _put_op___n])
                 if pos > end:
                     raise IndexError
@@ -821,7 +815,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
                 if pos + _delete_op___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_delete_op___n, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _delete_op__f_key = mv[pos:pos + _delete_op___n] if _isb else bytes(mv[pos:pos + _delete_op___n])
                 if pos > end:
                     raise IndexError
@@ -830,7 +824,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
                 _delete_op___obj.key = _delete_op__f_key
                 f_body = _delete_op___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 0], found=_tag)
+                raise ConstraintError('no case for tag')
             _obj = _new(BatchOp)
             _obj.tag = f_tag
             _obj.body = f_body
@@ -942,7 +936,7 @@ def _u_put_op(mv, pos, end):
             raise IndexError
         _n, pos = _uleb128(mv, pos, end, 'key.length')
     if pos + _n > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_n, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     if pos > end:
         raise IndexError
@@ -958,7 +952,7 @@ def _u_put_op(mv, pos, end):
             raise IndexError
         _n, pos = _uleb128(mv, pos, end, 'value.length')
     if pos + _n > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_n, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     if pos > end:
         raise IndexError
@@ -990,7 +984,7 @@ def _m_put_op(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _n, pos = _uleb128(mv, pos, end, 'key.length')
             if pos + _n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_n, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             if pos > end:
                 raise IndexError
@@ -1006,7 +1000,7 @@ def _m_put_op(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _n, pos = _uleb128(mv, pos, end, 'value.length')
             if pos + _n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_n, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             if pos > end:
                 raise IndexError
@@ -1078,7 +1072,7 @@ def _u_delete_op(mv, pos, end):
             raise IndexError
         _n, pos = _uleb128(mv, pos, end, 'key.length')
     if pos + _n > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_n, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     if pos > end:
         raise IndexError
@@ -1109,7 +1103,7 @@ def _m_delete_op(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _n, pos = _uleb128(mv, pos, end, 'key.length')
             if pos + _n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_n, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             if pos > end:
                 raise IndexError

@@ -414,12 +414,11 @@ def _d_midi_file(mv, pos, end):
 
 def _u_midi_file(mv, pos, end):
     f_magic, f_header_length, f_format, f_ntracks = _S0.unpack_from(mv, pos)
-    _r0 = pos
     pos += 12
     if f_magic != b'MThd':
-        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'MThd', found=f_magic)
+        raise ConstraintError('bad magic')
     if f_header_length != 6:
-        raise ConstraintError('bad magic', offset=_r0 + 4, path='header_length', expected=6, found=f_header_length)
+        raise ConstraintError('bad magic')
     f_format = _SMFFORMAT_BY_VALUE[f_format]
     f_division = _S2.unpack_from(mv, pos)[0]
     pos += 2
@@ -430,17 +429,13 @@ def _u_midi_file(mv, pos, end):
     f_tracks = []
     for _i in range(f_ntracks):
         _track__f_magic, _track__f_length = _S3.unpack_from(mv, pos)
-        _track___r3 = pos
         pos += 8
         if _track__f_magic != b'MTrk':
-            raise ConstraintError('bad magic', offset=_track___r3, path='magic', expected=b'MTrk', found=_track__f_magic)
-        if _track__f_length < 0:
-            raise ConstraintError('negative size', offset=pos, path='events', expected='>= 0', found=_track__f_length)
+            raise ConstraintError('bad magic')
         if pos + _track__f_length > end:
-            raise TruncatedError('section needs ' + str(_track__f_length) + ' bytes', offset=pos, path='events', expected=_track__f_length, found=end - pos)
+            raise TruncatedError('section needs ' + str(_track__f_length) + ' bytes')
         _track___outer_end_events = end
         end = pos + _track__f_length
-        _track___sec_events = pos
         _track__f__chain = 0
         _track__f_events = []
         while True:
@@ -452,7 +447,7 @@ def _u_midi_file(mv, pos, end):
                 raise IndexError
             _track___event__f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
             if end < pos + 1:
-                raise TruncatedError('field truncated', offset=pos, path='lead', expected=1, found=end - pos)
+                raise TruncatedError('field truncated')
             _track___event__f_lead = _S5.unpack_from(mv, pos)[0]
             if _track___event__f_lead >= 128:
                 _track___event__f_status = _S5.unpack_from(mv, pos)[0]
@@ -462,12 +457,11 @@ def _u_midi_file(mv, pos, end):
             _track___event___tag = (_track___event__f_status >> 4 if _track___event__f_status < 240 else _track___event__f_status) if _track___event__f_status is not None else _track__f__chain >> 4 if _track__f__chain < 240 else 0
             if _track___event___tag == 8:
                 _track___event___note__f_note, _track___event___note__f_velocity = _S6.unpack_from(mv, pos)
-                _track___event___note___r6 = pos
                 pos += 2
                 if _track___event___note__f_note > 127:
-                    raise ConstraintError('value out of range', offset=_track___event___note___r6, path='note', expected='None..127', found=_track___event___note__f_note)
+                    raise ConstraintError('value out of range')
                 if _track___event___note__f_velocity > 127:
-                    raise ConstraintError('value out of range', offset=_track___event___note___r6 + 1, path='velocity', expected='None..127', found=_track___event___note__f_velocity)
+                    raise ConstraintError('value out of range')
                 _track___event___note___obj = _new(Note)
                 _track___event___note___obj.note = _track___event___note__f_note
                 _track___event___note___obj.velocity = _track___event___note__f_velocity
@@ -487,10 +481,10 @@ def _u_midi_file(mv, pos, end):
                 _track___x, pos = _u_event(mv, pos, end, _track__f__chain)
             _track__f__chain = _track___x.effective
             if pos <= _track___ip:
-                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                raise ConstraintError('repeated item consumes no bytes')
             _track__f_events.append(_track___x)
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_track___sec_events, path='events', expected=end - _track___sec_events, found=pos - _track___sec_events)
+            raise ConstraintError('section size mismatch')
         end = _track___outer_end_events
         _track___obj = _new(Track)
         _track___obj.events = _track__f_events
@@ -518,12 +512,11 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_header_length, f_format, f_ntracks = _S0_unpack_from(mv, pos)
-            _r0 = pos
             pos += 12
             if f_magic != b'MThd':
-                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'MThd', found=f_magic)
+                raise ConstraintError('bad magic')
             if f_header_length != 6:
-                raise ConstraintError('bad magic', offset=_r0 + 4, path='header_length', expected=6, found=f_header_length)
+                raise ConstraintError('bad magic')
             f_format = _SMFFORMAT_BY_VALUE[f_format]
             f_division = _S2_unpack_from(mv, pos)[0]
             pos += 2
@@ -534,17 +527,13 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
             f_tracks = []
             for _i in range(f_ntracks):
                 _track__f_magic, _track__f_length = _S3_unpack_from(mv, pos)
-                _track___r3 = pos
                 pos += 8
                 if _track__f_magic != b'MTrk':
-                    raise ConstraintError('bad magic', offset=_track___r3, path='magic', expected=b'MTrk', found=_track__f_magic)
-                if _track__f_length < 0:
-                    raise ConstraintError('negative size', offset=pos, path='events', expected='>= 0', found=_track__f_length)
+                    raise ConstraintError('bad magic')
                 if pos + _track__f_length > end:
-                    raise TruncatedError('section needs ' + str(_track__f_length) + ' bytes', offset=pos, path='events', expected=_track__f_length, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_track__f_length) + ' bytes')
                 _track___outer_end_events = end
                 end = pos + _track__f_length
-                _track___sec_events = pos
                 _track__f__chain = 0
                 _track__f_events = []
                 while True:
@@ -556,7 +545,7 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _track___event__f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
                     if end < pos + 1:
-                        raise TruncatedError('field truncated', offset=pos, path='lead', expected=1, found=end - pos)
+                        raise TruncatedError('field truncated')
                     _track___event__f_lead = _S5_unpack_from(mv, pos)[0]
                     if _track___event__f_lead >= 128:
                         _track___event__f_status = _S5_unpack_from(mv, pos)[0]
@@ -566,12 +555,11 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
                     _track___event___tag = (_track___event__f_status >> 4 if _track___event__f_status < 240 else _track___event__f_status) if _track___event__f_status is not None else _track__f__chain >> 4 if _track__f__chain < 240 else 0
                     if _track___event___tag == 8:
                         _track___event___note__f_note, _track___event___note__f_velocity = _S6_unpack_from(mv, pos)
-                        _track___event___note___r6 = pos
                         pos += 2
                         if _track___event___note__f_note > 127:
-                            raise ConstraintError('value out of range', offset=_track___event___note___r6, path='note', expected='None..127', found=_track___event___note__f_note)
+                            raise ConstraintError('value out of range')
                         if _track___event___note__f_velocity > 127:
-                            raise ConstraintError('value out of range', offset=_track___event___note___r6 + 1, path='velocity', expected='None..127', found=_track___event___note__f_velocity)
+                            raise ConstraintError('value out of range')
                         _track___event___note___obj = _new(Note)
                         _track___event___note___obj.note = _track___event___note__f_note
                         _track___event___note___obj.velocity = _track___event___note__f_velocity
@@ -591,10 +579,10 @@ def _m_midi_file(mv, pos, end, _rest=_decode_many):
                         _track___x, pos = _u_event(mv, pos, end, _track__f__chain)
                     _track__f__chain = _track___x.effective
                     if pos <= _track___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        raise ConstraintError('repeated item consumes no bytes')
                     _track__f_events.append(_track___x)
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_track___sec_events, path='events', expected=end - _track___sec_events, found=pos - _track___sec_events)
+                    raise ConstraintError('section size mismatch')
                 end = _track___outer_end_events
                 _track___obj = _new(Track)
                 _track___obj.events = _track__f_events
@@ -991,7 +979,7 @@ def _u_event(mv, pos, end, p_running):
         raise IndexError
     f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
     if end < pos + 1:
-        raise TruncatedError('field truncated', offset=pos, path='lead', expected=1, found=end - pos)
+        raise TruncatedError('field truncated')
     f_lead = _S5.unpack_from(mv, pos)[0]
     if f_lead >= 128:
         f_status = _S5.unpack_from(mv, pos)[0]
@@ -1001,76 +989,69 @@ def _u_event(mv, pos, end, p_running):
     _tag = (f_status >> 4 if f_status < 240 else f_status) if f_status is not None else p_running >> 4 if p_running < 240 else 0
     if _tag == 8:
         _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
-        _note___r6 = pos
         pos += 2
         if _note__f_note > 127:
-            raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
+            raise ConstraintError('value out of range')
         if _note__f_velocity > 127:
-            raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
+            raise ConstraintError('value out of range')
         _note___obj = _new(Note)
         _note___obj.note = _note__f_note
         _note___obj.velocity = _note__f_velocity
         f_message = _note___obj
     elif _tag == 9:
         _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
-        _note___r6 = pos
         pos += 2
         if _note__f_note > 127:
-            raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
+            raise ConstraintError('value out of range')
         if _note__f_velocity > 127:
-            raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
+            raise ConstraintError('value out of range')
         _note___obj = _new(Note)
         _note___obj.note = _note__f_note
         _note___obj.velocity = _note__f_velocity
         f_message = _note___obj
     elif _tag == 10:
         _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
-        _note___r6 = pos
         pos += 2
         if _note__f_note > 127:
-            raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
+            raise ConstraintError('value out of range')
         if _note__f_velocity > 127:
-            raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
+            raise ConstraintError('value out of range')
         _note___obj = _new(Note)
         _note___obj.note = _note__f_note
         _note___obj.velocity = _note__f_velocity
         f_message = _note___obj
     elif _tag == 11:
         _control_change__f_control, _control_change__f_value = _S6.unpack_from(mv, pos)
-        _control_change___r6 = pos
         pos += 2
         if _control_change__f_control > 127:
-            raise ConstraintError('value out of range', offset=_control_change___r6, path='control', expected='None..127', found=_control_change__f_control)
+            raise ConstraintError('value out of range')
         if _control_change__f_value > 127:
-            raise ConstraintError('value out of range', offset=_control_change___r6 + 1, path='value', expected='None..127', found=_control_change__f_value)
+            raise ConstraintError('value out of range')
         _control_change___obj = _new(ControlChange)
         _control_change___obj.control = _control_change__f_control
         _control_change___obj.value = _control_change__f_value
         f_message = _control_change___obj
     elif _tag == 12:
         _program_change__f_program = mv[pos]
-        _program_change___r5 = pos
         pos += 1
         if _program_change__f_program > 127:
-            raise ConstraintError('value out of range', offset=_program_change___r5, path='program', expected='None..127', found=_program_change__f_program)
+            raise ConstraintError('value out of range')
         _program_change___obj = _new(ProgramChange)
         _program_change___obj.program = _program_change__f_program
         f_message = _program_change___obj
     elif _tag == 13:
         _channel_pressure__f_pressure = mv[pos]
-        _channel_pressure___r5 = pos
         pos += 1
         if _channel_pressure__f_pressure > 127:
-            raise ConstraintError('value out of range', offset=_channel_pressure___r5, path='pressure', expected='None..127', found=_channel_pressure__f_pressure)
+            raise ConstraintError('value out of range')
         _channel_pressure___obj = _new(ChannelPressure)
         _channel_pressure___obj.pressure = _channel_pressure__f_pressure
         f_message = _channel_pressure___obj
     elif _tag == 14:
-        _pitch_bend___a_bend = pos
         _pitch_bend__f_bend = _S11.unpack_from(mv, pos)[0]
         pos += 2
         if not _pitch_bend__f_bend & 32896 == 0:
-            raise ConstraintError('undefined bits set', offset=_pitch_bend___a_bend, path='bend', expected='bend & 32896 == 0', found=_pitch_bend__f_bend)
+            raise ConstraintError('undefined bits set')
         _pitch_bend__f_low = _pitch_bend__f_bend & 127
         _pitch_bend__f_high = _pitch_bend__f_bend >> 8 & 127
         _pitch_bend___obj = _new(PitchBend)
@@ -1083,14 +1064,13 @@ def _u_event(mv, pos, end, p_running):
         _sysex__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
         _sysex___n = _sysex__f_length - 1
         if _sysex___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_sysex___n)
+            raise ConstraintError('negative size')
         _sysex__f_data = mv[pos:pos + _sysex___n] if _isb else bytes(mv[pos:pos + _sysex___n])
         pos += _sysex___n
         _sysex__f_end = mv[pos]
-        _sysex___r5 = pos
         pos += 1
         if _sysex__f_end != 247:
-            raise ConstraintError('bad magic', offset=_sysex___r5, path='end', expected=247, found=_sysex__f_end)
+            raise ConstraintError('bad magic')
         _sysex___obj = _new(Sysex)
         _sysex___obj.data = _sysex__f_data
         f_message = _sysex___obj
@@ -1099,7 +1079,7 @@ def _u_event(mv, pos, end, p_running):
             raise IndexError
         _escape__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
         if _escape__f_length < 0:
-            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_escape__f_length)
+            raise ConstraintError('negative size')
         _escape__f_data = mv[pos:pos + _escape__f_length] if _isb else bytes(mv[pos:pos + _escape__f_length])
         pos += _escape__f_length
         _escape___obj = _new(Escape)
@@ -1115,19 +1095,18 @@ def _u_event(mv, pos, end, p_running):
             raise IndexError
         _meta__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
         if _meta__f_length < 0:
-            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_meta__f_length)
+            raise ConstraintError('negative size')
         if pos + _meta__f_length > end:
-            raise TruncatedError('section needs ' + str(_meta__f_length) + ' bytes', offset=pos, path='data', expected=_meta__f_length, found=end - pos)
+            raise TruncatedError('section needs ' + str(_meta__f_length) + ' bytes')
         _meta___outer_end_data = end
         end = pos + _meta__f_length
-        _meta___sec_data = pos
         if _meta___tag == 0:
             _meta___sequence_number__f_number, = _S2.unpack_from(mv, pos)
             pos += 2
             _meta___sequence_number___obj = _new(SequenceNumber)
             _meta___sequence_number___obj.number = _meta___sequence_number__f_number
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_meta___sec_data, path='data', expected=end - _meta___sec_data, found=pos - _meta___sec_data)
+                raise ConstraintError('section size mismatch')
             end = _meta___outer_end_data
             _meta___obj = _new(Meta)
             _meta___obj.meta_type = _meta__f_meta_type
@@ -1141,7 +1120,7 @@ def _u_event(mv, pos, end, p_running):
                 raise IndexError
             f_message, pos = _u_meta(mv, pos, end)
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='message', expected=[8, 9, 10, 11, 12, 13, 14, 240, 247, 255], found=_tag)
+        raise ConstraintError('no case for tag')
     f_effective = f_status if f_status is not None else p_running
     _obj = _new(Event)
     _obj.delta = f_delta
@@ -1169,7 +1148,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 raise IndexError
             f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
             if end < pos + 1:
-                raise TruncatedError('field truncated', offset=pos, path='lead', expected=1, found=end - pos)
+                raise TruncatedError('field truncated')
             f_lead = _S5_unpack_from(mv, pos)[0]
             if f_lead >= 128:
                 f_status = _S5_unpack_from(mv, pos)[0]
@@ -1179,76 +1158,69 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
             _tag = (f_status >> 4 if f_status < 240 else f_status) if f_status is not None else p_running >> 4 if p_running < 240 else 0
             if _tag == 8:
                 _note__f_note, _note__f_velocity = _S6_unpack_from(mv, pos)
-                _note___r6 = pos
                 pos += 2
                 if _note__f_note > 127:
-                    raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
+                    raise ConstraintError('value out of range')
                 if _note__f_velocity > 127:
-                    raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
+                    raise ConstraintError('value out of range')
                 _note___obj = _new(Note)
                 _note___obj.note = _note__f_note
                 _note___obj.velocity = _note__f_velocity
                 f_message = _note___obj
             elif _tag == 9:
                 _note__f_note, _note__f_velocity = _S6_unpack_from(mv, pos)
-                _note___r6 = pos
                 pos += 2
                 if _note__f_note > 127:
-                    raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
+                    raise ConstraintError('value out of range')
                 if _note__f_velocity > 127:
-                    raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
+                    raise ConstraintError('value out of range')
                 _note___obj = _new(Note)
                 _note___obj.note = _note__f_note
                 _note___obj.velocity = _note__f_velocity
                 f_message = _note___obj
             elif _tag == 10:
                 _note__f_note, _note__f_velocity = _S6_unpack_from(mv, pos)
-                _note___r6 = pos
                 pos += 2
                 if _note__f_note > 127:
-                    raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
+                    raise ConstraintError('value out of range')
                 if _note__f_velocity > 127:
-                    raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
+                    raise ConstraintError('value out of range')
                 _note___obj = _new(Note)
                 _note___obj.note = _note__f_note
                 _note___obj.velocity = _note__f_velocity
                 f_message = _note___obj
             elif _tag == 11:
                 _control_change__f_control, _control_change__f_value = _S6_unpack_from(mv, pos)
-                _control_change___r6 = pos
                 pos += 2
                 if _control_change__f_control > 127:
-                    raise ConstraintError('value out of range', offset=_control_change___r6, path='control', expected='None..127', found=_control_change__f_control)
+                    raise ConstraintError('value out of range')
                 if _control_change__f_value > 127:
-                    raise ConstraintError('value out of range', offset=_control_change___r6 + 1, path='value', expected='None..127', found=_control_change__f_value)
+                    raise ConstraintError('value out of range')
                 _control_change___obj = _new(ControlChange)
                 _control_change___obj.control = _control_change__f_control
                 _control_change___obj.value = _control_change__f_value
                 f_message = _control_change___obj
             elif _tag == 12:
                 _program_change__f_program = mv[pos]
-                _program_change___r5 = pos
                 pos += 1
                 if _program_change__f_program > 127:
-                    raise ConstraintError('value out of range', offset=_program_change___r5, path='program', expected='None..127', found=_program_change__f_program)
+                    raise ConstraintError('value out of range')
                 _program_change___obj = _new(ProgramChange)
                 _program_change___obj.program = _program_change__f_program
                 f_message = _program_change___obj
             elif _tag == 13:
                 _channel_pressure__f_pressure = mv[pos]
-                _channel_pressure___r5 = pos
                 pos += 1
                 if _channel_pressure__f_pressure > 127:
-                    raise ConstraintError('value out of range', offset=_channel_pressure___r5, path='pressure', expected='None..127', found=_channel_pressure__f_pressure)
+                    raise ConstraintError('value out of range')
                 _channel_pressure___obj = _new(ChannelPressure)
                 _channel_pressure___obj.pressure = _channel_pressure__f_pressure
                 f_message = _channel_pressure___obj
             elif _tag == 14:
-                _pitch_bend___a_bend = pos
                 _pitch_bend__f_bend = _S11_unpack_from(mv, pos)[0]
                 pos += 2
                 if not _pitch_bend__f_bend & 32896 == 0:
-                    raise ConstraintError('undefined bits set', offset=_pitch_bend___a_bend, path='bend', expected='bend & 32896 == 0', found=_pitch_bend__f_bend)
+                    raise ConstraintError('undefined bits set')
                 _pitch_bend__f_low = _pitch_bend__f_bend & 127
                 _pitch_bend__f_high = _pitch_bend__f_bend >> 8 & 127
                 _pitch_bend___obj = _new(PitchBend)
@@ -1261,14 +1233,13 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                 _sysex__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
                 _sysex___n = _sysex__f_length - 1
                 if _sysex___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_sysex___n)
+                    raise ConstraintError('negative size')
                 _sysex__f_data = mv[pos:pos + _sysex___n] if _isb else bytes(mv[pos:pos + _sysex___n])
                 pos += _sysex___n
                 _sysex__f_end = mv[pos]
-                _sysex___r5 = pos
                 pos += 1
                 if _sysex__f_end != 247:
-                    raise ConstraintError('bad magic', offset=_sysex___r5, path='end', expected=247, found=_sysex__f_end)
+                    raise ConstraintError('bad magic')
                 _sysex___obj = _new(Sysex)
                 _sysex___obj.data = _sysex__f_data
                 f_message = _sysex___obj
@@ -1277,7 +1248,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                     raise IndexError
                 _escape__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
                 if _escape__f_length < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_escape__f_length)
+                    raise ConstraintError('negative size')
                 _escape__f_data = mv[pos:pos + _escape__f_length] if _isb else bytes(mv[pos:pos + _escape__f_length])
                 pos += _escape__f_length
                 _escape___obj = _new(Escape)
@@ -1293,19 +1264,18 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                     raise IndexError
                 _meta__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
                 if _meta__f_length < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_meta__f_length)
+                    raise ConstraintError('negative size')
                 if pos + _meta__f_length > end:
-                    raise TruncatedError('section needs ' + str(_meta__f_length) + ' bytes', offset=pos, path='data', expected=_meta__f_length, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_meta__f_length) + ' bytes')
                 _meta___outer_end_data = end
                 end = pos + _meta__f_length
-                _meta___sec_data = pos
                 if _meta___tag == 0:
                     _meta___sequence_number__f_number, = _S2_unpack_from(mv, pos)
                     pos += 2
                     _meta___sequence_number___obj = _new(SequenceNumber)
                     _meta___sequence_number___obj.number = _meta___sequence_number__f_number
                     if pos != end:
-                        raise ConstraintError('section size mismatch', offset=_meta___sec_data, path='data', expected=end - _meta___sec_data, found=pos - _meta___sec_data)
+                        raise ConstraintError('section size mismatch')
                     end = _meta___outer_end_data
                     _meta___obj = _new(Meta)
                     _meta___obj.meta_type = _meta__f_meta_type
@@ -1319,7 +1289,7 @@ def _m_event(mv, pos, end, p_running, _rest=_decode_many):
                         raise IndexError
                     f_message, pos = _u_meta(mv, pos, end)
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='message', expected=[8, 9, 10, 11, 12, 13, 14, 240, 247, 255], found=_tag)
+                raise ConstraintError('no case for tag')
             f_effective = f_status if f_status is not None else p_running
             _obj = _new(Event)
             _obj.delta = f_delta
@@ -1770,12 +1740,11 @@ def _d_note(mv, pos, end):
 
 def _u_note(mv, pos, end):
     f_note, f_velocity = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 2
     if f_note > 127:
-        raise ConstraintError('value out of range', offset=_r6, path='note', expected='None..127', found=f_note)
+        raise ConstraintError('value out of range')
     if f_velocity > 127:
-        raise ConstraintError('value out of range', offset=_r6 + 1, path='velocity', expected='None..127', found=f_velocity)
+        raise ConstraintError('value out of range')
     _obj = _new(Note)
     _obj.note = f_note
     _obj.velocity = f_velocity
@@ -1793,12 +1762,11 @@ def _m_note(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_note, f_velocity = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 2
             if f_note > 127:
-                raise ConstraintError('value out of range', offset=_r6, path='note', expected='None..127', found=f_note)
+                raise ConstraintError('value out of range')
             if f_velocity > 127:
-                raise ConstraintError('value out of range', offset=_r6 + 1, path='velocity', expected='None..127', found=f_velocity)
+                raise ConstraintError('value out of range')
             _obj = _new(Note)
             _obj.note = f_note
             _obj.velocity = f_velocity
@@ -1846,12 +1814,11 @@ def _d_control_change(mv, pos, end):
 
 def _u_control_change(mv, pos, end):
     f_control, f_value = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 2
     if f_control > 127:
-        raise ConstraintError('value out of range', offset=_r6, path='control', expected='None..127', found=f_control)
+        raise ConstraintError('value out of range')
     if f_value > 127:
-        raise ConstraintError('value out of range', offset=_r6 + 1, path='value', expected='None..127', found=f_value)
+        raise ConstraintError('value out of range')
     _obj = _new(ControlChange)
     _obj.control = f_control
     _obj.value = f_value
@@ -1869,12 +1836,11 @@ def _m_control_change(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_control, f_value = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 2
             if f_control > 127:
-                raise ConstraintError('value out of range', offset=_r6, path='control', expected='None..127', found=f_control)
+                raise ConstraintError('value out of range')
             if f_value > 127:
-                raise ConstraintError('value out of range', offset=_r6 + 1, path='value', expected='None..127', found=f_value)
+                raise ConstraintError('value out of range')
             _obj = _new(ControlChange)
             _obj.control = f_control
             _obj.value = f_value
@@ -1919,10 +1885,9 @@ def _d_program_change(mv, pos, end):
 
 def _u_program_change(mv, pos, end):
     f_program = mv[pos]
-    _r5 = pos
     pos += 1
     if f_program > 127:
-        raise ConstraintError('value out of range', offset=_r5, path='program', expected='None..127', found=f_program)
+        raise ConstraintError('value out of range')
     _obj = _new(ProgramChange)
     _obj.program = f_program
     return (_obj, pos)
@@ -1938,10 +1903,9 @@ def _m_program_change(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_program = mv[pos]
-            _r5 = pos
             pos += 1
             if f_program > 127:
-                raise ConstraintError('value out of range', offset=_r5, path='program', expected='None..127', found=f_program)
+                raise ConstraintError('value out of range')
             _obj = _new(ProgramChange)
             _obj.program = f_program
             _append(_obj)
@@ -1981,10 +1945,9 @@ def _d_channel_pressure(mv, pos, end):
 
 def _u_channel_pressure(mv, pos, end):
     f_pressure = mv[pos]
-    _r5 = pos
     pos += 1
     if f_pressure > 127:
-        raise ConstraintError('value out of range', offset=_r5, path='pressure', expected='None..127', found=f_pressure)
+        raise ConstraintError('value out of range')
     _obj = _new(ChannelPressure)
     _obj.pressure = f_pressure
     return (_obj, pos)
@@ -2000,10 +1963,9 @@ def _m_channel_pressure(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_pressure = mv[pos]
-            _r5 = pos
             pos += 1
             if f_pressure > 127:
-                raise ConstraintError('value out of range', offset=_r5, path='pressure', expected='None..127', found=f_pressure)
+                raise ConstraintError('value out of range')
             _obj = _new(ChannelPressure)
             _obj.pressure = f_pressure
             _append(_obj)
@@ -2046,11 +2008,10 @@ def _d_pitch_bend(mv, pos, end):
     return _obj, pos
 
 def _u_pitch_bend(mv, pos, end):
-    _a_bend = pos
     f_bend = _S11.unpack_from(mv, pos)[0]
     pos += 2
     if not f_bend & 32896 == 0:
-        raise ConstraintError('undefined bits set', offset=_a_bend, path='bend', expected='bend & 32896 == 0', found=f_bend)
+        raise ConstraintError('undefined bits set')
     f_low = f_bend & 127
     f_high = f_bend >> 8 & 127
     _obj = _new(PitchBend)
@@ -2069,11 +2030,10 @@ def _m_pitch_bend(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_bend = pos
             f_bend = _S11_unpack_from(mv, pos)[0]
             pos += 2
             if not f_bend & 32896 == 0:
-                raise ConstraintError('undefined bits set', offset=_a_bend, path='bend', expected='bend & 32896 == 0', found=f_bend)
+                raise ConstraintError('undefined bits set')
             f_low = f_bend & 127
             f_high = f_bend >> 8 & 127
             _obj = _new(PitchBend)
@@ -2134,14 +2094,13 @@ def _u_sysex(mv, pos, end):
     f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
     _n = f_length - 1
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     f_end = mv[pos]
-    _r5 = pos
     pos += 1
     if f_end != 247:
-        raise ConstraintError('bad magic', offset=_r5, path='end', expected=247, found=f_end)
+        raise ConstraintError('bad magic')
     _obj = _new(Sysex)
     _obj.data = f_data
     return (_obj, pos)
@@ -2162,14 +2121,13 @@ def _m_sysex(mv, pos, end, _rest=_decode_many):
             f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
             _n = f_length - 1
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             f_end = mv[pos]
-            _r5 = pos
             pos += 1
             if f_end != 247:
-                raise ConstraintError('bad magic', offset=_r5, path='end', expected=247, found=f_end)
+                raise ConstraintError('bad magic')
             _obj = _new(Sysex)
             _obj.data = f_data
             _append(_obj)
@@ -2225,7 +2183,7 @@ def _u_escape(mv, pos, end):
         raise IndexError
     f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
     if f_length < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_length)
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + f_length] if _isb else bytes(mv[pos:pos + f_length])
     pos += f_length
     _obj = _new(Escape)
@@ -2247,7 +2205,7 @@ def _m_escape(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
             if f_length < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_length)
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + f_length] if _isb else bytes(mv[pos:pos + f_length])
             pos += f_length
             _obj = _new(Escape)
@@ -2514,12 +2472,11 @@ def _u_meta(mv, pos, end):
         raise IndexError
     f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
     if f_length < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_length)
+        raise ConstraintError('negative size')
     if pos + f_length > end:
-        raise TruncatedError('section needs ' + str(f_length) + ' bytes', offset=pos, path='data', expected=f_length, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_length) + ' bytes')
     _outer_end_data = end
     end = pos + f_length
-    _sec_data = pos
     if _tag == 0:
         _sequence_number__f_number, = _S2.unpack_from(mv, pos)
         pos += 2
@@ -2528,7 +2485,7 @@ def _u_meta(mv, pos, end):
         f_data = _sequence_number___obj
     elif _tag == 1:
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2538,7 +2495,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 2:
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2548,7 +2505,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 3:
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2558,7 +2515,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 4:
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2568,7 +2525,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 5:
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2578,7 +2535,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 6:
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2588,7 +2545,7 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 7:
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -2598,19 +2555,17 @@ def _u_meta(mv, pos, end):
         f_data = _text___obj
     elif _tag == 32:
         _channel_prefix__f_channel = mv[pos]
-        _channel_prefix___r5 = pos
         pos += 1
         if _channel_prefix__f_channel > 15:
-            raise ConstraintError('value out of range', offset=_channel_prefix___r5, path='channel', expected='None..15', found=_channel_prefix__f_channel)
+            raise ConstraintError('value out of range')
         _channel_prefix___obj = _new(ChannelPrefix)
         _channel_prefix___obj.channel = _channel_prefix__f_channel
         f_data = _channel_prefix___obj
     elif _tag == 33:
         _midi_port__f_port = mv[pos]
-        _midi_port___r5 = pos
         pos += 1
         if _midi_port__f_port > 127:
-            raise ConstraintError('value out of range', offset=_midi_port___r5, path='port', expected='None..127', found=_midi_port__f_port)
+            raise ConstraintError('value out of range')
         _midi_port___obj = _new(MidiPort)
         _midi_port___obj.port = _midi_port__f_port
         f_data = _midi_port___obj
@@ -2624,22 +2579,20 @@ def _u_meta(mv, pos, end):
         _set_tempo___obj.tempo = _set_tempo__f_tempo
         f_data = _set_tempo___obj
     elif _tag == 84:
-        _smpte_offset___a_hours = pos
         _smpte_offset__f_hours = _S5.unpack_from(mv, pos)[0]
         pos += 1
         if not _smpte_offset__f_hours & 128 == 0:
-            raise ConstraintError('undefined bits set', offset=_smpte_offset___a_hours, path='hours', expected='hours & 128 == 0', found=_smpte_offset__f_hours)
+            raise ConstraintError('undefined bits set')
         _smpte_offset__f_frame_rate = _smpte_offset__f_hours >> 5 & 3
         _smpte_offset__f_hour = _smpte_offset__f_hours & 31
         _smpte_offset__f_minutes, _smpte_offset__f_seconds, _smpte_offset__f_frames, _smpte_offset__f_sub_frames = _S20.unpack_from(mv, pos)
-        _smpte_offset___r20 = pos
         pos += 4
         if _smpte_offset__f_minutes > 59:
-            raise ConstraintError('value out of range', offset=_smpte_offset___r20, path='minutes', expected='None..59', found=_smpte_offset__f_minutes)
+            raise ConstraintError('value out of range')
         if _smpte_offset__f_seconds > 59:
-            raise ConstraintError('value out of range', offset=_smpte_offset___r20 + 1, path='seconds', expected='None..59', found=_smpte_offset__f_seconds)
+            raise ConstraintError('value out of range')
         if _smpte_offset__f_sub_frames > 99:
-            raise ConstraintError('value out of range', offset=_smpte_offset___r20 + 3, path='sub_frames', expected='None..99', found=_smpte_offset__f_sub_frames)
+            raise ConstraintError('value out of range')
         _smpte_offset___obj = _new(SmpteOffset)
         _smpte_offset___obj.frame_rate = _smpte_offset__f_frame_rate
         _smpte_offset___obj.hour = _smpte_offset__f_hour
@@ -2659,12 +2612,11 @@ def _u_meta(mv, pos, end):
         f_data = _time_signature___obj
     elif _tag == 89:
         _key_signature__f_sharps, _key_signature__f_minor = _S23.unpack_from(mv, pos)
-        _key_signature___r23 = pos
         pos += 2
         if _key_signature__f_sharps < -7 or _key_signature__f_sharps > 7:
-            raise ConstraintError('value out of range', offset=_key_signature___r23, path='sharps', expected='-7..7', found=_key_signature__f_sharps)
+            raise ConstraintError('value out of range')
         if _key_signature__f_minor > 1:
-            raise ConstraintError('value out of range', offset=_key_signature___r23 + 1, path='minor', expected='None..1', found=_key_signature__f_minor)
+            raise ConstraintError('value out of range')
         _key_signature___obj = _new(KeySignature)
         _key_signature___obj.sharps = _key_signature__f_sharps
         _key_signature___obj.minor = _key_signature__f_minor
@@ -2675,7 +2627,7 @@ def _u_meta(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_data, path='data', expected=end - _sec_data, found=pos - _sec_data)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_data
     _obj = _new(Meta)
     _obj.meta_type = f_meta_type
@@ -2706,12 +2658,11 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
             if f_length < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_length)
+                raise ConstraintError('negative size')
             if pos + f_length > end:
-                raise TruncatedError('section needs ' + str(f_length) + ' bytes', offset=pos, path='data', expected=f_length, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_length) + ' bytes')
             _outer_end_data = end
             end = pos + f_length
-            _sec_data = pos
             if _tag == 0:
                 _sequence_number__f_number, = _S2_unpack_from(mv, pos)
                 pos += 2
@@ -2720,7 +2671,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _sequence_number___obj
             elif _tag == 1:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2730,7 +2681,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 2:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2740,7 +2691,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 3:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2750,7 +2701,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 4:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2760,7 +2711,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 5:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2770,7 +2721,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 6:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2780,7 +2731,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 7:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -2790,19 +2741,17 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _text___obj
             elif _tag == 32:
                 _channel_prefix__f_channel = mv[pos]
-                _channel_prefix___r5 = pos
                 pos += 1
                 if _channel_prefix__f_channel > 15:
-                    raise ConstraintError('value out of range', offset=_channel_prefix___r5, path='channel', expected='None..15', found=_channel_prefix__f_channel)
+                    raise ConstraintError('value out of range')
                 _channel_prefix___obj = _new(ChannelPrefix)
                 _channel_prefix___obj.channel = _channel_prefix__f_channel
                 f_data = _channel_prefix___obj
             elif _tag == 33:
                 _midi_port__f_port = mv[pos]
-                _midi_port___r5 = pos
                 pos += 1
                 if _midi_port__f_port > 127:
-                    raise ConstraintError('value out of range', offset=_midi_port___r5, path='port', expected='None..127', found=_midi_port__f_port)
+                    raise ConstraintError('value out of range')
                 _midi_port___obj = _new(MidiPort)
                 _midi_port___obj.port = _midi_port__f_port
                 f_data = _midi_port___obj
@@ -2816,22 +2765,20 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 _set_tempo___obj.tempo = _set_tempo__f_tempo
                 f_data = _set_tempo___obj
             elif _tag == 84:
-                _smpte_offset___a_hours = pos
                 _smpte_offset__f_hours = _S5_unpack_from(mv, pos)[0]
                 pos += 1
                 if not _smpte_offset__f_hours & 128 == 0:
-                    raise ConstraintError('undefined bits set', offset=_smpte_offset___a_hours, path='hours', expected='hours & 128 == 0', found=_smpte_offset__f_hours)
+                    raise ConstraintError('undefined bits set')
                 _smpte_offset__f_frame_rate = _smpte_offset__f_hours >> 5 & 3
                 _smpte_offset__f_hour = _smpte_offset__f_hours & 31
                 _smpte_offset__f_minutes, _smpte_offset__f_seconds, _smpte_offset__f_frames, _smpte_offset__f_sub_frames = _S20_unpack_from(mv, pos)
-                _smpte_offset___r20 = pos
                 pos += 4
                 if _smpte_offset__f_minutes > 59:
-                    raise ConstraintError('value out of range', offset=_smpte_offset___r20, path='minutes', expected='None..59', found=_smpte_offset__f_minutes)
+                    raise ConstraintError('value out of range')
                 if _smpte_offset__f_seconds > 59:
-                    raise ConstraintError('value out of range', offset=_smpte_offset___r20 + 1, path='seconds', expected='None..59', found=_smpte_offset__f_seconds)
+                    raise ConstraintError('value out of range')
                 if _smpte_offset__f_sub_frames > 99:
-                    raise ConstraintError('value out of range', offset=_smpte_offset___r20 + 3, path='sub_frames', expected='None..99', found=_smpte_offset__f_sub_frames)
+                    raise ConstraintError('value out of range')
                 _smpte_offset___obj = _new(SmpteOffset)
                 _smpte_offset___obj.frame_rate = _smpte_offset__f_frame_rate
                 _smpte_offset___obj.hour = _smpte_offset__f_hour
@@ -2851,12 +2798,11 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                 f_data = _time_signature___obj
             elif _tag == 89:
                 _key_signature__f_sharps, _key_signature__f_minor = _S23_unpack_from(mv, pos)
-                _key_signature___r23 = pos
                 pos += 2
                 if _key_signature__f_sharps < -7 or _key_signature__f_sharps > 7:
-                    raise ConstraintError('value out of range', offset=_key_signature___r23, path='sharps', expected='-7..7', found=_key_signature__f_sharps)
+                    raise ConstraintError('value out of range')
                 if _key_signature__f_minor > 1:
-                    raise ConstraintError('value out of range', offset=_key_signature___r23 + 1, path='minor', expected='None..1', found=_key_signature__f_minor)
+                    raise ConstraintError('value out of range')
                 _key_signature___obj = _new(KeySignature)
                 _key_signature___obj.sharps = _key_signature__f_sharps
                 _key_signature___obj.minor = _key_signature__f_minor
@@ -2867,7 +2813,7 @@ def _m_meta(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_data, path='data', expected=end - _sec_data, found=pos - _sec_data)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_data
             _obj = _new(Meta)
             _obj.meta_type = f_meta_type
@@ -3171,7 +3117,7 @@ def _d_text(mv, pos, end):
 def _u_text(mv, pos, end):
     _isb = mv.__class__ is bytes
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -3192,7 +3138,7 @@ def _m_text(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -3235,10 +3181,9 @@ def _d_channel_prefix(mv, pos, end):
 
 def _u_channel_prefix(mv, pos, end):
     f_channel = mv[pos]
-    _r5 = pos
     pos += 1
     if f_channel > 15:
-        raise ConstraintError('value out of range', offset=_r5, path='channel', expected='None..15', found=f_channel)
+        raise ConstraintError('value out of range')
     _obj = _new(ChannelPrefix)
     _obj.channel = f_channel
     return (_obj, pos)
@@ -3254,10 +3199,9 @@ def _m_channel_prefix(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_channel = mv[pos]
-            _r5 = pos
             pos += 1
             if f_channel > 15:
-                raise ConstraintError('value out of range', offset=_r5, path='channel', expected='None..15', found=f_channel)
+                raise ConstraintError('value out of range')
             _obj = _new(ChannelPrefix)
             _obj.channel = f_channel
             _append(_obj)
@@ -3297,10 +3241,9 @@ def _d_midi_port(mv, pos, end):
 
 def _u_midi_port(mv, pos, end):
     f_port = mv[pos]
-    _r5 = pos
     pos += 1
     if f_port > 127:
-        raise ConstraintError('value out of range', offset=_r5, path='port', expected='None..127', found=f_port)
+        raise ConstraintError('value out of range')
     _obj = _new(MidiPort)
     _obj.port = f_port
     return (_obj, pos)
@@ -3316,10 +3259,9 @@ def _m_midi_port(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_port = mv[pos]
-            _r5 = pos
             pos += 1
             if f_port > 127:
-                raise ConstraintError('value out of range', offset=_r5, path='port', expected='None..127', found=f_port)
+                raise ConstraintError('value out of range')
             _obj = _new(MidiPort)
             _obj.port = f_port
             _append(_obj)
@@ -3430,22 +3372,20 @@ def _d_smpte_offset(mv, pos, end):
     return _obj, pos
 
 def _u_smpte_offset(mv, pos, end):
-    _a_hours = pos
     f_hours = _S5.unpack_from(mv, pos)[0]
     pos += 1
     if not f_hours & 128 == 0:
-        raise ConstraintError('undefined bits set', offset=_a_hours, path='hours', expected='hours & 128 == 0', found=f_hours)
+        raise ConstraintError('undefined bits set')
     f_frame_rate = f_hours >> 5 & 3
     f_hour = f_hours & 31
     f_minutes, f_seconds, f_frames, f_sub_frames = _S20.unpack_from(mv, pos)
-    _r20 = pos
     pos += 4
     if f_minutes > 59:
-        raise ConstraintError('value out of range', offset=_r20, path='minutes', expected='None..59', found=f_minutes)
+        raise ConstraintError('value out of range')
     if f_seconds > 59:
-        raise ConstraintError('value out of range', offset=_r20 + 1, path='seconds', expected='None..59', found=f_seconds)
+        raise ConstraintError('value out of range')
     if f_sub_frames > 99:
-        raise ConstraintError('value out of range', offset=_r20 + 3, path='sub_frames', expected='None..99', found=f_sub_frames)
+        raise ConstraintError('value out of range')
     _obj = _new(SmpteOffset)
     _obj.frame_rate = f_frame_rate
     _obj.hour = f_hour
@@ -3467,22 +3407,20 @@ def _m_smpte_offset(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            _a_hours = pos
             f_hours = _S5_unpack_from(mv, pos)[0]
             pos += 1
             if not f_hours & 128 == 0:
-                raise ConstraintError('undefined bits set', offset=_a_hours, path='hours', expected='hours & 128 == 0', found=f_hours)
+                raise ConstraintError('undefined bits set')
             f_frame_rate = f_hours >> 5 & 3
             f_hour = f_hours & 31
             f_minutes, f_seconds, f_frames, f_sub_frames = _S20_unpack_from(mv, pos)
-            _r20 = pos
             pos += 4
             if f_minutes > 59:
-                raise ConstraintError('value out of range', offset=_r20, path='minutes', expected='None..59', found=f_minutes)
+                raise ConstraintError('value out of range')
             if f_seconds > 59:
-                raise ConstraintError('value out of range', offset=_r20 + 1, path='seconds', expected='None..59', found=f_seconds)
+                raise ConstraintError('value out of range')
             if f_sub_frames > 99:
-                raise ConstraintError('value out of range', offset=_r20 + 3, path='sub_frames', expected='None..99', found=f_sub_frames)
+                raise ConstraintError('value out of range')
             _obj = _new(SmpteOffset)
             _obj.frame_rate = f_frame_rate
             _obj.hour = f_hour
@@ -3608,12 +3546,11 @@ def _d_key_signature(mv, pos, end):
 
 def _u_key_signature(mv, pos, end):
     f_sharps, f_minor = _S23.unpack_from(mv, pos)
-    _r23 = pos
     pos += 2
     if f_sharps < -7 or f_sharps > 7:
-        raise ConstraintError('value out of range', offset=_r23, path='sharps', expected='-7..7', found=f_sharps)
+        raise ConstraintError('value out of range')
     if f_minor > 1:
-        raise ConstraintError('value out of range', offset=_r23 + 1, path='minor', expected='None..1', found=f_minor)
+        raise ConstraintError('value out of range')
     _obj = _new(KeySignature)
     _obj.sharps = f_sharps
     _obj.minor = f_minor
@@ -3631,12 +3568,11 @@ def _m_key_signature(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_sharps, f_minor = _S23_unpack_from(mv, pos)
-            _r23 = pos
             pos += 2
             if f_sharps < -7 or f_sharps > 7:
-                raise ConstraintError('value out of range', offset=_r23, path='sharps', expected='-7..7', found=f_sharps)
+                raise ConstraintError('value out of range')
             if f_minor > 1:
-                raise ConstraintError('value out of range', offset=_r23 + 1, path='minor', expected='None..1', found=f_minor)
+                raise ConstraintError('value out of range')
             _obj = _new(KeySignature)
             _obj.sharps = f_sharps
             _obj.minor = f_minor

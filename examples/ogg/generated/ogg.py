@@ -266,11 +266,11 @@ def _u_ogg_page(mv, pos, end):
     _r0 = pos
     pos += 22
     if f_capture != b'OggS':
-        raise ConstraintError('bad magic', offset=_r0, path='capture', expected=b'OggS', found=f_capture)
+        raise ConstraintError('bad magic')
     if f_version != 0:
-        raise ConstraintError('bad magic', offset=_r0 + 4, path='version', expected=0, found=f_version)
+        raise ConstraintError('bad magic')
     if f_header_type & 248:
-        raise ConstraintError('undefined page_flags bits set', offset=_r0 + 5, path='header_type', expected='mask 0x7', found=f_header_type)
+        raise ConstraintError('undefined page_flags bits set')
     f_header_type = PageFlags.from_int(f_header_type)
     _e_seqno = _r0 + 22
     _r2 = pos
@@ -288,13 +288,13 @@ def _u_ogg_page(mv, pos, end):
     pos += f_segment_count * 1
     _n = sum(f_segment_table)
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_body = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_body = pos
     _ck = _ck_crc32_ogg(b''.join((mv[_r0:_e_seqno], _FB5, mv[_s_segment_count:_e_body])))
     if f_page_crc != _ck:
-        raise ChecksumError('crc32_ogg mismatch', offset=_r2, path='page_crc', expected=_ck, found=f_page_crc)
+        raise ChecksumError('crc32_ogg mismatch')
     _obj = _new(OggPage)
     _obj.header_type = f_header_type
     _obj.granule = f_granule
@@ -320,11 +320,11 @@ def _m_ogg_page(mv, pos, end, _rest=_decode_many):
             _r0 = pos
             pos += 22
             if f_capture != b'OggS':
-                raise ConstraintError('bad magic', offset=_r0, path='capture', expected=b'OggS', found=f_capture)
+                raise ConstraintError('bad magic')
             if f_version != 0:
-                raise ConstraintError('bad magic', offset=_r0 + 4, path='version', expected=0, found=f_version)
+                raise ConstraintError('bad magic')
             if f_header_type & 248:
-                raise ConstraintError('undefined page_flags bits set', offset=_r0 + 5, path='header_type', expected='mask 0x7', found=f_header_type)
+                raise ConstraintError('undefined page_flags bits set')
             f_header_type = PageFlags.from_int(f_header_type)
             _e_seqno = _r0 + 22
             _r2 = pos
@@ -342,13 +342,13 @@ def _m_ogg_page(mv, pos, end, _rest=_decode_many):
             pos += f_segment_count * 1
             _n = sum(f_segment_table)
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_body = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_body = pos
             _ck = _ck_crc32_ogg(b''.join((mv[_r0:_e_seqno], _FB5, mv[_s_segment_count:_e_body])))
             if f_page_crc != _ck:
-                raise ChecksumError('crc32_ogg mismatch', offset=_r2, path='page_crc', expected=_ck, found=f_page_crc)
+                raise ChecksumError('crc32_ogg mismatch')
             _obj = _new(OggPage)
             _obj.header_type = f_header_type
             _obj.granule = f_granule
@@ -594,21 +594,20 @@ def _u_vorbis_packet(mv, pos, end):
     _tag = f_packet_type if f_packet_type % 2 == 1 else 0
     if _tag == 1:
         _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S12.unpack_from(mv, pos)
-        _identification_header___r12 = pos
         pos += 29
         if _identification_header__f_magic != b'vorbis':
-            raise ConstraintError('bad magic', offset=_identification_header___r12, path='magic', expected=b'vorbis', found=_identification_header__f_magic)
+            raise ConstraintError('bad magic')
         if _identification_header__f_vorbis_version != 0:
-            raise ConstraintError('bad magic', offset=_identification_header___r12 + 6, path='vorbis_version', expected=0, found=_identification_header__f_vorbis_version)
+            raise ConstraintError('bad magic')
         if _identification_header__f_audio_channels < 1:
-            raise ConstraintError('value out of range', offset=_identification_header___r12 + 10, path='audio_channels', expected='1..None', found=_identification_header__f_audio_channels)
+            raise ConstraintError('value out of range')
         if _identification_header__f_audio_sample_rate < 1:
-            raise ConstraintError('value out of range', offset=_identification_header___r12 + 11, path='audio_sample_rate', expected='1..None', found=_identification_header__f_audio_sample_rate)
+            raise ConstraintError('value out of range')
         if _identification_header__f_blocksizes & 0:
-            raise ConstraintError('undefined blocksizes bits set', offset=_identification_header___r12 + 27, path='blocksizes', expected='mask 0xff', found=_identification_header__f_blocksizes)
+            raise ConstraintError('undefined blocksizes bits set')
         _identification_header__f_blocksizes = Blocksizes.from_int(_identification_header__f_blocksizes)
         if _identification_header__f_framing_flag != 1:
-            raise ConstraintError('bad magic', offset=_identification_header___r12 + 28, path='framing_flag', expected=1, found=_identification_header__f_framing_flag)
+            raise ConstraintError('bad magic')
         _identification_header___obj = _new(IdentificationHeader)
         _identification_header___obj.audio_channels = _identification_header__f_audio_channels
         _identification_header___obj.audio_sample_rate = _identification_header__f_audio_sample_rate
@@ -619,10 +618,9 @@ def _u_vorbis_packet(mv, pos, end):
         f_body = _identification_header___obj
     elif _tag == 3:
         _comment_header__f_magic, _comment_header__n_vendor = _S14.unpack_from(mv, pos)
-        _comment_header___r14 = pos
         pos += 10
         if _comment_header__f_magic != b'vorbis':
-            raise ConstraintError('bad magic', offset=_comment_header___r14, path='magic', expected=b'vorbis', found=_comment_header__f_magic)
+            raise ConstraintError('bad magic')
         _comment_header__f_vendor = _BD20(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
         pos += _comment_header__n_vendor
         _comment_header__n_comments, = _S7.unpack_from(mv, pos)
@@ -637,22 +635,20 @@ def _u_vorbis_packet(mv, pos, end):
             pos += _comment_header___n
             _comment_header__f_comments.append(_comment_header___x)
         _comment_header__f_framing_flag = mv[pos]
-        _comment_header___r8 = pos
         pos += 1
         if _comment_header__f_framing_flag != 1:
-            raise ConstraintError('bad magic', offset=_comment_header___r8, path='framing_flag', expected=1, found=_comment_header__f_framing_flag)
+            raise ConstraintError('bad magic')
         _comment_header___obj = _new(CommentHeader)
         _comment_header___obj.vendor = _comment_header__f_vendor
         _comment_header___obj.comments = _comment_header__f_comments
         f_body = _comment_header___obj
     elif _tag == 5:
         _setup_header__f_magic, = _S18.unpack_from(mv, pos)
-        _setup_header___r18 = pos
         pos += 6
         if _setup_header__f_magic != b'vorbis':
-            raise ConstraintError('bad magic', offset=_setup_header___r18, path='magic', expected=b'vorbis', found=_setup_header__f_magic)
+            raise ConstraintError('bad magic')
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='codebooks', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _setup_header__f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -662,7 +658,7 @@ def _u_vorbis_packet(mv, pos, end):
         f_body = _setup_header___obj
     elif _tag == 0:
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _audio_packet__f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -671,7 +667,7 @@ def _u_vorbis_packet(mv, pos, end):
         _audio_packet___obj.data = _audio_packet__f_data
         f_body = _audio_packet___obj
     else:
-        raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 3, 5, 0], found=_tag)
+        raise ConstraintError('no case for tag')
     _obj = _new(VorbisPacket)
     _obj.packet_type = f_packet_type
     _obj.body = f_body
@@ -697,21 +693,20 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
             _tag = f_packet_type if f_packet_type % 2 == 1 else 0
             if _tag == 1:
                 _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S12_unpack_from(mv, pos)
-                _identification_header___r12 = pos
                 pos += 29
                 if _identification_header__f_magic != b'vorbis':
-                    raise ConstraintError('bad magic', offset=_identification_header___r12, path='magic', expected=b'vorbis', found=_identification_header__f_magic)
+                    raise ConstraintError('bad magic')
                 if _identification_header__f_vorbis_version != 0:
-                    raise ConstraintError('bad magic', offset=_identification_header___r12 + 6, path='vorbis_version', expected=0, found=_identification_header__f_vorbis_version)
+                    raise ConstraintError('bad magic')
                 if _identification_header__f_audio_channels < 1:
-                    raise ConstraintError('value out of range', offset=_identification_header___r12 + 10, path='audio_channels', expected='1..None', found=_identification_header__f_audio_channels)
+                    raise ConstraintError('value out of range')
                 if _identification_header__f_audio_sample_rate < 1:
-                    raise ConstraintError('value out of range', offset=_identification_header___r12 + 11, path='audio_sample_rate', expected='1..None', found=_identification_header__f_audio_sample_rate)
+                    raise ConstraintError('value out of range')
                 if _identification_header__f_blocksizes & 0:
-                    raise ConstraintError('undefined blocksizes bits set', offset=_identification_header___r12 + 27, path='blocksizes', expected='mask 0xff', found=_identification_header__f_blocksizes)
+                    raise ConstraintError('undefined blocksizes bits set')
                 _identification_header__f_blocksizes = Blocksizes.from_int(_identification_header__f_blocksizes)
                 if _identification_header__f_framing_flag != 1:
-                    raise ConstraintError('bad magic', offset=_identification_header___r12 + 28, path='framing_flag', expected=1, found=_identification_header__f_framing_flag)
+                    raise ConstraintError('bad magic')
                 _identification_header___obj = _new(IdentificationHeader)
                 _identification_header___obj.audio_channels = _identification_header__f_audio_channels
                 _identification_header___obj.audio_sample_rate = _identification_header__f_audio_sample_rate
@@ -722,10 +717,9 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 f_body = _identification_header___obj
             elif _tag == 3:
                 _comment_header__f_magic, _comment_header__n_vendor = _S14_unpack_from(mv, pos)
-                _comment_header___r14 = pos
                 pos += 10
                 if _comment_header__f_magic != b'vorbis':
-                    raise ConstraintError('bad magic', offset=_comment_header___r14, path='magic', expected=b'vorbis', found=_comment_header__f_magic)
+                    raise ConstraintError('bad magic')
                 _comment_header__f_vendor = _BD20(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
                 pos += _comment_header__n_vendor
                 _comment_header__n_comments, = _S7_unpack_from(mv, pos)
@@ -740,22 +734,20 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                     pos += _comment_header___n
                     _comment_header__f_comments.append(_comment_header___x)
                 _comment_header__f_framing_flag = mv[pos]
-                _comment_header___r8 = pos
                 pos += 1
                 if _comment_header__f_framing_flag != 1:
-                    raise ConstraintError('bad magic', offset=_comment_header___r8, path='framing_flag', expected=1, found=_comment_header__f_framing_flag)
+                    raise ConstraintError('bad magic')
                 _comment_header___obj = _new(CommentHeader)
                 _comment_header___obj.vendor = _comment_header__f_vendor
                 _comment_header___obj.comments = _comment_header__f_comments
                 f_body = _comment_header___obj
             elif _tag == 5:
                 _setup_header__f_magic, = _S18_unpack_from(mv, pos)
-                _setup_header___r18 = pos
                 pos += 6
                 if _setup_header__f_magic != b'vorbis':
-                    raise ConstraintError('bad magic', offset=_setup_header___r18, path='magic', expected=b'vorbis', found=_setup_header__f_magic)
+                    raise ConstraintError('bad magic')
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='codebooks', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _setup_header__f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -765,7 +757,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 f_body = _setup_header___obj
             elif _tag == 0:
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _audio_packet__f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -774,7 +766,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _audio_packet___obj.data = _audio_packet__f_data
                 f_body = _audio_packet___obj
             else:
-                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 3, 5, 0], found=_tag)
+                raise ConstraintError('no case for tag')
             _obj = _new(VorbisPacket)
             _obj.packet_type = f_packet_type
             _obj.body = f_body
@@ -913,21 +905,20 @@ def _d_identification_header(mv, pos, end):
 
 def _u_identification_header(mv, pos, end):
     f_magic, f_vorbis_version, f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes, f_framing_flag = _S12.unpack_from(mv, pos)
-    _r12 = pos
     pos += 29
     if f_magic != b'vorbis':
-        raise ConstraintError('bad magic', offset=_r12, path='magic', expected=b'vorbis', found=f_magic)
+        raise ConstraintError('bad magic')
     if f_vorbis_version != 0:
-        raise ConstraintError('bad magic', offset=_r12 + 6, path='vorbis_version', expected=0, found=f_vorbis_version)
+        raise ConstraintError('bad magic')
     if f_audio_channels < 1:
-        raise ConstraintError('value out of range', offset=_r12 + 10, path='audio_channels', expected='1..None', found=f_audio_channels)
+        raise ConstraintError('value out of range')
     if f_audio_sample_rate < 1:
-        raise ConstraintError('value out of range', offset=_r12 + 11, path='audio_sample_rate', expected='1..None', found=f_audio_sample_rate)
+        raise ConstraintError('value out of range')
     if f_blocksizes & 0:
-        raise ConstraintError('undefined blocksizes bits set', offset=_r12 + 27, path='blocksizes', expected='mask 0xff', found=f_blocksizes)
+        raise ConstraintError('undefined blocksizes bits set')
     f_blocksizes = Blocksizes.from_int(f_blocksizes)
     if f_framing_flag != 1:
-        raise ConstraintError('bad magic', offset=_r12 + 28, path='framing_flag', expected=1, found=f_framing_flag)
+        raise ConstraintError('bad magic')
     _obj = _new(IdentificationHeader)
     _obj.audio_channels = f_audio_channels
     _obj.audio_sample_rate = f_audio_sample_rate
@@ -949,21 +940,20 @@ def _m_identification_header(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_vorbis_version, f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes, f_framing_flag = _S12_unpack_from(mv, pos)
-            _r12 = pos
             pos += 29
             if f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_r12, path='magic', expected=b'vorbis', found=f_magic)
+                raise ConstraintError('bad magic')
             if f_vorbis_version != 0:
-                raise ConstraintError('bad magic', offset=_r12 + 6, path='vorbis_version', expected=0, found=f_vorbis_version)
+                raise ConstraintError('bad magic')
             if f_audio_channels < 1:
-                raise ConstraintError('value out of range', offset=_r12 + 10, path='audio_channels', expected='1..None', found=f_audio_channels)
+                raise ConstraintError('value out of range')
             if f_audio_sample_rate < 1:
-                raise ConstraintError('value out of range', offset=_r12 + 11, path='audio_sample_rate', expected='1..None', found=f_audio_sample_rate)
+                raise ConstraintError('value out of range')
             if f_blocksizes & 0:
-                raise ConstraintError('undefined blocksizes bits set', offset=_r12 + 27, path='blocksizes', expected='mask 0xff', found=f_blocksizes)
+                raise ConstraintError('undefined blocksizes bits set')
             f_blocksizes = Blocksizes.from_int(f_blocksizes)
             if f_framing_flag != 1:
-                raise ConstraintError('bad magic', offset=_r12 + 28, path='framing_flag', expected=1, found=f_framing_flag)
+                raise ConstraintError('bad magic')
             _obj = _new(IdentificationHeader)
             _obj.audio_channels = f_audio_channels
             _obj.audio_sample_rate = f_audio_sample_rate
@@ -1051,10 +1041,9 @@ def _d_comment_header(mv, pos, end):
 def _u_comment_header(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_magic, n_vendor = _S14.unpack_from(mv, pos)
-    _r14 = pos
     pos += 10
     if f_magic != b'vorbis':
-        raise ConstraintError('bad magic', offset=_r14, path='magic', expected=b'vorbis', found=f_magic)
+        raise ConstraintError('bad magic')
     f_vendor = _BD20(mv[pos:pos + n_vendor]) if _isb else str(mv[pos:pos + n_vendor], 'utf-8')
     pos += n_vendor
     n_comments, = _S7.unpack_from(mv, pos)
@@ -1069,10 +1058,9 @@ def _u_comment_header(mv, pos, end):
         pos += _n
         f_comments.append(_x)
     f_framing_flag = mv[pos]
-    _r8 = pos
     pos += 1
     if f_framing_flag != 1:
-        raise ConstraintError('bad magic', offset=_r8, path='framing_flag', expected=1, found=f_framing_flag)
+        raise ConstraintError('bad magic')
     _obj = _new(CommentHeader)
     _obj.vendor = f_vendor
     _obj.comments = f_comments
@@ -1092,10 +1080,9 @@ def _m_comment_header(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, n_vendor = _S14_unpack_from(mv, pos)
-            _r14 = pos
             pos += 10
             if f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_r14, path='magic', expected=b'vorbis', found=f_magic)
+                raise ConstraintError('bad magic')
             f_vendor = _BD20(mv[pos:pos + n_vendor]) if _isb else str(mv[pos:pos + n_vendor], 'utf-8')
             pos += n_vendor
             n_comments, = _S7_unpack_from(mv, pos)
@@ -1110,10 +1097,9 @@ def _m_comment_header(mv, pos, end, _rest=_decode_many):
                 pos += _n
                 f_comments.append(_x)
             f_framing_flag = mv[pos]
-            _r8 = pos
             pos += 1
             if f_framing_flag != 1:
-                raise ConstraintError('bad magic', offset=_r8, path='framing_flag', expected=1, found=f_framing_flag)
+                raise ConstraintError('bad magic')
             _obj = _new(CommentHeader)
             _obj.vendor = f_vendor
             _obj.comments = f_comments
@@ -1179,12 +1165,11 @@ def _d_setup_header(mv, pos, end):
 def _u_setup_header(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_magic, = _S18.unpack_from(mv, pos)
-    _r18 = pos
     pos += 6
     if f_magic != b'vorbis':
-        raise ConstraintError('bad magic', offset=_r18, path='magic', expected=b'vorbis', found=f_magic)
+        raise ConstraintError('bad magic')
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='codebooks', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -1206,12 +1191,11 @@ def _m_setup_header(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, = _S18_unpack_from(mv, pos)
-            _r18 = pos
             pos += 6
             if f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_r18, path='magic', expected=b'vorbis', found=f_magic)
+                raise ConstraintError('bad magic')
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='codebooks', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -1253,7 +1237,7 @@ def _d_audio_packet(mv, pos, end):
 def _u_audio_packet(mv, pos, end):
     _isb = mv.__class__ is bytes
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -1274,7 +1258,7 @@ def _m_audio_packet(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError

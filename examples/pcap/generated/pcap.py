@@ -264,14 +264,13 @@ def _d_pcap_file_le(mv, pos, end):
 
 def _u_pcap_file_le(mv, pos, end):
     f_magic, f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S0.unpack_from(mv, pos)
-    _r0 = pos
     pos += 24
     if not (f_magic == 2712847316 or f_magic == 3569595041):
-        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)', offset=_r0, path='magic', expected='magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', found=f_magic)
+        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)')
     if f_version_major != 2:
-        raise ConstraintError('bad magic', offset=_r0 + 4, path='version_major', expected=2, found=f_version_major)
+        raise ConstraintError('bad magic')
     if f_version_minor != 4:
-        raise ConstraintError('bad magic', offset=_r0 + 6, path='version_minor', expected=4, found=f_version_minor)
+        raise ConstraintError('bad magic')
     f_network = _LINKTYPE_BY_VALUE.get(f_network, f_network)
     f_packets = []
     while True:
@@ -282,7 +281,7 @@ def _u_pcap_file_le(mv, pos, end):
             raise IndexError
         _x, pos = _u_packet_le(mv, pos, end, f_network)
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_packets.append(_x)
     _obj = _new(PcapFile)
     _obj.magic = f_magic
@@ -346,17 +345,15 @@ def _d_pcap_file_be(mv, pos, end):
 
 def _u_pcap_file_be(mv, pos, end):
     f_magic, = _S15.unpack_from(mv, pos)
-    _r15 = pos
     pos += 4
     if not (f_magic == 2712847316 or f_magic == 3569595041):
-        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)', offset=_r15, path='magic', expected='magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', found=f_magic)
+        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)')
     f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S17.unpack_from(mv, pos)
-    _r17 = pos
     pos += 20
     if f_version_major != 2:
-        raise ConstraintError('bad magic', offset=_r17, path='version_major', expected=2, found=f_version_major)
+        raise ConstraintError('bad magic')
     if f_version_minor != 4:
-        raise ConstraintError('bad magic', offset=_r17 + 2, path='version_minor', expected=4, found=f_version_minor)
+        raise ConstraintError('bad magic')
     f_network = _LINKTYPE_BY_VALUE.get(f_network, f_network)
     f_packets = []
     while True:
@@ -367,7 +364,7 @@ def _u_pcap_file_be(mv, pos, end):
             raise IndexError
         _x, pos = _u_packet_be(mv, pos, end, f_network)
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_packets.append(_x)
     _obj = _new(PcapFile)
     _obj.magic = f_magic
@@ -609,35 +606,31 @@ def _u_packet_le(mv, pos, end, p_linktype):
     _isb = mv.__class__ is bytes
     f_ts_sec, f_ts_usec, f_incl_len, f_orig_len = _S2.unpack_from(mv, pos)
     pos += 16
-    if f_incl_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='frame', expected='>= 0', found=f_incl_len)
     if pos + f_incl_len > end:
-        raise TruncatedError('section needs ' + str(f_incl_len) + ' bytes', offset=pos, path='frame', expected=f_incl_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_incl_len) + ' bytes')
     _outer_end_frame = end
     end = pos + f_incl_len
-    _sec_frame = pos
     _tag = p_linktype
     if _tag == 1:
         _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype, _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol, _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S20.unpack_from(mv, pos)
         pos += 14
         _ethernet_frame___n = end - pos
         if _ethernet_frame___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___n)
+            raise ConstraintError('negative size')
         if pos + _ethernet_frame___n > end:
-            raise TruncatedError('section needs ' + str(_ethernet_frame___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___n, found=end - pos)
+            raise TruncatedError('section needs ' + str(_ethernet_frame___n) + ' bytes')
         _ethernet_frame___outer_end_payload = end
         end = pos + _ethernet_frame___n
-        _ethernet_frame___sec_payload = pos
         if _ethernet_frame__f_ethertype == 2048:
             _ethernet_frame___ipv4_packet___ipv4_header___r6 = pos
             pos += 10
             if _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl & 0:
-                raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+                raise ConstraintError('undefined version_ihl bits set')
             _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
             if not (_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
             if _ethernet_frame___ipv4_packet___ipv4_header__f_fragment & 32768:
-                raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
+                raise ConstraintError('undefined ipv4_fragment bits set')
             _ethernet_frame___ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
             _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r6 + 10
             _ethernet_frame___ipv4_packet___ipv4_header___r8 = pos
@@ -646,13 +639,13 @@ def _u_packet_le(mv, pos, end, p_linktype):
             _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
             _ethernet_frame___ipv4_packet___ipv4_header___n = _attr(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
             if _ethernet_frame___ipv4_packet___ipv4_header___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ethernet_frame___ipv4_packet___ipv4_header___n)
+                raise ConstraintError('negative size')
             _ethernet_frame___ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n])
             pos += _ethernet_frame___ipv4_packet___ipv4_header___n
             _ethernet_frame___ipv4_packet___ipv4_header___e_options = pos
             _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___r6:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
             if _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum != _ethernet_frame___ipv4_packet___ipv4_header___ck:
-                raise ChecksumError('internet16 mismatch', offset=_ethernet_frame___ipv4_packet___ipv4_header___r8, path='header_checksum', expected=_ethernet_frame___ipv4_packet___ipv4_header___ck, found=_ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
+                raise ChecksumError('internet16 mismatch')
             _ethernet_frame___ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
             _ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl = _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl
             _ethernet_frame___ipv4_packet___ipv4_header___obj.tos = _ethernet_frame___ipv4_packet___ipv4_header__f_tos
@@ -666,14 +659,12 @@ def _u_packet_le(mv, pos, end, p_linktype):
             _ethernet_frame___ipv4_packet___ipv4_header___obj.options = _ethernet_frame___ipv4_packet___ipv4_header__f_options
             _ethernet_frame___ipv4_packet___n = _ethernet_frame___ipv4_packet___ipv4_header___obj.total_length - _attr(_ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
             if _ethernet_frame___ipv4_packet___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___ipv4_packet___n)
+                raise ConstraintError('negative size')
             if pos + _ethernet_frame___ipv4_packet___n > end:
-                raise TruncatedError('section needs ' + str(_ethernet_frame___ipv4_packet___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___ipv4_packet___n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_ethernet_frame___ipv4_packet___n) + ' bytes')
             _ethernet_frame___ipv4_packet___outer_end_payload = end
             end = pos + _ethernet_frame___ipv4_packet___n
-            _ethernet_frame___ipv4_packet___sec_payload = pos
-            _ethernet_frame___ipv4_packet___tag = _ethernet_frame___ipv4_packet___ipv4_header___obj.protocol
-            if _ethernet_frame___ipv4_packet___tag == 17:
+            if _ethernet_frame___ipv4_packet___ipv4_header__f_protocol == 17:
                 _ethernet_frame___ipv4_packet___udp_datagram__p_src = _ethernet_frame___ipv4_packet___ipv4_header___obj.src
                 _ethernet_frame___ipv4_packet___udp_datagram__p_dst = _ethernet_frame___ipv4_packet___ipv4_header___obj.dst
                 _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length, _ethernet_frame___ipv4_packet___udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
@@ -686,13 +677,13 @@ def _u_packet_le(mv, pos, end, p_linktype):
                 _ethernet_frame___ipv4_packet___udp_datagram___s_data = pos
                 _ethernet_frame___ipv4_packet___udp_datagram___n = _ethernet_frame___ipv4_packet___udp_datagram__f_length - 8
                 if _ethernet_frame___ipv4_packet___udp_datagram___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_ethernet_frame___ipv4_packet___udp_datagram___n)
+                    raise ConstraintError('negative size')
                 _ethernet_frame___ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n])
                 pos += _ethernet_frame___ipv4_packet___udp_datagram___n
                 _ethernet_frame___ipv4_packet___udp_datagram___e_data = pos
                 _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___r11:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB10, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
                 if _ethernet_frame___ipv4_packet___udp_datagram__f_checksum != _ethernet_frame___ipv4_packet___udp_datagram___ck:
-                    raise ChecksumError('udp_checksum mismatch', offset=_ethernet_frame___ipv4_packet___udp_datagram___r13, path='checksum', expected=_ethernet_frame___ipv4_packet___udp_datagram___ck, found=_ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
+                    raise ChecksumError('udp_checksum mismatch')
                 _ethernet_frame___ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
                 _ethernet_frame___ipv4_packet___udp_datagram___obj.src_port = _ethernet_frame___ipv4_packet___udp_datagram__f_src_port
                 _ethernet_frame___ipv4_packet___udp_datagram___obj.dst_port = _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port
@@ -704,10 +695,10 @@ def _u_packet_le(mv, pos, end, p_linktype):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_ethernet_frame___ipv4_packet___sec_payload, path='payload', expected=end - _ethernet_frame___ipv4_packet___sec_payload, found=pos - _ethernet_frame___ipv4_packet___sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _ethernet_frame___ipv4_packet___outer_end_payload
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _ethernet_frame___ipv4_packet__f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -723,7 +714,7 @@ def _u_packet_le(mv, pos, end, p_linktype):
                 raise IndexError
             pos = end
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_ethernet_frame___sec_payload, path='payload', expected=end - _ethernet_frame___sec_payload, found=pos - _ethernet_frame___sec_payload)
+            raise ConstraintError('section size mismatch')
         end = _ethernet_frame___outer_end_payload
         _ethernet_frame___obj = _new(EthernetFrame)
         _ethernet_frame___obj.dst = _ethernet_frame__f_dst
@@ -737,7 +728,7 @@ def _u_packet_le(mv, pos, end, p_linktype):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_frame, path='frame', expected=end - _sec_frame, found=pos - _sec_frame)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_frame
     _obj = _new(Packet)
     _obj.ts_sec = f_ts_sec
@@ -996,34 +987,30 @@ def _u_packet_be(mv, pos, end, p_linktype):
     _isb = mv.__class__ is bytes
     f_ts_sec, f_ts_usec, f_incl_len, f_orig_len, _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype, _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol, _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S23.unpack_from(mv, pos)
     pos += 16
-    if f_incl_len < 0:
-        raise ConstraintError('negative size', offset=pos, path='frame', expected='>= 0', found=f_incl_len)
     if pos + f_incl_len > end:
-        raise TruncatedError('section needs ' + str(f_incl_len) + ' bytes', offset=pos, path='frame', expected=f_incl_len, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_incl_len) + ' bytes')
     _outer_end_frame = end
     end = pos + f_incl_len
-    _sec_frame = pos
     _tag = p_linktype
     if _tag == 1:
         pos += 14
         _ethernet_frame___n = end - pos
         if _ethernet_frame___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___n)
+            raise ConstraintError('negative size')
         if pos + _ethernet_frame___n > end:
-            raise TruncatedError('section needs ' + str(_ethernet_frame___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___n, found=end - pos)
+            raise TruncatedError('section needs ' + str(_ethernet_frame___n) + ' bytes')
         _ethernet_frame___outer_end_payload = end
         end = pos + _ethernet_frame___n
-        _ethernet_frame___sec_payload = pos
         if _ethernet_frame__f_ethertype == 2048:
             _ethernet_frame___ipv4_packet___ipv4_header___r6 = pos
             pos += 10
             if _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl & 0:
-                raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+                raise ConstraintError('undefined version_ihl bits set')
             _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
             if not (_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
             if _ethernet_frame___ipv4_packet___ipv4_header__f_fragment & 32768:
-                raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
+                raise ConstraintError('undefined ipv4_fragment bits set')
             _ethernet_frame___ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
             _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r6 + 10
             _ethernet_frame___ipv4_packet___ipv4_header___r8 = pos
@@ -1032,13 +1019,13 @@ def _u_packet_be(mv, pos, end, p_linktype):
             _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
             _ethernet_frame___ipv4_packet___ipv4_header___n = _attr(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
             if _ethernet_frame___ipv4_packet___ipv4_header___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ethernet_frame___ipv4_packet___ipv4_header___n)
+                raise ConstraintError('negative size')
             _ethernet_frame___ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n])
             pos += _ethernet_frame___ipv4_packet___ipv4_header___n
             _ethernet_frame___ipv4_packet___ipv4_header___e_options = pos
             _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___r6:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
             if _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum != _ethernet_frame___ipv4_packet___ipv4_header___ck:
-                raise ChecksumError('internet16 mismatch', offset=_ethernet_frame___ipv4_packet___ipv4_header___r8, path='header_checksum', expected=_ethernet_frame___ipv4_packet___ipv4_header___ck, found=_ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
+                raise ChecksumError('internet16 mismatch')
             _ethernet_frame___ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
             _ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl = _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl
             _ethernet_frame___ipv4_packet___ipv4_header___obj.tos = _ethernet_frame___ipv4_packet___ipv4_header__f_tos
@@ -1052,14 +1039,12 @@ def _u_packet_be(mv, pos, end, p_linktype):
             _ethernet_frame___ipv4_packet___ipv4_header___obj.options = _ethernet_frame___ipv4_packet___ipv4_header__f_options
             _ethernet_frame___ipv4_packet___n = _ethernet_frame___ipv4_packet___ipv4_header___obj.total_length - _attr(_ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
             if _ethernet_frame___ipv4_packet___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___ipv4_packet___n)
+                raise ConstraintError('negative size')
             if pos + _ethernet_frame___ipv4_packet___n > end:
-                raise TruncatedError('section needs ' + str(_ethernet_frame___ipv4_packet___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___ipv4_packet___n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_ethernet_frame___ipv4_packet___n) + ' bytes')
             _ethernet_frame___ipv4_packet___outer_end_payload = end
             end = pos + _ethernet_frame___ipv4_packet___n
-            _ethernet_frame___ipv4_packet___sec_payload = pos
-            _ethernet_frame___ipv4_packet___tag = _ethernet_frame___ipv4_packet___ipv4_header___obj.protocol
-            if _ethernet_frame___ipv4_packet___tag == 17:
+            if _ethernet_frame___ipv4_packet___ipv4_header__f_protocol == 17:
                 _ethernet_frame___ipv4_packet___udp_datagram__p_src = _ethernet_frame___ipv4_packet___ipv4_header___obj.src
                 _ethernet_frame___ipv4_packet___udp_datagram__p_dst = _ethernet_frame___ipv4_packet___ipv4_header___obj.dst
                 _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length, _ethernet_frame___ipv4_packet___udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
@@ -1072,13 +1057,13 @@ def _u_packet_be(mv, pos, end, p_linktype):
                 _ethernet_frame___ipv4_packet___udp_datagram___s_data = pos
                 _ethernet_frame___ipv4_packet___udp_datagram___n = _ethernet_frame___ipv4_packet___udp_datagram__f_length - 8
                 if _ethernet_frame___ipv4_packet___udp_datagram___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_ethernet_frame___ipv4_packet___udp_datagram___n)
+                    raise ConstraintError('negative size')
                 _ethernet_frame___ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n])
                 pos += _ethernet_frame___ipv4_packet___udp_datagram___n
                 _ethernet_frame___ipv4_packet___udp_datagram___e_data = pos
                 _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___r11:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB10, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
                 if _ethernet_frame___ipv4_packet___udp_datagram__f_checksum != _ethernet_frame___ipv4_packet___udp_datagram___ck:
-                    raise ChecksumError('udp_checksum mismatch', offset=_ethernet_frame___ipv4_packet___udp_datagram___r13, path='checksum', expected=_ethernet_frame___ipv4_packet___udp_datagram___ck, found=_ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
+                    raise ChecksumError('udp_checksum mismatch')
                 _ethernet_frame___ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
                 _ethernet_frame___ipv4_packet___udp_datagram___obj.src_port = _ethernet_frame___ipv4_packet___udp_datagram__f_src_port
                 _ethernet_frame___ipv4_packet___udp_datagram___obj.dst_port = _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port
@@ -1090,10 +1075,10 @@ def _u_packet_be(mv, pos, end, p_linktype):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_ethernet_frame___ipv4_packet___sec_payload, path='payload', expected=end - _ethernet_frame___ipv4_packet___sec_payload, found=pos - _ethernet_frame___ipv4_packet___sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _ethernet_frame___ipv4_packet___outer_end_payload
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _ethernet_frame___ipv4_packet__f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -1109,7 +1094,7 @@ def _u_packet_be(mv, pos, end, p_linktype):
                 raise IndexError
             pos = end
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_ethernet_frame___sec_payload, path='payload', expected=end - _ethernet_frame___sec_payload, found=pos - _ethernet_frame___sec_payload)
+            raise ConstraintError('section size mismatch')
         end = _ethernet_frame___outer_end_payload
         _ethernet_frame___obj = _new(EthernetFrame)
         _ethernet_frame___obj.dst = _ethernet_frame__f_dst
@@ -1123,7 +1108,7 @@ def _u_packet_be(mv, pos, end, p_linktype):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_frame, path='frame', expected=end - _sec_frame, found=pos - _sec_frame)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_frame
     _obj = _new(Packet)
     _obj.ts_sec = f_ts_sec
@@ -1385,22 +1370,21 @@ def _u_ethernet_frame(mv, pos, end):
     pos += 14
     _n = end - pos
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='payload', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_payload = end
     end = pos + _n
-    _sec_payload = pos
     if f_ethertype == 2048:
         _ipv4_packet___ipv4_header___r6 = pos
         pos += 10
         if _ipv4_packet___ipv4_header__f_version_ihl & 0:
-            raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_packet___ipv4_header__f_version_ihl)
+            raise ConstraintError('undefined version_ihl bits set')
         _ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_packet___ipv4_header__f_version_ihl)
         if not (_ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_packet___ipv4_header__f_version_ihl)
+            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
         if _ipv4_packet___ipv4_header__f_fragment & 32768:
-            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_packet___ipv4_header__f_fragment)
+            raise ConstraintError('undefined ipv4_fragment bits set')
         _ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_packet___ipv4_header__f_fragment)
         _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r6 + 10
         _ipv4_packet___ipv4_header___r8 = pos
@@ -1409,13 +1393,13 @@ def _u_ethernet_frame(mv, pos, end):
         _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r8 + 2
         _ipv4_packet___ipv4_header___n = _attr(_ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
         if _ipv4_packet___ipv4_header___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_packet___ipv4_header___n)
+            raise ConstraintError('negative size')
         _ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___ipv4_header___n])
         pos += _ipv4_packet___ipv4_header___n
         _ipv4_packet___ipv4_header___e_options = pos
         _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___r6:_ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
         if _ipv4_packet___ipv4_header__f_header_checksum != _ipv4_packet___ipv4_header___ck:
-            raise ChecksumError('internet16 mismatch', offset=_ipv4_packet___ipv4_header___r8, path='header_checksum', expected=_ipv4_packet___ipv4_header___ck, found=_ipv4_packet___ipv4_header__f_header_checksum)
+            raise ChecksumError('internet16 mismatch')
         _ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
         _ipv4_packet___ipv4_header___obj.version_ihl = _ipv4_packet___ipv4_header__f_version_ihl
         _ipv4_packet___ipv4_header___obj.tos = _ipv4_packet___ipv4_header__f_tos
@@ -1429,14 +1413,12 @@ def _u_ethernet_frame(mv, pos, end):
         _ipv4_packet___ipv4_header___obj.options = _ipv4_packet___ipv4_header__f_options
         _ipv4_packet___n = _ipv4_packet___ipv4_header___obj.total_length - _attr(_ipv4_packet___ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
         if _ipv4_packet___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ipv4_packet___n)
+            raise ConstraintError('negative size')
         if pos + _ipv4_packet___n > end:
-            raise TruncatedError('section needs ' + str(_ipv4_packet___n) + ' bytes', offset=pos, path='payload', expected=_ipv4_packet___n, found=end - pos)
+            raise TruncatedError('section needs ' + str(_ipv4_packet___n) + ' bytes')
         _ipv4_packet___outer_end_payload = end
         end = pos + _ipv4_packet___n
-        _ipv4_packet___sec_payload = pos
-        _ipv4_packet___tag = _ipv4_packet___ipv4_header___obj.protocol
-        if _ipv4_packet___tag == 17:
+        if _ipv4_packet___ipv4_header__f_protocol == 17:
             _ipv4_packet___udp_datagram__p_src = _ipv4_packet___ipv4_header___obj.src
             _ipv4_packet___udp_datagram__p_dst = _ipv4_packet___ipv4_header___obj.dst
             _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length, _ipv4_packet___udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
@@ -1449,13 +1431,13 @@ def _u_ethernet_frame(mv, pos, end):
             _ipv4_packet___udp_datagram___s_data = pos
             _ipv4_packet___udp_datagram___n = _ipv4_packet___udp_datagram__f_length - 8
             if _ipv4_packet___udp_datagram___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_ipv4_packet___udp_datagram___n)
+                raise ConstraintError('negative size')
             _ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___udp_datagram___n])
             pos += _ipv4_packet___udp_datagram___n
             _ipv4_packet___udp_datagram___e_data = pos
             _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___r11:_ipv4_packet___udp_datagram___e_length], _FB10, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
             if _ipv4_packet___udp_datagram__f_checksum != _ipv4_packet___udp_datagram___ck:
-                raise ChecksumError('udp_checksum mismatch', offset=_ipv4_packet___udp_datagram___r13, path='checksum', expected=_ipv4_packet___udp_datagram___ck, found=_ipv4_packet___udp_datagram__f_checksum)
+                raise ChecksumError('udp_checksum mismatch')
             _ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
             _ipv4_packet___udp_datagram___obj.src_port = _ipv4_packet___udp_datagram__f_src_port
             _ipv4_packet___udp_datagram___obj.dst_port = _ipv4_packet___udp_datagram__f_dst_port
@@ -1467,10 +1449,10 @@ def _u_ethernet_frame(mv, pos, end):
                 raise IndexError
             pos = end
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_ipv4_packet___sec_payload, path='payload', expected=end - _ipv4_packet___sec_payload, found=pos - _ipv4_packet___sec_payload)
+            raise ConstraintError('section size mismatch')
         end = _ipv4_packet___outer_end_payload
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _ipv4_packet__f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -1486,7 +1468,7 @@ def _u_ethernet_frame(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     _obj = _new(EthernetFrame)
     _obj.dst = f_dst
@@ -1512,22 +1494,21 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
             pos += 14
             _n = end - pos
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='payload', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_payload = end
             end = pos + _n
-            _sec_payload = pos
             if f_ethertype == 2048:
                 _ipv4_packet___ipv4_header___r6 = pos
                 pos += 10
                 if _ipv4_packet___ipv4_header__f_version_ihl & 0:
-                    raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_packet___ipv4_header__f_version_ihl)
+                    raise ConstraintError('undefined version_ihl bits set')
                 _ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_packet___ipv4_header__f_version_ihl)
                 if not (_ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                    raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_packet___ipv4_header__f_version_ihl)
+                    raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
                 if _ipv4_packet___ipv4_header__f_fragment & 32768:
-                    raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_packet___ipv4_header__f_fragment)
+                    raise ConstraintError('undefined ipv4_fragment bits set')
                 _ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_packet___ipv4_header__f_fragment)
                 _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r6 + 10
                 _ipv4_packet___ipv4_header___r8 = pos
@@ -1536,13 +1517,13 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
                 _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r8 + 2
                 _ipv4_packet___ipv4_header___n = _attr(_ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
                 if _ipv4_packet___ipv4_header___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_packet___ipv4_header___n)
+                    raise ConstraintError('negative size')
                 _ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___ipv4_header___n])
                 pos += _ipv4_packet___ipv4_header___n
                 _ipv4_packet___ipv4_header___e_options = pos
                 _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___r6:_ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
                 if _ipv4_packet___ipv4_header__f_header_checksum != _ipv4_packet___ipv4_header___ck:
-                    raise ChecksumError('internet16 mismatch', offset=_ipv4_packet___ipv4_header___r8, path='header_checksum', expected=_ipv4_packet___ipv4_header___ck, found=_ipv4_packet___ipv4_header__f_header_checksum)
+                    raise ChecksumError('internet16 mismatch')
                 _ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
                 _ipv4_packet___ipv4_header___obj.version_ihl = _ipv4_packet___ipv4_header__f_version_ihl
                 _ipv4_packet___ipv4_header___obj.tos = _ipv4_packet___ipv4_header__f_tos
@@ -1556,14 +1537,12 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
                 _ipv4_packet___ipv4_header___obj.options = _ipv4_packet___ipv4_header__f_options
                 _ipv4_packet___n = _ipv4_packet___ipv4_header___obj.total_length - _attr(_ipv4_packet___ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
                 if _ipv4_packet___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ipv4_packet___n)
+                    raise ConstraintError('negative size')
                 if pos + _ipv4_packet___n > end:
-                    raise TruncatedError('section needs ' + str(_ipv4_packet___n) + ' bytes', offset=pos, path='payload', expected=_ipv4_packet___n, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_ipv4_packet___n) + ' bytes')
                 _ipv4_packet___outer_end_payload = end
                 end = pos + _ipv4_packet___n
-                _ipv4_packet___sec_payload = pos
-                _ipv4_packet___tag = _ipv4_packet___ipv4_header___obj.protocol
-                if _ipv4_packet___tag == 17:
+                if _ipv4_packet___ipv4_header__f_protocol == 17:
                     _ipv4_packet___udp_datagram__p_src = _ipv4_packet___ipv4_header___obj.src
                     _ipv4_packet___udp_datagram__p_dst = _ipv4_packet___ipv4_header___obj.dst
                     _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length, _ipv4_packet___udp_datagram__f_checksum = _S21_unpack_from(mv, pos)
@@ -1576,13 +1555,13 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
                     _ipv4_packet___udp_datagram___s_data = pos
                     _ipv4_packet___udp_datagram___n = _ipv4_packet___udp_datagram__f_length - 8
                     if _ipv4_packet___udp_datagram___n < 0:
-                        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_ipv4_packet___udp_datagram___n)
+                        raise ConstraintError('negative size')
                     _ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___udp_datagram___n])
                     pos += _ipv4_packet___udp_datagram___n
                     _ipv4_packet___udp_datagram___e_data = pos
                     _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___r11:_ipv4_packet___udp_datagram___e_length], _FB10, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
                     if _ipv4_packet___udp_datagram__f_checksum != _ipv4_packet___udp_datagram___ck:
-                        raise ChecksumError('udp_checksum mismatch', offset=_ipv4_packet___udp_datagram___r13, path='checksum', expected=_ipv4_packet___udp_datagram___ck, found=_ipv4_packet___udp_datagram__f_checksum)
+                        raise ChecksumError('udp_checksum mismatch')
                     _ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
                     _ipv4_packet___udp_datagram___obj.src_port = _ipv4_packet___udp_datagram__f_src_port
                     _ipv4_packet___udp_datagram___obj.dst_port = _ipv4_packet___udp_datagram__f_dst_port
@@ -1594,10 +1573,10 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     pos = end
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_ipv4_packet___sec_payload, path='payload', expected=end - _ipv4_packet___sec_payload, found=pos - _ipv4_packet___sec_payload)
+                    raise ConstraintError('section size mismatch')
                 end = _ipv4_packet___outer_end_payload
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _ipv4_packet__f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -1613,7 +1592,7 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             _obj = _new(EthernetFrame)
             _obj.dst = f_dst
@@ -1880,12 +1859,12 @@ def _u_ipv4_packet(mv, pos, end):
     _ipv4_header___r6 = pos
     pos += 10
     if _ipv4_header__f_version_ihl & 0:
-        raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_header__f_version_ihl)
+        raise ConstraintError('undefined version_ihl bits set')
     _ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_header__f_version_ihl)
     if not (_ipv4_header__f_version_ihl.version == 4 and _ipv4_header__f_version_ihl.ihl >= 5):
-        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_header__f_version_ihl)
+        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
     if _ipv4_header__f_fragment & 32768:
-        raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_header__f_fragment)
+        raise ConstraintError('undefined ipv4_fragment bits set')
     _ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_header__f_fragment)
     _ipv4_header___e_protocol = _ipv4_header___r6 + 10
     _ipv4_header___r8 = pos
@@ -1894,13 +1873,13 @@ def _u_ipv4_packet(mv, pos, end):
     _ipv4_header___s_src = _ipv4_header___r8 + 2
     _ipv4_header___n = _attr(_ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
     if _ipv4_header___n < 0:
-        raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_header___n)
+        raise ConstraintError('negative size')
     _ipv4_header__f_options = mv[pos:pos + _ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_header___n])
     pos += _ipv4_header___n
     _ipv4_header___e_options = pos
     _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___r6:_ipv4_header___e_protocol], _FB10, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
     if _ipv4_header__f_header_checksum != _ipv4_header___ck:
-        raise ChecksumError('internet16 mismatch', offset=_ipv4_header___r8, path='header_checksum', expected=_ipv4_header___ck, found=_ipv4_header__f_header_checksum)
+        raise ChecksumError('internet16 mismatch')
     _ipv4_header___obj = _new(Ipv4Header)
     _ipv4_header___obj.version_ihl = _ipv4_header__f_version_ihl
     _ipv4_header___obj.tos = _ipv4_header__f_tos
@@ -1914,14 +1893,12 @@ def _u_ipv4_packet(mv, pos, end):
     _ipv4_header___obj.options = _ipv4_header__f_options
     _n = _ipv4_header___obj.total_length - _attr(_ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='payload', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_payload = end
     end = pos + _n
-    _sec_payload = pos
-    _tag = _ipv4_header___obj.protocol
-    if _tag == 17:
+    if _ipv4_header__f_protocol == 17:
         _udp_datagram__p_src = _ipv4_header___obj.src
         _udp_datagram__p_dst = _ipv4_header___obj.dst
         _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length, _udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
@@ -1934,13 +1911,13 @@ def _u_ipv4_packet(mv, pos, end):
         _udp_datagram___s_data = pos
         _udp_datagram___n = _udp_datagram__f_length - 8
         if _udp_datagram___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_udp_datagram___n)
+            raise ConstraintError('negative size')
         _udp_datagram__f_data = mv[pos:pos + _udp_datagram___n] if _isb else bytes(mv[pos:pos + _udp_datagram___n])
         pos += _udp_datagram___n
         _udp_datagram___e_data = pos
         _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___r11:_udp_datagram___e_length], _FB10, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
         if _udp_datagram__f_checksum != _udp_datagram___ck:
-            raise ChecksumError('udp_checksum mismatch', offset=_udp_datagram___r13, path='checksum', expected=_udp_datagram___ck, found=_udp_datagram__f_checksum)
+            raise ChecksumError('udp_checksum mismatch')
         _udp_datagram___obj = _new(UdpDatagram)
         _udp_datagram___obj.src_port = _udp_datagram__f_src_port
         _udp_datagram___obj.dst_port = _udp_datagram__f_dst_port
@@ -1952,10 +1929,10 @@ def _u_ipv4_packet(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_payload
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -1983,12 +1960,12 @@ def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
             _ipv4_header___r6 = pos
             pos += 10
             if _ipv4_header__f_version_ihl & 0:
-                raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_header__f_version_ihl)
+                raise ConstraintError('undefined version_ihl bits set')
             _ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_header__f_version_ihl)
             if not (_ipv4_header__f_version_ihl.version == 4 and _ipv4_header__f_version_ihl.ihl >= 5):
-                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_header__f_version_ihl)
+                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
             if _ipv4_header__f_fragment & 32768:
-                raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_header__f_fragment)
+                raise ConstraintError('undefined ipv4_fragment bits set')
             _ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_header__f_fragment)
             _ipv4_header___e_protocol = _ipv4_header___r6 + 10
             _ipv4_header___r8 = pos
@@ -1997,13 +1974,13 @@ def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
             _ipv4_header___s_src = _ipv4_header___r8 + 2
             _ipv4_header___n = _attr(_ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
             if _ipv4_header___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_header___n)
+                raise ConstraintError('negative size')
             _ipv4_header__f_options = mv[pos:pos + _ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_header___n])
             pos += _ipv4_header___n
             _ipv4_header___e_options = pos
             _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___r6:_ipv4_header___e_protocol], _FB10, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
             if _ipv4_header__f_header_checksum != _ipv4_header___ck:
-                raise ChecksumError('internet16 mismatch', offset=_ipv4_header___r8, path='header_checksum', expected=_ipv4_header___ck, found=_ipv4_header__f_header_checksum)
+                raise ChecksumError('internet16 mismatch')
             _ipv4_header___obj = _new(Ipv4Header)
             _ipv4_header___obj.version_ihl = _ipv4_header__f_version_ihl
             _ipv4_header___obj.tos = _ipv4_header__f_tos
@@ -2017,14 +1994,12 @@ def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
             _ipv4_header___obj.options = _ipv4_header__f_options
             _n = _ipv4_header___obj.total_length - _attr(_ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='payload', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_payload = end
             end = pos + _n
-            _sec_payload = pos
-            _tag = _ipv4_header___obj.protocol
-            if _tag == 17:
+            if _ipv4_header__f_protocol == 17:
                 _udp_datagram__p_src = _ipv4_header___obj.src
                 _udp_datagram__p_dst = _ipv4_header___obj.dst
                 _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length, _udp_datagram__f_checksum = _S21_unpack_from(mv, pos)
@@ -2037,13 +2012,13 @@ def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
                 _udp_datagram___s_data = pos
                 _udp_datagram___n = _udp_datagram__f_length - 8
                 if _udp_datagram___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_udp_datagram___n)
+                    raise ConstraintError('negative size')
                 _udp_datagram__f_data = mv[pos:pos + _udp_datagram___n] if _isb else bytes(mv[pos:pos + _udp_datagram___n])
                 pos += _udp_datagram___n
                 _udp_datagram___e_data = pos
                 _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___r11:_udp_datagram___e_length], _FB10, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
                 if _udp_datagram__f_checksum != _udp_datagram___ck:
-                    raise ChecksumError('udp_checksum mismatch', offset=_udp_datagram___r13, path='checksum', expected=_udp_datagram___ck, found=_udp_datagram__f_checksum)
+                    raise ChecksumError('udp_checksum mismatch')
                 _udp_datagram___obj = _new(UdpDatagram)
                 _udp_datagram___obj.src_port = _udp_datagram__f_src_port
                 _udp_datagram___obj.dst_port = _udp_datagram__f_dst_port
@@ -2055,10 +2030,10 @@ def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_payload
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -2238,12 +2213,12 @@ def _u_ipv4_header(mv, pos, end):
     _r6 = pos
     pos += 10
     if f_version_ihl & 0:
-        raise ConstraintError('undefined version_ihl bits set', offset=_r6, path='version_ihl', expected='mask 0xff', found=f_version_ihl)
+        raise ConstraintError('undefined version_ihl bits set')
     f_version_ihl = VersionIhl.from_int(f_version_ihl)
     if not (f_version_ihl.version == 4 and f_version_ihl.ihl >= 5):
-        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=f_version_ihl)
+        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
     if f_fragment & 32768:
-        raise ConstraintError('undefined ipv4_fragment bits set', offset=_r6 + 6, path='fragment', expected='mask 0x7fff', found=f_fragment)
+        raise ConstraintError('undefined ipv4_fragment bits set')
     f_fragment = Ipv4Fragment.from_int(f_fragment)
     _e_protocol = _r6 + 10
     _r8 = pos
@@ -2252,13 +2227,13 @@ def _u_ipv4_header(mv, pos, end):
     _s_src = _r8 + 2
     _n = _attr(f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_options = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_options = pos
     _ck = _ck_internet16(b''.join((mv[_r6:_e_protocol], _FB10, mv[_s_src:_e_options])))
     if f_header_checksum != _ck:
-        raise ChecksumError('internet16 mismatch', offset=_r8, path='header_checksum', expected=_ck, found=f_header_checksum)
+        raise ChecksumError('internet16 mismatch')
     _obj = _new(Ipv4Header)
     _obj.version_ihl = f_version_ihl
     _obj.tos = f_tos
@@ -2288,12 +2263,12 @@ def _m_ipv4_header(mv, pos, end, _rest=_decode_many):
             _r6 = pos
             pos += 10
             if f_version_ihl & 0:
-                raise ConstraintError('undefined version_ihl bits set', offset=_r6, path='version_ihl', expected='mask 0xff', found=f_version_ihl)
+                raise ConstraintError('undefined version_ihl bits set')
             f_version_ihl = VersionIhl.from_int(f_version_ihl)
             if not (f_version_ihl.version == 4 and f_version_ihl.ihl >= 5):
-                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=f_version_ihl)
+                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
             if f_fragment & 32768:
-                raise ConstraintError('undefined ipv4_fragment bits set', offset=_r6 + 6, path='fragment', expected='mask 0x7fff', found=f_fragment)
+                raise ConstraintError('undefined ipv4_fragment bits set')
             f_fragment = Ipv4Fragment.from_int(f_fragment)
             _e_protocol = _r6 + 10
             _r8 = pos
@@ -2302,13 +2277,13 @@ def _m_ipv4_header(mv, pos, end, _rest=_decode_many):
             _s_src = _r8 + 2
             _n = _attr(f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_options = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_options = pos
             _ck = _ck_internet16(b''.join((mv[_r6:_e_protocol], _FB10, mv[_s_src:_e_options])))
             if f_header_checksum != _ck:
-                raise ChecksumError('internet16 mismatch', offset=_r8, path='header_checksum', expected=_ck, found=f_header_checksum)
+                raise ChecksumError('internet16 mismatch')
             _obj = _new(Ipv4Header)
             _obj.version_ihl = f_version_ihl
             _obj.tos = f_tos
@@ -2418,13 +2393,13 @@ def _u_udp_datagram(mv, pos, end, p_src, p_dst):
     _s_data = pos
     _n = f_length - 8
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_data = pos
     _ck = _ck_udp_checksum(b''.join((mv[_r11:_e_length], _FB10, mv[_s_data:_e_data])), src=p_src, dst=p_dst)
     if f_checksum != _ck:
-        raise ChecksumError('udp_checksum mismatch', offset=_r13, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('udp_checksum mismatch')
     _obj = _new(UdpDatagram)
     _obj.src_port = f_src_port
     _obj.dst_port = f_dst_port
@@ -2453,13 +2428,13 @@ def _m_udp_datagram(mv, pos, end, p_src, p_dst, _rest=_decode_many):
             _s_data = pos
             _n = f_length - 8
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_data = pos
             _ck = _ck_udp_checksum(b''.join((mv[_r11:_e_length], _FB10, mv[_s_data:_e_data])), src=p_src, dst=p_dst)
             if f_checksum != _ck:
-                raise ChecksumError('udp_checksum mismatch', offset=_r13, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('udp_checksum mismatch')
             _obj = _new(UdpDatagram)
             _obj.src_port = f_src_port
             _obj.dst_port = f_dst_port

@@ -243,44 +243,39 @@ def _d_png_file(mv, pos, end):
 def _u_png_file(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_signature, = _S0.unpack_from(mv, pos)
-    _r0 = pos
     pos += 8
     if f_signature != b'\x89PNG\r\n\x1a\n':
-        raise ConstraintError('bad magic', offset=_r0, path='signature', expected=b'\x89PNG\r\n\x1a\n', found=f_signature)
+        raise ConstraintError('bad magic')
     f_chunks = []
     while True:
         _chunk__f_length, _chunk__f_chunk_type, _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S8.unpack_from(mv, pos)
         _chunk___r2 = pos
         pos += 8
         if _chunk__f_length > 2147483647:
-            raise ConstraintError('value out of range', offset=_chunk___r2, path='length', expected='None..2147483647', found=_chunk__f_length)
+            raise ConstraintError('value out of range')
         _chunk___s_chunk_type = _chunk___r2 + 4
         _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
-        if _chunk__f_length < 0:
-            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_chunk__f_length)
         if pos + _chunk__f_length > end:
-            raise TruncatedError('section needs ' + str(_chunk__f_length) + ' bytes', offset=pos, path='data', expected=_chunk__f_length, found=end - pos)
+            raise TruncatedError('section needs ' + str(_chunk__f_length) + ' bytes')
         _chunk___outer_end_data = end
         end = pos + _chunk__f_length
-        _chunk___sec_data = pos
         _chunk___tag = _chunk__f_chunk_type
         if _chunk___tag == 1229472850:
-            _chunk___ihdr___r4 = pos
             pos += 13
             if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
-                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4, path='width', expected='1..2147483647', found=_chunk___ihdr__f_width)
+                raise ConstraintError('value out of range')
             if _chunk___ihdr__f_height < 1 or _chunk___ihdr__f_height > 2147483647:
-                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 4, path='height', expected='1..2147483647', found=_chunk___ihdr__f_height)
+                raise ConstraintError('value out of range')
             _chunk___ihdr___v = _COLORTYPE_BY_VALUE.get(_chunk___ihdr__f_color_type)
             if _chunk___ihdr___v is None:
-                raise ConstraintError('unknown color_type value', offset=_chunk___ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_chunk___ihdr__f_color_type)
+                raise ConstraintError('unknown color_type value')
             _chunk___ihdr__f_color_type = _chunk___ihdr___v
             if _chunk___ihdr__f_compression_method > 0:
-                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 10, path='compression_method', expected='0..0', found=_chunk___ihdr__f_compression_method)
+                raise ConstraintError('value out of range')
             if _chunk___ihdr__f_filter_method > 0:
-                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 11, path='filter_method', expected='0..0', found=_chunk___ihdr__f_filter_method)
+                raise ConstraintError('value out of range')
             if _chunk___ihdr__f_interlace_method > 1:
-                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_chunk___ihdr__f_interlace_method)
+                raise ConstraintError('value out of range')
             _chunk___ihdr___obj = _new(Ihdr)
             _chunk___ihdr___obj.width = _chunk___ihdr__f_width
             _chunk___ihdr___obj.height = _chunk___ihdr__f_height
@@ -298,15 +293,14 @@ def _u_png_file(mv, pos, end):
                 raise IndexError
             pos = end
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_chunk___sec_data, path='data', expected=end - _chunk___sec_data, found=pos - _chunk___sec_data)
+            raise ConstraintError('section size mismatch')
         end = _chunk___outer_end_data
         _chunk___e_data = pos
         _chunk__f_crc, = _S6.unpack_from(mv, pos)
-        _chunk___r6 = pos
         pos += 4
         _chunk___ck = _ck_crc32(mv[_chunk___s_chunk_type:_chunk___e_data])
         if _chunk__f_crc != _chunk___ck:
-            raise ChecksumError('crc32 mismatch', offset=_chunk___r6, path='crc', expected=_chunk___ck, found=_chunk__f_crc)
+            raise ChecksumError('crc32 mismatch')
         _chunk___obj = _new(Chunk)
         _chunk___obj.chunk_type = _chunk__f_chunk_type
         _chunk___obj.data = _chunk__f_data
@@ -332,44 +326,39 @@ def _m_png_file(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_signature, = _S0_unpack_from(mv, pos)
-            _r0 = pos
             pos += 8
             if f_signature != b'\x89PNG\r\n\x1a\n':
-                raise ConstraintError('bad magic', offset=_r0, path='signature', expected=b'\x89PNG\r\n\x1a\n', found=f_signature)
+                raise ConstraintError('bad magic')
             f_chunks = []
             while True:
                 _chunk__f_length, _chunk__f_chunk_type, _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S8_unpack_from(mv, pos)
                 _chunk___r2 = pos
                 pos += 8
                 if _chunk__f_length > 2147483647:
-                    raise ConstraintError('value out of range', offset=_chunk___r2, path='length', expected='None..2147483647', found=_chunk__f_length)
+                    raise ConstraintError('value out of range')
                 _chunk___s_chunk_type = _chunk___r2 + 4
                 _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
-                if _chunk__f_length < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_chunk__f_length)
                 if pos + _chunk__f_length > end:
-                    raise TruncatedError('section needs ' + str(_chunk__f_length) + ' bytes', offset=pos, path='data', expected=_chunk__f_length, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_chunk__f_length) + ' bytes')
                 _chunk___outer_end_data = end
                 end = pos + _chunk__f_length
-                _chunk___sec_data = pos
                 _chunk___tag = _chunk__f_chunk_type
                 if _chunk___tag == 1229472850:
-                    _chunk___ihdr___r4 = pos
                     pos += 13
                     if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
-                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4, path='width', expected='1..2147483647', found=_chunk___ihdr__f_width)
+                        raise ConstraintError('value out of range')
                     if _chunk___ihdr__f_height < 1 or _chunk___ihdr__f_height > 2147483647:
-                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 4, path='height', expected='1..2147483647', found=_chunk___ihdr__f_height)
+                        raise ConstraintError('value out of range')
                     _chunk___ihdr___v = _COLORTYPE_BY_VALUE.get(_chunk___ihdr__f_color_type)
                     if _chunk___ihdr___v is None:
-                        raise ConstraintError('unknown color_type value', offset=_chunk___ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_chunk___ihdr__f_color_type)
+                        raise ConstraintError('unknown color_type value')
                     _chunk___ihdr__f_color_type = _chunk___ihdr___v
                     if _chunk___ihdr__f_compression_method > 0:
-                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 10, path='compression_method', expected='0..0', found=_chunk___ihdr__f_compression_method)
+                        raise ConstraintError('value out of range')
                     if _chunk___ihdr__f_filter_method > 0:
-                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 11, path='filter_method', expected='0..0', found=_chunk___ihdr__f_filter_method)
+                        raise ConstraintError('value out of range')
                     if _chunk___ihdr__f_interlace_method > 1:
-                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_chunk___ihdr__f_interlace_method)
+                        raise ConstraintError('value out of range')
                     _chunk___ihdr___obj = _new(Ihdr)
                     _chunk___ihdr___obj.width = _chunk___ihdr__f_width
                     _chunk___ihdr___obj.height = _chunk___ihdr__f_height
@@ -387,15 +376,14 @@ def _m_png_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     pos = end
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_chunk___sec_data, path='data', expected=end - _chunk___sec_data, found=pos - _chunk___sec_data)
+                    raise ConstraintError('section size mismatch')
                 end = _chunk___outer_end_data
                 _chunk___e_data = pos
                 _chunk__f_crc, = _S6_unpack_from(mv, pos)
-                _chunk___r6 = pos
                 pos += 4
                 _chunk___ck = _ck_crc32(mv[_chunk___s_chunk_type:_chunk___e_data])
                 if _chunk__f_crc != _chunk___ck:
-                    raise ChecksumError('crc32 mismatch', offset=_chunk___r6, path='crc', expected=_chunk___ck, found=_chunk__f_crc)
+                    raise ChecksumError('crc32 mismatch')
                 _chunk___obj = _new(Chunk)
                 _chunk___obj.chunk_type = _chunk__f_chunk_type
                 _chunk___obj.data = _chunk__f_data
@@ -575,34 +563,30 @@ def _u_chunk(mv, pos, end):
     _r2 = pos
     pos += 8
     if f_length > 2147483647:
-        raise ConstraintError('value out of range', offset=_r2, path='length', expected='None..2147483647', found=f_length)
+        raise ConstraintError('value out of range')
     _s_chunk_type = _r2 + 4
     f_chunk_type = _CHUNKTYPE_BY_VALUE.get(f_chunk_type, f_chunk_type)
-    if f_length < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_length)
     if pos + f_length > end:
-        raise TruncatedError('section needs ' + str(f_length) + ' bytes', offset=pos, path='data', expected=f_length, found=end - pos)
+        raise TruncatedError('section needs ' + str(f_length) + ' bytes')
     _outer_end_data = end
     end = pos + f_length
-    _sec_data = pos
     _tag = f_chunk_type
     if _tag == 1229472850:
-        _ihdr___r4 = pos
         pos += 13
         if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
-            raise ConstraintError('value out of range', offset=_ihdr___r4, path='width', expected='1..2147483647', found=_ihdr__f_width)
+            raise ConstraintError('value out of range')
         if _ihdr__f_height < 1 or _ihdr__f_height > 2147483647:
-            raise ConstraintError('value out of range', offset=_ihdr___r4 + 4, path='height', expected='1..2147483647', found=_ihdr__f_height)
+            raise ConstraintError('value out of range')
         _ihdr___v = _COLORTYPE_BY_VALUE.get(_ihdr__f_color_type)
         if _ihdr___v is None:
-            raise ConstraintError('unknown color_type value', offset=_ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_ihdr__f_color_type)
+            raise ConstraintError('unknown color_type value')
         _ihdr__f_color_type = _ihdr___v
         if _ihdr__f_compression_method > 0:
-            raise ConstraintError('value out of range', offset=_ihdr___r4 + 10, path='compression_method', expected='0..0', found=_ihdr__f_compression_method)
+            raise ConstraintError('value out of range')
         if _ihdr__f_filter_method > 0:
-            raise ConstraintError('value out of range', offset=_ihdr___r4 + 11, path='filter_method', expected='0..0', found=_ihdr__f_filter_method)
+            raise ConstraintError('value out of range')
         if _ihdr__f_interlace_method > 1:
-            raise ConstraintError('value out of range', offset=_ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_ihdr__f_interlace_method)
+            raise ConstraintError('value out of range')
         _ihdr___obj = _new(Ihdr)
         _ihdr___obj.width = _ihdr__f_width
         _ihdr___obj.height = _ihdr__f_height
@@ -620,15 +604,14 @@ def _u_chunk(mv, pos, end):
             raise IndexError
         pos = end
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_data, path='data', expected=end - _sec_data, found=pos - _sec_data)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_data
     _e_data = pos
     f_crc, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 4
     _ck = _ck_crc32(mv[_s_chunk_type:_e_data])
     if f_crc != _ck:
-        raise ChecksumError('crc32 mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32 mismatch')
     _obj = _new(Chunk)
     _obj.chunk_type = f_chunk_type
     _obj.data = f_data
@@ -651,34 +634,30 @@ def _m_chunk(mv, pos, end, _rest=_decode_many):
             _r2 = pos
             pos += 8
             if f_length > 2147483647:
-                raise ConstraintError('value out of range', offset=_r2, path='length', expected='None..2147483647', found=f_length)
+                raise ConstraintError('value out of range')
             _s_chunk_type = _r2 + 4
             f_chunk_type = _CHUNKTYPE_BY_VALUE.get(f_chunk_type, f_chunk_type)
-            if f_length < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_length)
             if pos + f_length > end:
-                raise TruncatedError('section needs ' + str(f_length) + ' bytes', offset=pos, path='data', expected=f_length, found=end - pos)
+                raise TruncatedError('section needs ' + str(f_length) + ' bytes')
             _outer_end_data = end
             end = pos + f_length
-            _sec_data = pos
             _tag = f_chunk_type
             if _tag == 1229472850:
-                _ihdr___r4 = pos
                 pos += 13
                 if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
-                    raise ConstraintError('value out of range', offset=_ihdr___r4, path='width', expected='1..2147483647', found=_ihdr__f_width)
+                    raise ConstraintError('value out of range')
                 if _ihdr__f_height < 1 or _ihdr__f_height > 2147483647:
-                    raise ConstraintError('value out of range', offset=_ihdr___r4 + 4, path='height', expected='1..2147483647', found=_ihdr__f_height)
+                    raise ConstraintError('value out of range')
                 _ihdr___v = _COLORTYPE_BY_VALUE.get(_ihdr__f_color_type)
                 if _ihdr___v is None:
-                    raise ConstraintError('unknown color_type value', offset=_ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_ihdr__f_color_type)
+                    raise ConstraintError('unknown color_type value')
                 _ihdr__f_color_type = _ihdr___v
                 if _ihdr__f_compression_method > 0:
-                    raise ConstraintError('value out of range', offset=_ihdr___r4 + 10, path='compression_method', expected='0..0', found=_ihdr__f_compression_method)
+                    raise ConstraintError('value out of range')
                 if _ihdr__f_filter_method > 0:
-                    raise ConstraintError('value out of range', offset=_ihdr___r4 + 11, path='filter_method', expected='0..0', found=_ihdr__f_filter_method)
+                    raise ConstraintError('value out of range')
                 if _ihdr__f_interlace_method > 1:
-                    raise ConstraintError('value out of range', offset=_ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_ihdr__f_interlace_method)
+                    raise ConstraintError('value out of range')
                 _ihdr___obj = _new(Ihdr)
                 _ihdr___obj.width = _ihdr__f_width
                 _ihdr___obj.height = _ihdr__f_height
@@ -696,15 +675,14 @@ def _m_chunk(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos = end
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_data, path='data', expected=end - _sec_data, found=pos - _sec_data)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_data
             _e_data = pos
             f_crc, = _S6_unpack_from(mv, pos)
-            _r6 = pos
             pos += 4
             _ck = _ck_crc32(mv[_s_chunk_type:_e_data])
             if f_crc != _ck:
-                raise ChecksumError('crc32 mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
+                raise ChecksumError('crc32 mismatch')
             _obj = _new(Chunk)
             _obj.chunk_type = f_chunk_type
             _obj.data = f_data
@@ -820,19 +798,18 @@ def _d_ihdr(mv, pos, end):
 
 def _u_ihdr(mv, pos, end):
     f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4.unpack_from(mv, pos)
-    _r4 = pos
     pos += 13
     if f_width < 1 or f_width > 2147483647:
-        raise ConstraintError('value out of range', offset=_r4, path='width', expected='1..2147483647', found=f_width)
+        raise ConstraintError('value out of range')
     if f_height < 1 or f_height > 2147483647:
-        raise ConstraintError('value out of range', offset=_r4 + 4, path='height', expected='1..2147483647', found=f_height)
+        raise ConstraintError('value out of range')
     f_color_type = _COLORTYPE_BY_VALUE[f_color_type]
     if f_compression_method > 0:
-        raise ConstraintError('value out of range', offset=_r4 + 10, path='compression_method', expected='0..0', found=f_compression_method)
+        raise ConstraintError('value out of range')
     if f_filter_method > 0:
-        raise ConstraintError('value out of range', offset=_r4 + 11, path='filter_method', expected='0..0', found=f_filter_method)
+        raise ConstraintError('value out of range')
     if f_interlace_method > 1:
-        raise ConstraintError('value out of range', offset=_r4 + 12, path='interlace_method', expected='0..1', found=f_interlace_method)
+        raise ConstraintError('value out of range')
     _obj = _new(Ihdr)
     _obj.width = f_width
     _obj.height = f_height
@@ -855,19 +832,18 @@ def _m_ihdr(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4_unpack_from(mv, pos)
-            _r4 = pos
             pos += 13
             if f_width < 1 or f_width > 2147483647:
-                raise ConstraintError('value out of range', offset=_r4, path='width', expected='1..2147483647', found=f_width)
+                raise ConstraintError('value out of range')
             if f_height < 1 or f_height > 2147483647:
-                raise ConstraintError('value out of range', offset=_r4 + 4, path='height', expected='1..2147483647', found=f_height)
+                raise ConstraintError('value out of range')
             f_color_type = _COLORTYPE_BY_VALUE[f_color_type]
             if f_compression_method > 0:
-                raise ConstraintError('value out of range', offset=_r4 + 10, path='compression_method', expected='0..0', found=f_compression_method)
+                raise ConstraintError('value out of range')
             if f_filter_method > 0:
-                raise ConstraintError('value out of range', offset=_r4 + 11, path='filter_method', expected='0..0', found=f_filter_method)
+                raise ConstraintError('value out of range')
             if f_interlace_method > 1:
-                raise ConstraintError('value out of range', offset=_r4 + 12, path='interlace_method', expected='0..1', found=f_interlace_method)
+                raise ConstraintError('value out of range')
             _obj = _new(Ihdr)
             _obj.width = f_width
             _obj.height = f_height

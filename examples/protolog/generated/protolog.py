@@ -304,12 +304,11 @@ def _d_log_file(mv, pos, end):
 def _u_log_file(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_magic, f_version = _S0.unpack_from(mv, pos)
-    _r0 = pos
     pos += 5
     if f_magic != b'PLOG':
-        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'PLOG', found=f_magic)
+        raise ConstraintError('bad magic')
     if f_version < 1 or f_version > 1:
-        raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..1', found=f_version)
+        raise ConstraintError('value out of range')
     f_records = []
     while True:
         if pos >= end:
@@ -328,12 +327,11 @@ def _u_log_file(mv, pos, end):
             _record__f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
         _record___n = _record__f_body_len
         if _record___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_record___n)
+            raise ConstraintError('negative size')
         if pos + _record___n > end:
-            raise TruncatedError('section needs ' + str(_record___n) + ' bytes', offset=pos, path='body', expected=_record___n, found=end - pos)
+            raise TruncatedError('section needs ' + str(_record___n) + ' bytes')
         _record___outer_end_body = end
         end = pos + _record___n
-        _record___sec_body = pos
         _record___event__f_seq = mv[pos]
         if _record___event__f_seq < 128:
             pos += 1
@@ -345,11 +343,10 @@ def _u_log_file(mv, pos, end):
                 raise IndexError
             _record___event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
         _record___event__f_kind = mv[pos]
-        _record___event___r2 = pos
         pos += 1
         _record___event___v = _EVENTKIND_BY_VALUE.get(_record___event__f_kind)
         if _record___event___v is None:
-            raise ConstraintError('unknown event_kind value', offset=_record___event___r2, path='kind', expected=[1, 2, 3], found=_record___event__f_kind)
+            raise ConstraintError('unknown event_kind value')
         _record___event__f_kind = _record___event___v
         if pos > end:
             raise IndexError
@@ -380,7 +377,7 @@ def _u_log_file(mv, pos, end):
                 raise IndexError
             _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
         if pos + _record___event___n > end:
-            raise TruncatedError('str truncated', offset=pos, path='source', expected=_record___event___n, found=end - pos)
+            raise TruncatedError('str truncated')
         _record___event__f_source = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
         if pos > end:
             raise IndexError
@@ -410,7 +407,7 @@ def _u_log_file(mv, pos, end):
                     raise IndexError
                 _record___event___n, pos = _uleb128(mv, pos, end, '.length')
             if pos + _record___event___n > end:
-                raise TruncatedError('str truncated', offset=pos, path='', expected=_record___event___n, found=end - pos)
+                raise TruncatedError('str truncated')
             _record___event___x = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -422,7 +419,7 @@ def _u_log_file(mv, pos, end):
             raise IndexError
         pos += _record___event___n + 1
         if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+            raise TruncatedError('bytes truncated')
         _record___event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
@@ -438,19 +435,18 @@ def _u_log_file(mv, pos, end):
         _record___event___obj.note = _record___event__f_note
         _record___event___obj.payload = _record___event__f_payload
         if pos != end:
-            raise ConstraintError('section size mismatch', offset=_record___sec_body, path='body', expected=end - _record___sec_body, found=pos - _record___sec_body)
+            raise ConstraintError('section size mismatch')
         end = _record___outer_end_body
         _record___e_body = pos
         _record__f_crc, = _S4.unpack_from(mv, pos)
-        _record___r4 = pos
         pos += 4
         _record___ck = _ck_crc32c(mv[_record___s_body_len:_record___e_body])
         if _record__f_crc != _record___ck:
-            raise ChecksumError('crc32c mismatch', offset=_record___r4, path='crc', expected=_record___ck, found=_record__f_crc)
+            raise ChecksumError('crc32c mismatch')
         _record___obj = _new(Record)
         _record___obj.body = _record___event___obj
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_records.append(_record___obj)
     _obj = _new(LogFile)
     _obj.version = f_version
@@ -471,12 +467,11 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_magic, f_version = _S0_unpack_from(mv, pos)
-            _r0 = pos
             pos += 5
             if f_magic != b'PLOG':
-                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'PLOG', found=f_magic)
+                raise ConstraintError('bad magic')
             if f_version < 1 or f_version > 1:
-                raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..1', found=f_version)
+                raise ConstraintError('value out of range')
             f_records = []
             while True:
                 if pos >= end:
@@ -495,12 +490,11 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                     _record__f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
                 _record___n = _record__f_body_len
                 if _record___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_record___n)
+                    raise ConstraintError('negative size')
                 if pos + _record___n > end:
-                    raise TruncatedError('section needs ' + str(_record___n) + ' bytes', offset=pos, path='body', expected=_record___n, found=end - pos)
+                    raise TruncatedError('section needs ' + str(_record___n) + ' bytes')
                 _record___outer_end_body = end
                 end = pos + _record___n
-                _record___sec_body = pos
                 _record___event__f_seq = mv[pos]
                 if _record___event__f_seq < 128:
                     pos += 1
@@ -512,11 +506,10 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _record___event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
                 _record___event__f_kind = mv[pos]
-                _record___event___r2 = pos
                 pos += 1
                 _record___event___v = _EVENTKIND_BY_VALUE.get(_record___event__f_kind)
                 if _record___event___v is None:
-                    raise ConstraintError('unknown event_kind value', offset=_record___event___r2, path='kind', expected=[1, 2, 3], found=_record___event__f_kind)
+                    raise ConstraintError('unknown event_kind value')
                 _record___event__f_kind = _record___event___v
                 if pos > end:
                     raise IndexError
@@ -547,7 +540,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
                 if pos + _record___event___n > end:
-                    raise TruncatedError('str truncated', offset=pos, path='source', expected=_record___event___n, found=end - pos)
+                    raise TruncatedError('str truncated')
                 _record___event__f_source = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -577,7 +570,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                             raise IndexError
                         _record___event___n, pos = _uleb128(mv, pos, end, '.length')
                     if pos + _record___event___n > end:
-                        raise TruncatedError('str truncated', offset=pos, path='', expected=_record___event___n, found=end - pos)
+                        raise TruncatedError('str truncated')
                     _record___event___x = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
                     if pos > end:
                         raise IndexError
@@ -589,7 +582,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 pos += _record___event___n + 1
                 if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+                    raise TruncatedError('bytes truncated')
                 _record___event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
@@ -605,19 +598,18 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                 _record___event___obj.note = _record___event__f_note
                 _record___event___obj.payload = _record___event__f_payload
                 if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_record___sec_body, path='body', expected=end - _record___sec_body, found=pos - _record___sec_body)
+                    raise ConstraintError('section size mismatch')
                 end = _record___outer_end_body
                 _record___e_body = pos
                 _record__f_crc, = _S4_unpack_from(mv, pos)
-                _record___r4 = pos
                 pos += 4
                 _record___ck = _ck_crc32c(mv[_record___s_body_len:_record___e_body])
                 if _record__f_crc != _record___ck:
-                    raise ChecksumError('crc32c mismatch', offset=_record___r4, path='crc', expected=_record___ck, found=_record__f_crc)
+                    raise ChecksumError('crc32c mismatch')
                 _record___obj = _new(Record)
                 _record___obj.body = _record___event___obj
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_records.append(_record___obj)
             _obj = _new(LogFile)
             _obj.version = f_version
@@ -858,12 +850,11 @@ def _u_record(mv, pos, end):
         f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
     _n = f_body_len
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_body = end
     end = pos + _n
-    _sec_body = pos
     _event__f_seq = mv[pos]
     if _event__f_seq < 128:
         pos += 1
@@ -875,11 +866,10 @@ def _u_record(mv, pos, end):
             raise IndexError
         _event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
     _event__f_kind = mv[pos]
-    _event___r2 = pos
     pos += 1
     _event___v = _EVENTKIND_BY_VALUE.get(_event__f_kind)
     if _event___v is None:
-        raise ConstraintError('unknown event_kind value', offset=_event___r2, path='kind', expected=[1, 2, 3], found=_event__f_kind)
+        raise ConstraintError('unknown event_kind value')
     _event__f_kind = _event___v
     if pos > end:
         raise IndexError
@@ -910,7 +900,7 @@ def _u_record(mv, pos, end):
             raise IndexError
         _event___n, pos = _uleb128(mv, pos, end, 'source.length')
     if pos + _event___n > end:
-        raise TruncatedError('str truncated', offset=pos, path='source', expected=_event___n, found=end - pos)
+        raise TruncatedError('str truncated')
     _event__f_source = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
     if pos > end:
         raise IndexError
@@ -940,7 +930,7 @@ def _u_record(mv, pos, end):
                 raise IndexError
             _event___n, pos = _uleb128(mv, pos, end, '.length')
         if pos + _event___n > end:
-            raise TruncatedError('str truncated', offset=pos, path='', expected=_event___n, found=end - pos)
+            raise TruncatedError('str truncated')
         _event___x = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
         if pos > end:
             raise IndexError
@@ -952,7 +942,7 @@ def _u_record(mv, pos, end):
         raise IndexError
     pos += _event___n + 1
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     _event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -967,16 +957,13 @@ def _u_record(mv, pos, end):
     _event___obj.tags = _event__f_tags
     _event___obj.note = _event__f_note
     _event___obj.payload = _event__f_payload
-    if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
     end = _outer_end_body
     _e_body = pos
     f_crc, = _S4.unpack_from(mv, pos)
-    _r4 = pos
     pos += 4
     _ck = _ck_crc32c(mv[_s_body_len:_e_body])
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r4, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch')
     _obj = _new(Record)
     _obj.body = _event___obj
     return (_obj, pos)
@@ -1006,12 +993,11 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                 f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
             _n = f_body_len
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_body = end
             end = pos + _n
-            _sec_body = pos
             _event__f_seq = mv[pos]
             if _event__f_seq < 128:
                 pos += 1
@@ -1023,11 +1009,10 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
             _event__f_kind = mv[pos]
-            _event___r2 = pos
             pos += 1
             _event___v = _EVENTKIND_BY_VALUE.get(_event__f_kind)
             if _event___v is None:
-                raise ConstraintError('unknown event_kind value', offset=_event___r2, path='kind', expected=[1, 2, 3], found=_event__f_kind)
+                raise ConstraintError('unknown event_kind value')
             _event__f_kind = _event___v
             if pos > end:
                 raise IndexError
@@ -1058,7 +1043,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _event___n, pos = _uleb128(mv, pos, end, 'source.length')
             if pos + _event___n > end:
-                raise TruncatedError('str truncated', offset=pos, path='source', expected=_event___n, found=end - pos)
+                raise TruncatedError('str truncated')
             _event__f_source = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -1088,7 +1073,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _event___n, pos = _uleb128(mv, pos, end, '.length')
                 if pos + _event___n > end:
-                    raise TruncatedError('str truncated', offset=pos, path='', expected=_event___n, found=end - pos)
+                    raise TruncatedError('str truncated')
                 _event___x = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -1100,7 +1085,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             pos += _event___n + 1
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             _event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
@@ -1115,16 +1100,13 @@ def _m_record(mv, pos, end, _rest=_decode_many):
             _event___obj.tags = _event__f_tags
             _event___obj.note = _event__f_note
             _event___obj.payload = _event__f_payload
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
             end = _outer_end_body
             _e_body = pos
             f_crc, = _S4_unpack_from(mv, pos)
-            _r4 = pos
             pos += 4
             _ck = _ck_crc32c(mv[_s_body_len:_e_body])
             if f_crc != _ck:
-                raise ChecksumError('crc32c mismatch', offset=_r4, path='crc', expected=_ck, found=f_crc)
+                raise ChecksumError('crc32c mismatch')
             _obj = _new(Record)
             _obj.body = _event___obj
             _append(_obj)
@@ -1346,7 +1328,7 @@ def _u_event(mv, pos, end):
             raise IndexError
         _n, pos = _uleb128(mv, pos, end, 'source.length')
     if pos + _n > end:
-        raise TruncatedError('str truncated', offset=pos, path='source', expected=_n, found=end - pos)
+        raise TruncatedError('str truncated')
     f_source = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
     if pos > end:
         raise IndexError
@@ -1376,7 +1358,7 @@ def _u_event(mv, pos, end):
                 raise IndexError
             _n, pos = _uleb128(mv, pos, end, '.length')
         if pos + _n > end:
-            raise TruncatedError('str truncated', offset=pos, path='', expected=_n, found=end - pos)
+            raise TruncatedError('str truncated')
         _x = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
         if pos > end:
             raise IndexError
@@ -1388,7 +1370,7 @@ def _u_event(mv, pos, end):
         raise IndexError
     pos += _n + 1
     if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+        raise TruncatedError('bytes truncated')
     f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
@@ -1458,7 +1440,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _n, pos = _uleb128(mv, pos, end, 'source.length')
             if pos + _n > end:
-                raise TruncatedError('str truncated', offset=pos, path='source', expected=_n, found=end - pos)
+                raise TruncatedError('str truncated')
             f_source = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             if pos > end:
                 raise IndexError
@@ -1488,7 +1470,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _n, pos = _uleb128(mv, pos, end, '.length')
                 if pos + _n > end:
-                    raise TruncatedError('str truncated', offset=pos, path='', expected=_n, found=end - pos)
+                    raise TruncatedError('str truncated')
                 _x = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                 if pos > end:
                     raise IndexError
@@ -1500,7 +1482,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             pos += _n + 1
             if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+                raise TruncatedError('bytes truncated')
             f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError

@@ -324,23 +324,22 @@ def _u_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _r4 = pos
     pos += 16
     if not f_page_number >= 1:
-        raise ConstraintError('rule page_number >= 1 broken', offset=_r4, path='page_number', expected='page_number >= 1', found=f_page_number)
+        raise ConstraintError('rule page_number >= 1 broken')
     if not f_salt1 == p_hdr_salt1:
-        raise ConstraintError('salt1 differs from the header', offset=_r4 + 8, path='salt1', expected='salt1 == hdr_salt1', found=f_salt1)
+        raise ConstraintError('salt1 differs from the header')
     if not f_salt2 == p_hdr_salt2:
-        raise ConstraintError('salt2 differs from the header', offset=_r4 + 12, path='salt2', expected='salt2 == hdr_salt2', found=f_salt2)
+        raise ConstraintError('salt2 differs from the header')
     _n = p_page_size
     if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+        raise ConstraintError('negative size')
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_data = pos
     f_check, = _S2.unpack_from(mv, pos)
-    _r2 = pos
     pos += 8
     _ck = _ck_walsum(mv[_r4:_e_data], p_prev, order=p_order)
     if f_check != _ck:
-        raise ChecksumError('walsum mismatch', offset=_r2, path='check', expected=_ck, found=f_check)
+        raise ChecksumError('walsum mismatch')
     _obj = _new(Frame)
     _obj.page_number = f_page_number
     _obj.commit_size = f_commit_size
@@ -366,23 +365,22 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
             _r4 = pos
             pos += 16
             if not f_page_number >= 1:
-                raise ConstraintError('rule page_number >= 1 broken', offset=_r4, path='page_number', expected='page_number >= 1', found=f_page_number)
+                raise ConstraintError('rule page_number >= 1 broken')
             if not f_salt1 == p_hdr_salt1:
-                raise ConstraintError('salt1 differs from the header', offset=_r4 + 8, path='salt1', expected='salt1 == hdr_salt1', found=f_salt1)
+                raise ConstraintError('salt1 differs from the header')
             if not f_salt2 == p_hdr_salt2:
-                raise ConstraintError('salt2 differs from the header', offset=_r4 + 12, path='salt2', expected='salt2 == hdr_salt2', found=f_salt2)
+                raise ConstraintError('salt2 differs from the header')
             _n = p_page_size
             if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+                raise ConstraintError('negative size')
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_data = pos
             f_check, = _S2_unpack_from(mv, pos)
-            _r2 = pos
             pos += 8
             _ck = _ck_walsum(mv[_r4:_e_data], p_prev, order=p_order)
             if f_check != _ck:
-                raise ChecksumError('walsum mismatch', offset=_r2, path='check', expected=_ck, found=f_check)
+                raise ChecksumError('walsum mismatch')
             _obj = _new(Frame)
             _obj.page_number = f_page_number
             _obj.commit_size = f_commit_size

@@ -128,8 +128,6 @@ def _u_extra_field(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_header_id, f_data_size = _S0.unpack_from(mv, pos)
     pos += 4
-    if f_data_size < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_data_size)
     f_data = mv[pos:pos + f_data_size] if _isb else bytes(mv[pos:pos + f_data_size])
     pos += f_data_size
     _obj = _new(ExtraField)
@@ -151,8 +149,6 @@ def _m_extra_field(mv, pos, end, _rest=_decode_many):
             _rs = pos
             f_header_id, f_data_size = _S0_unpack_from(mv, pos)
             pos += 4
-            if f_data_size < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_data_size)
             f_data = mv[pos:pos + f_data_size] if _isb else bytes(mv[pos:pos + f_data_size])
             pos += f_data_size
             _obj = _new(ExtraField)

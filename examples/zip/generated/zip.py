@@ -725,69 +725,59 @@ def _d_central_entry(mv, pos, end):
 def _u_central_entry(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_signature, f_version_needed, f_method, f_crc32, f_compressed_size, f_uncompressed_size, f_name_length, f_extra_length, f_comment_length, f_disk_start, f_internal_attrs, f_local_offset = _S22.unpack_from(mv, pos)
-    _r16 = pos
     pos += 4
     if not f_signature == b'PK\x01\x02':
-        raise ConstraintError('not a central directory entry (PK\\1\\2)', offset=_r16, path='signature', expected="signature == b'PK\\x01\\x02'", found=f_signature)
+        raise ConstraintError('not a central directory entry (PK\\1\\2)')
     f_made_by = _S2.unpack_from(mv, pos)[0]
     pos += 2
     f_zip_version = f_made_by & 255
     _bx = f_made_by >> 8 & 255
     f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
     pos += 2
-    _a_flags = pos
     f_flags = _S2.unpack_from(mv, pos)[0]
     pos += 2
     if not f_flags & 63481 == 0:
-        raise ConstraintError('undefined bits set', offset=_a_flags, path='flags', expected='flags & 63481 == 0', found=f_flags)
+        raise ConstraintError('undefined bits set')
     f_deflate_option = f_flags >> 1 & 3
     f_utf8_name = bool(f_flags >> 11 & 1)
     pos += 2
     f_method = _COMPRESSIONMETHOD_BY_VALUE[f_method]
-    _a_mod_time = pos
     f_mod_time = _S2.unpack_from(mv, pos)[0]
     pos += 2
     if not f_mod_time >> 11 & 31 <= 23:
-        raise ConstraintError('value out of range', offset=_a_mod_time, path='hour', expected='(mod_time >> 11 & 31) <= 23', found=f_mod_time)
+        raise ConstraintError('value out of range')
     if not f_mod_time >> 5 & 63 <= 59:
-        raise ConstraintError('value out of range', offset=_a_mod_time, path='minute', expected='(mod_time >> 5 & 63) <= 59', found=f_mod_time)
+        raise ConstraintError('value out of range')
     if not f_mod_time & 31 <= 29:
-        raise ConstraintError('value out of range', offset=_a_mod_time, path='second_half', expected='(mod_time & 31) <= 29', found=f_mod_time)
+        raise ConstraintError('value out of range')
     f_hour = f_mod_time >> 11 & 31
     f_minute = f_mod_time >> 5 & 63
     f_second_half = f_mod_time & 31
-    _a_mod_date = pos
     f_mod_date = _S2.unpack_from(mv, pos)[0]
     pos += 2
     if not (f_mod_date >> 5 & 15 >= 1 and f_mod_date >> 5 & 15 <= 12):
-        raise ConstraintError('value out of range', offset=_a_mod_date, path='month', expected='(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', found=f_mod_date)
+        raise ConstraintError('value out of range')
     if not (f_mod_date & 31 >= 1 and f_mod_date & 31 <= 31):
-        raise ConstraintError('value out of range', offset=_a_mod_date, path='day', expected='(mod_date & 31) >= 1 and (mod_date & 31) <= 31', found=f_mod_date)
+        raise ConstraintError('value out of range')
     f_year_from_1980 = f_mod_date >> 9 & 127
     f_month = f_mod_date >> 5 & 15
     f_day = f_mod_date & 31
-    _r19 = pos
     pos += 22
     if f_disk_start > 0:
-        raise ConstraintError('value out of range', offset=_r19 + 18, path='disk_start', expected='None..0', found=f_disk_start)
+        raise ConstraintError('value out of range')
     f_external_attrs = _S9.unpack_from(mv, pos)[0]
     pos += 4
     f_dos_attrs = f_external_attrs & 65535
     f_unix_mode = f_external_attrs >> 16 & 65535
     pos += 4
     _n = f_name_length
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_n)
     f_name = _BD23(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
     pos += _n
     _n = f_extra_length
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='extra', expected='>= 0', found=_n)
     if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='extra', expected=_n, found=end - pos)
+        raise TruncatedError('section needs ' + str(_n) + ' bytes')
     _outer_end_extra = end
     end = pos + _n
-    _sec_extra = pos
     f_extra = []
     while True:
         if pos >= end:
@@ -795,22 +785,18 @@ def _u_central_entry(mv, pos, end):
         _ip = pos
         _extra_field__f_header_id, _extra_field__f_data_size = _S6.unpack_from(mv, pos)
         pos += 4
-        if _extra_field__f_data_size < 0:
-            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_extra_field__f_data_size)
         _extra_field__f_data = mv[pos:pos + _extra_field__f_data_size] if _isb else bytes(mv[pos:pos + _extra_field__f_data_size])
         pos += _extra_field__f_data_size
         _extra_field___obj = _new(ExtraField)
         _extra_field___obj.header_id = _extra_field__f_header_id
         _extra_field___obj.data = _extra_field__f_data
         if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            raise ConstraintError('repeated item consumes no bytes')
         f_extra.append(_extra_field___obj)
     if pos != end:
-        raise ConstraintError('section size mismatch', offset=_sec_extra, path='extra', expected=end - _sec_extra, found=pos - _sec_extra)
+        raise ConstraintError('section size mismatch')
     end = _outer_end_extra
     _n = f_comment_length
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='comment', expected='>= 0', found=_n)
     f_comment = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     f_year = f_year_from_1980 + 1980
@@ -856,69 +842,59 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_signature, f_version_needed, f_method, f_crc32, f_compressed_size, f_uncompressed_size, f_name_length, f_extra_length, f_comment_length, f_disk_start, f_internal_attrs, f_local_offset = _S22_unpack_from(mv, pos)
-            _r16 = pos
             pos += 4
             if not f_signature == b'PK\x01\x02':
-                raise ConstraintError('not a central directory entry (PK\\1\\2)', offset=_r16, path='signature', expected="signature == b'PK\\x01\\x02'", found=f_signature)
+                raise ConstraintError('not a central directory entry (PK\\1\\2)')
             f_made_by = _S2_unpack_from(mv, pos)[0]
             pos += 2
             f_zip_version = f_made_by & 255
             _bx = f_made_by >> 8 & 255
             f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
             pos += 2
-            _a_flags = pos
             f_flags = _S2_unpack_from(mv, pos)[0]
             pos += 2
             if not f_flags & 63481 == 0:
-                raise ConstraintError('undefined bits set', offset=_a_flags, path='flags', expected='flags & 63481 == 0', found=f_flags)
+                raise ConstraintError('undefined bits set')
             f_deflate_option = f_flags >> 1 & 3
             f_utf8_name = bool(f_flags >> 11 & 1)
             pos += 2
             f_method = _COMPRESSIONMETHOD_BY_VALUE[f_method]
-            _a_mod_time = pos
             f_mod_time = _S2_unpack_from(mv, pos)[0]
             pos += 2
             if not f_mod_time >> 11 & 31 <= 23:
-                raise ConstraintError('value out of range', offset=_a_mod_time, path='hour', expected='(mod_time >> 11 & 31) <= 23', found=f_mod_time)
+                raise ConstraintError('value out of range')
             if not f_mod_time >> 5 & 63 <= 59:
-                raise ConstraintError('value out of range', offset=_a_mod_time, path='minute', expected='(mod_time >> 5 & 63) <= 59', found=f_mod_time)
+                raise ConstraintError('value out of range')
             if not f_mod_time & 31 <= 29:
-                raise ConstraintError('value out of range', offset=_a_mod_time, path='second_half', expected='(mod_time & 31) <= 29', found=f_mod_time)
+                raise ConstraintError('value out of range')
             f_hour = f_mod_time >> 11 & 31
             f_minute = f_mod_time >> 5 & 63
             f_second_half = f_mod_time & 31
-            _a_mod_date = pos
             f_mod_date = _S2_unpack_from(mv, pos)[0]
             pos += 2
             if not (f_mod_date >> 5 & 15 >= 1 and f_mod_date >> 5 & 15 <= 12):
-                raise ConstraintError('value out of range', offset=_a_mod_date, path='month', expected='(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', found=f_mod_date)
+                raise ConstraintError('value out of range')
             if not (f_mod_date & 31 >= 1 and f_mod_date & 31 <= 31):
-                raise ConstraintError('value out of range', offset=_a_mod_date, path='day', expected='(mod_date & 31) >= 1 and (mod_date & 31) <= 31', found=f_mod_date)
+                raise ConstraintError('value out of range')
             f_year_from_1980 = f_mod_date >> 9 & 127
             f_month = f_mod_date >> 5 & 15
             f_day = f_mod_date & 31
-            _r19 = pos
             pos += 22
             if f_disk_start > 0:
-                raise ConstraintError('value out of range', offset=_r19 + 18, path='disk_start', expected='None..0', found=f_disk_start)
+                raise ConstraintError('value out of range')
             f_external_attrs = _S9_unpack_from(mv, pos)[0]
             pos += 4
             f_dos_attrs = f_external_attrs & 65535
             f_unix_mode = f_external_attrs >> 16 & 65535
             pos += 4
             _n = f_name_length
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_n)
             f_name = _BD23(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             pos += _n
             _n = f_extra_length
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='extra', expected='>= 0', found=_n)
             if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='extra', expected=_n, found=end - pos)
+                raise TruncatedError('section needs ' + str(_n) + ' bytes')
             _outer_end_extra = end
             end = pos + _n
-            _sec_extra = pos
             f_extra = []
             while True:
                 if pos >= end:
@@ -926,22 +902,18 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
                 _ip = pos
                 _extra_field__f_header_id, _extra_field__f_data_size = _S6_unpack_from(mv, pos)
                 pos += 4
-                if _extra_field__f_data_size < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_extra_field__f_data_size)
                 _extra_field__f_data = mv[pos:pos + _extra_field__f_data_size] if _isb else bytes(mv[pos:pos + _extra_field__f_data_size])
                 pos += _extra_field__f_data_size
                 _extra_field___obj = _new(ExtraField)
                 _extra_field___obj.header_id = _extra_field__f_header_id
                 _extra_field___obj.data = _extra_field__f_data
                 if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    raise ConstraintError('repeated item consumes no bytes')
                 f_extra.append(_extra_field___obj)
             if pos != end:
-                raise ConstraintError('section size mismatch', offset=_sec_extra, path='extra', expected=end - _sec_extra, found=pos - _sec_extra)
+                raise ConstraintError('section size mismatch')
             end = _outer_end_extra
             _n = f_comment_length
-            if _n < 0:
-                raise ConstraintError('negative size', offset=pos, path='comment', expected='>= 0', found=_n)
             f_comment = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             f_year = f_year_from_1980 + 1980
@@ -1137,18 +1109,15 @@ def _d_end_of_central_directory(mv, pos, end):
 def _u_end_of_central_directory(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_signature, f_disk_number, f_cd_disk, f_disk_entries, f_total_entries, f_cd_size, f_cd_offset, f_comment_length = _S27.unpack_from(mv, pos)
-    _r27 = pos
     pos += 22
     if not f_signature == b'PK\x05\x06':
-        raise ConstraintError('not an end of central directory record (PK\\5\\6)', offset=_r27, path='signature', expected="signature == b'PK\\x05\\x06'", found=f_signature)
+        raise ConstraintError('not an end of central directory record (PK\\5\\6)')
     if f_disk_number > 0:
-        raise ConstraintError('value out of range', offset=_r27 + 4, path='disk_number', expected='None..0', found=f_disk_number)
+        raise ConstraintError('value out of range')
     if f_cd_disk > 0:
-        raise ConstraintError('value out of range', offset=_r27 + 6, path='cd_disk', expected='None..0', found=f_cd_disk)
+        raise ConstraintError('value out of range')
     if not f_total_entries == f_disk_entries:
-        raise ConstraintError('entries on this disk differ from the total', offset=_r27 + 10, path='total_entries', expected='total_entries == disk_entries', found=f_total_entries)
-    if f_comment_length < 0:
-        raise ConstraintError('negative size', offset=pos, path='comment', expected='>= 0', found=f_comment_length)
+        raise ConstraintError('entries on this disk differ from the total')
     f_comment = mv[pos:pos + f_comment_length] if _isb else bytes(mv[pos:pos + f_comment_length])
     pos += f_comment_length
     _obj = _new(EndOfCentralDirectory)
@@ -1173,18 +1142,15 @@ def _m_end_of_central_directory(mv, pos, end, _rest=_decode_many):
                 break
             _rs = pos
             f_signature, f_disk_number, f_cd_disk, f_disk_entries, f_total_entries, f_cd_size, f_cd_offset, f_comment_length = _S27_unpack_from(mv, pos)
-            _r27 = pos
             pos += 22
             if not f_signature == b'PK\x05\x06':
-                raise ConstraintError('not an end of central directory record (PK\\5\\6)', offset=_r27, path='signature', expected="signature == b'PK\\x05\\x06'", found=f_signature)
+                raise ConstraintError('not an end of central directory record (PK\\5\\6)')
             if f_disk_number > 0:
-                raise ConstraintError('value out of range', offset=_r27 + 4, path='disk_number', expected='None..0', found=f_disk_number)
+                raise ConstraintError('value out of range')
             if f_cd_disk > 0:
-                raise ConstraintError('value out of range', offset=_r27 + 6, path='cd_disk', expected='None..0', found=f_cd_disk)
+                raise ConstraintError('value out of range')
             if not f_total_entries == f_disk_entries:
-                raise ConstraintError('entries on this disk differ from the total', offset=_r27 + 10, path='total_entries', expected='total_entries == disk_entries', found=f_total_entries)
-            if f_comment_length < 0:
-                raise ConstraintError('negative size', offset=pos, path='comment', expected='>= 0', found=f_comment_length)
+                raise ConstraintError('entries on this disk differ from the total')
             f_comment = mv[pos:pos + f_comment_length] if _isb else bytes(mv[pos:pos + f_comment_length])
             pos += f_comment_length
             _obj = _new(EndOfCentralDirectory)
@@ -1262,8 +1228,6 @@ def _u_extra_field(mv, pos, end):
     _isb = mv.__class__ is bytes
     f_header_id, f_data_size = _S6.unpack_from(mv, pos)
     pos += 4
-    if f_data_size < 0:
-        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_data_size)
     f_data = mv[pos:pos + f_data_size] if _isb else bytes(mv[pos:pos + f_data_size])
     pos += f_data_size
     _obj = _new(ExtraField)
@@ -1285,8 +1249,6 @@ def _m_extra_field(mv, pos, end, _rest=_decode_many):
             _rs = pos
             f_header_id, f_data_size = _S6_unpack_from(mv, pos)
             pos += 4
-            if f_data_size < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_data_size)
             f_data = mv[pos:pos + f_data_size] if _isb else bytes(mv[pos:pos + f_data_size])
             pos += f_data_size
             _obj = _new(ExtraField)
