@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 
 import construct as cs
 
-from ..generator import byteorder, ir
+from ..generator import byteorder, emit_index, ir
 from ..runtime import registry
 from ..runtime.codec import LogList, construct_error
 from ..runtime.cover import LateChecksum
@@ -151,20 +151,8 @@ class Result:
 
 # -- detection ----------------------------------------------------------------------------
 
-def magics(fam: ir.Family, rule: ir.Detect) -> list[tuple[int, bytes]]:
-    """(offset, bytes) pairs a rule accepts: its magic, or with ``tags`` every byte-string
-    case label of that switch, at the fixed offset of the field the switch reads."""
-    if rule.tags is None:
-        return [(rule.at, rule.magic)]
-    rec = fam.records[rule.record]
-    sw = next(f for f in rec.fields if f.name == rule.tags)
-    assert isinstance(sw.type, ir.SwitchT)
-    names = sorted(sw.type.on.names)
-    offsets = rec.layouts[0].offsets if rec.layouts else {}
-    if len(names) != 1 or names[0] not in offsets:
-        return []
-    at = offsets[names[0]]
-    return [(at, key) for key, _, _ in sw.type.cases if isinstance(key, bytes)]
+# the (offset, bytes) pairs a rule accepts: the same reading the generated index records
+magics = emit_index.magics
 
 
 def detect(head: bytes, families: dict[str, ir.Family]) -> tuple[ir.Family, ir.Detect] | None:
