@@ -448,6 +448,25 @@ def progress(total: int, desc: str, unit: str = "file", enabled: bool = True):
                 delay=PROGRESS_AFTER, unit_scale=unit == "B")
 
 
+@contextlib.contextmanager
+def reading_progress(total: int, desc: str = "reading") -> Iterator[Callable[[int], None]]:
+    """``report(upto)`` for a reader that walks a file once: a bytes bar on a terminal once
+    the walk has taken PROGRESS_AFTER seconds (nothing elsewhere)."""
+    bar = progress(total, desc, unit="B")
+    if bar is None:
+        yield lambda upto: None
+        return
+
+    def report(upto: int) -> None:
+        if upto > bar.n:
+            bar.update(upto - bar.n)
+
+    try:
+        yield report
+    finally:
+        bar.close()
+
+
 def colour(stream: Any = None) -> bool:
     """Whether output to ``stream`` may be coloured: a terminal and no ``NO_COLOR``.
     (bytewright prints no colour today; a verb that adds it asks here first.)"""

@@ -10,8 +10,10 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 
 from ..runtime.errors import DecodeError
+from . import common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,9 +77,12 @@ def _offset(text: str) -> int:
 
 
 def _open(path: str, **kw):
+    from ..runtime.htt.replay import reading_progress
     from ..runtime.htt.store import Store
 
-    with _quiet_library_log():
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    with _quiet_library_log(), common.reading_progress(size, "replaying") as report, \
+            reading_progress(report):
         return Store.open(path, **kw)
 
 
@@ -128,9 +133,12 @@ def _data_repr(data: bytes) -> str:
 
 
 def _survey(path: str):
+    from ..runtime.htt.replay import reading_progress
     from ..runtime.htt.survey import survey
 
-    with _quiet_library_log():
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    with _quiet_library_log(), common.reading_progress(size) as report, \
+            reading_progress(report):
         return survey(path)
 
 

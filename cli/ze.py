@@ -131,8 +131,13 @@ def run(args: argparse.Namespace) -> int:
     # mapped, not read: the file is never copied, and a WAL's replay gives back the
     # pages it has walked, so memory does not grow with the file; ``-`` is read
     # (at most common.STDIN_MAX bytes)
-    with common.mapped_input(args.file) as (data, release):
-        return _run(args, data, release)
+    with common.mapped_input(args.file) as (data, release), \
+            common.reading_progress(len(data)) as report:
+        def walked(upto: int) -> None:  # the replay gives pages back as it walks: show it
+            report(upto)
+            release(upto)
+
+        return _run(args, data, walked)
 
 
 def _run(args: argparse.Namespace, data, release) -> int:

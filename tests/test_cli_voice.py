@@ -258,3 +258,24 @@ def test_progress_and_colour_only_on_a_terminal(monkeypatch):
     assert common.colour(_Tty()) and not common.colour(io.StringIO())
     monkeypatch.setenv("NO_COLOR", "1")
     assert not common.colour(_Tty())
+
+
+def test_ze_readers_show_how_far_they_have_read_on_a_terminal(tmp_path, monkeypatch):
+    from bytewright.generated import ze as gz
+    from bytewright.runtime.ze import wal
+
+    body = gz.OpDeleteV1(gz.PayloadV1Header(), [7])
+    payload = wal.encode_payload(wal.Op.delete_v1, body)
+    path = tmp_path / "w.wal"
+    path.write_bytes(wal.wal_bytes(1, [(wal.Op.delete_v1, payload)] * 50))
+    monkeypatch.setattr(wal, "RELEASE_EVERY", 64)  # a release (and a report) every record
+    monkeypatch.setattr(common, "PROGRESS_AFTER", 0)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["ze", "info", str(path)]) == 0
+    assert "reading" in err.getvalue() and "B" in err.getvalue()

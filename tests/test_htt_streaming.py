@@ -292,3 +292,50 @@ def test_meaning_addressed_snapshot_damage_fails_with_the_same_error(tmp_path):
         survey(p)
     assert (type(caught.value), caught.value.offset, caught.value.path, str(caught.value)) \
         == (type(expected), expected.offset, expected.path, str(expected))
+
+
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what is written to it."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_reading_shows_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    """A survey or replay reports how far it has read, window by window, up to the file's
+    end; on a terminal the verbs draw it as a bar, elsewhere they print nothing of it."""
+    p = str(tmp_path / "big.htt")
+    with Store.create(p) as s:
+        for i in range(400):
+            s.put(f"/k{i}", bytes([i % 251]) * 2000)  # several read windows of WAL
+    size = os.path.getsize(p)
+    seen: list[int] = []
+    with replay.reading_progress(seen.append):
+        survey(p)
+    assert len(seen) >= 2 and seen == sorted(seen) and seen[-1] <= size
+    assert seen[-1] > size // 2
+    from bytewright.cli import common
+
+    assert main(["htt", "info", p]) == 0
+    assert "|" not in capsys.readouterr().err  # not a terminal: no bar
+    terminal = _Terminal()
+    monkeypatch.setattr(common, "PROGRESS_AFTER", 0)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    for verb in ("info", "verify"):
+        terminal.text = ""
+        assert main(["htt", verb, p]) == 0
+        assert "reading" in terminal.text and "B" in terminal.text, verb
+    terminal.text = ""
+    monkeypatch.setenv("NO_COLOR", "1")  # colour is off; the bar stays
+    assert main(["htt", "dump", p]) == 0
+    assert "replaying" in terminal.text

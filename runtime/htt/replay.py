@@ -14,13 +14,14 @@ does not decompress is a torn tail (§5).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import itertools
 import logging
 import math
 import mmap
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ...generated.htt import (
@@ -313,10 +314,28 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
 WINDOW = 1 << 18  # bytes of a mapped WAL copied and decoded at a time
 
 
+_PROGRESS: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
+    "htt_read_progress", default=None)
+
+
+@contextlib.contextmanager
+def reading_progress(report: Callable[[int], None]) -> Iterator[None]:
+    """Within the block, ``report(offset)`` is called as a replay or survey walks past
+    ``offset`` (once a window), so a caller can show how far it has read."""
+    token = _PROGRESS.set(report)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 def _release(buf, lo: int, hi: int) -> None:
     """Drop the pages of ``buf[lo:hi]`` from this process when ``buf`` is a mapped file
     (``MADV_DONTNEED``: the kernel re-reads them if touched again), so that a read-only
     replay holds the live state and a window, not the file."""
+    report = _PROGRESS.get()
+    if report is not None:
+        report(hi)
     advise = getattr(buf, "madvise", None)
     if advise is None or not hasattr(mmap, "MADV_DONTNEED"):
         return
