@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..runtime.codec import _FIELD_NAMES
+from ..runtime.field_names import FIELD_NAMES as _FIELD_NAMES
 from . import absent as absent_values
 from . import bitfields, byteorder, defaults, emit_framing, ir
 from . import checksum_cover as cover

@@ -23,8 +23,8 @@ from typing import Any, BinaryIO
 
 from ..generator import ir
 from ..generator.plan import eval_expr, stream_plan
-from ..runtime.codec import LogList
 from ..runtime.errors import DecodeError
+from ..runtime.fastpath import LogList
 from ..runtime.mapped import RELEASE_EVERY, releaser
 from . import inspect_walk, inspector
 

@@ -30,9 +30,10 @@ import construct as cs
 
 from ..generator import byteorder, emit_index, ir
 from ..runtime import registry
-from ..runtime.codec import LogList, construct_error
+from ..runtime.construct_support import construct_error
 from ..runtime.cover import LateChecksum
 from ..runtime.errors import BytewrightError, ChecksumError, DecodeError
+from ..runtime.fastpath import LogList
 from ..runtime.mapped import RELEASE_EVERY, releaser
 from . import inspect_located
 

@@ -31,6 +31,7 @@ from .errors import (
     TruncatedError,
 )
 from .fastpath import rows_to_array, text_error
+from .field_names import FIELD_NAMES
 from .packed import PackedArray
 from .truth import note_index, shift
 
@@ -578,17 +579,10 @@ class FormatField(cs.FormatField):
 
 
 # The names generated modules use, as checked FormatFields (imported over Construct's).
-_FIELD_NAMES: dict[str, str] = {}
-for _bits, _code in ((8, "b"), (16, "h"), (32, "l"), (64, "q")):
-    for _sign, _c in (("u", _code.upper()), ("s", _code)):
-        for _end, _order in (("b", ">"), ("l", "<")):
-            _FIELD_NAMES[f"Int{_bits}{_sign}{_end}"] = _order + _c
-for _bits, _c in ((32, "f"), (64, "d")):
-    for _end, _order in (("b", ">"), ("l", "<")):
-        _FIELD_NAMES[f"Float{_bits}{_end}"] = _order + _c
+_FIELD_NAMES = FIELD_NAMES
 for _name, _fmt in _FIELD_NAMES.items():
     globals()[_name] = FormatField(_fmt[0], _fmt[1])
-del _bits, _code, _sign, _c, _end, _order, _name, _fmt
+del _name, _fmt
 
 
 def checksum_mismatch(hash1: Any, hash2: Any) -> cs.ChecksumError:

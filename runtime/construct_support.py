@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 import struct
+import sys
 from typing import Any
 
 import construct as cs
-import numpy as np
 
 from . import varint
 from .errors import (
@@ -858,6 +858,8 @@ class NumpyArray(cs.Construct):
     """
 
     def __init__(self, count, dtype) -> None:
+        import numpy as np  # records with numpy views only: the CLI starts without it
+
         super().__init__()
         self.count = count
         self.dtype = np.dtype(dtype)
@@ -867,9 +869,10 @@ class NumpyArray(cs.Construct):
         if n < 0:
             raise ConstraintError("negative count", path=_cpath(path), found=n)
         data = cs.stream_read(stream, n * self.dtype.itemsize, path)
-        return np.frombuffer(data, self.dtype, n)
+        return sys.modules["numpy"].frombuffer(data, self.dtype, n)
 
     def _build(self, obj, stream, context, path):
+        np = sys.modules["numpy"]  # imported by __init__
         arr = np.ascontiguousarray(obj, dtype=self.dtype) if isinstance(obj, np.ndarray) \
             else rows_to_array(obj, self.dtype)
         n = self.count(context) if callable(self.count) else self.count

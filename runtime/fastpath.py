@@ -8,10 +8,9 @@ Plain functions over ``memoryview``s; nothing here imports Construct.
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from . import checksums, compression, varint
 from .errors import (
@@ -157,15 +156,18 @@ def enum_value(cls: type[enum.IntEnum], raw: int, open_: bool, retired: tuple = 
 
 def same(a: Any, b: Any) -> bool:
     """Equality that treats numpy arrays by content (dtype and values)."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+    np = sys.modules.get("numpy")  # not imported yet: no value can be an array
+    if np is not None and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
         return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
                 and a.dtype == b.dtype and a.shape == b.shape
                 and a.tobytes() == b.tobytes())
     return a == b
 
 
-def rows_to_array(rows: Any, dtype: Any) -> np.ndarray:
+def rows_to_array(rows: Any, dtype: Any) -> Any:
     """Construct's list of values/Containers as the fast path's numpy array."""
+    import numpy as np  # only records with numpy views need it: the CLI starts without
+
     dt = np.dtype(dtype)
     if isinstance(rows, np.ndarray) and rows.dtype == dt:
         return rows  # already bit-exact (NumpyArray)
@@ -174,8 +176,10 @@ def rows_to_array(rows: Any, dtype: Any) -> np.ndarray:
     return np.array([tuple(row[n] for n in dt.names) for row in rows], dtype=dt)
 
 
-def array_to_rows(arr: np.ndarray) -> list:
+def array_to_rows(arr: Any) -> list:
     """A numpy array back to what Construct builds from (values or dicts)."""
+    import numpy as np
+
     if arr.dtype.names is None:
         return arr.tolist()
     names = arr.dtype.names
