@@ -249,8 +249,14 @@ def _resolve(kf, args) -> int:
     # every allocation resolved and its data pages checked first (an error prints
     # nothing on stdout, as when the whole list was built), then printed one at a time
     # (the list of a 1 GiB file's fragments held ~65 MB)
+    from . import common
+
+    bar = common.progress(None, "resolving", unit=" allocations")  # a terminal only
     for _ in kf.iter_allocations():
-        pass
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
     if args.json:
         _print_json_list(rows())
         return 0

@@ -255,3 +255,25 @@ def test_resolve_prints_one_allocation_at_a_time_and_nothing_on_a_bad_data_page(
         assert main(["kladde", "resolve", str(path), *extra]) == 1
         out, err = capsys.readouterr()
         assert out == "" and "fails its check" in err and len(err.splitlines()) == 1, err
+
+
+def test_resolve_shows_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+
+    from bytewright.cli import common
+    from bytewright.cli.main import main
+
+    path, _ = _file_with_data_pages(tmp_path, n=6, size=9_000)
+    assert main(["kladde", "resolve", str(path)]) == 0
+    assert capsys.readouterr().err == ""  # not a terminal: nothing of the progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(common, "PROGRESS_AFTER", 0)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["kladde", "resolve", str(path)]) == 0
+    assert "resolving" in err.getvalue() and "allocations" in err.getvalue()
