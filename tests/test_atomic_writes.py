@@ -4,7 +4,7 @@
 may take only part: at most ~2 GiB on Linux), ``AtomicFile`` writes a new file in pieces
 through a temporary sibling. The pile repairs (``amputate``'s side file, ``reframe``,
 ``salvage``) used a single ``os.write`` of the whole output, built in memory from a copy
-of the whole input: past 2 GiB their output would have been cut short (issue 16: memory
+of the whole input: past 2 GiB their output would have been cut short (memory
 that grows with the file; the standard: nothing is lost)."""
 
 from __future__ import annotations

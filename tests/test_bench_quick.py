@@ -1,6 +1,6 @@
 """``bench --baselines --quick``: the report's shape, that every contender decoded (and
 every encoder produced) exactly what the generated fast path did, and that every target
-of issue 16 is evaluated with its values, scale and (when missed) why and profile.
+of the benchmark is evaluated with its values, scale and (when missed) why and profile.
 Never a speed assertion: whether a target is met is not tested here, only that it says."""
 
 from __future__ import annotations

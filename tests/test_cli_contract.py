@@ -1,4 +1,4 @@
-"""The CLI contract (issue 14 item 6): every verb fails in one line with a shared exit code.
+"""The CLI contract: every verb fails in one line with a shared exit code.
 
 0 ok, 1 findings / corrupt data, 2 usage, 3 I/O, 4 internal error (a bug). Most cases run
 in-process through ``main()``; a few run as real processes (closed pipe, ``python -m``,

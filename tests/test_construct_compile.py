@@ -1,4 +1,4 @@
-"""The generated Construct path compiles fully (issue 16).
+"""The generated Construct path compiles fully.
 
 ``Struct.compile()`` falls back to a construct's interpreted ``_parse`` for every class
 without ``_emitparse`` (``linkedparsers[...]`` in the compiled source), and everything
@@ -350,7 +350,7 @@ def test_compiled_and_interpreted_agree_on_corrupted_example_inputs(fx, proj):
         assert a == b, (fx.path.name, a, b)
 
 
-# -- the compiled parse builds the object model (issue 16) ------------------------------
+# -- the compiled parse builds the object model ------------------------------
 
 def test_compiled_parse_builds_the_model_and_keeps_packed_bytes():
     """The compiled root record, its opaque nested record and its flags are built as

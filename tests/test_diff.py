@@ -161,7 +161,7 @@ def test_inserted_shifts_offsets():
 def test_version_bump_is_additive_and_reports_the_gated_field():
     rep = report("version_bumped")
     cats = {f.rule.category for f in rep.findings}
-    # the new field has no default: v1-4 objects hold None there (API-BREAKING, issue 15)
+    # the new field has no default: v1-4 objects hold None there (API-BREAKING)
     assert cats == {"ADDITIVE", "API-BREAKING"}, [str(f.as_dict()) for f in rep.findings]
     (gated,) = [f for f in rep.findings if f.rule.category == "API-BREAKING"]
     assert gated.rule.id == "P006" and "v1-4" in gated.message

@@ -1,4 +1,4 @@
-"""The diff's categories on a table of single-change schema edits (issue 15's bar).
+"""The diff's categories on a table of single-change schema edits.
 
 Each row edits one thing in a small demo schema (``tests/data/diff_demo.yaml``) and states
 the exact set of categories the report must hold and the rule ids that must fire. The

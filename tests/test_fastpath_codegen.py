@@ -1,4 +1,4 @@
-"""Fast-path code generation for speed (issue 16 item 2): the faster forms must decode and
+"""Fast-path code generation for speed: the faster forms must decode and
 encode exactly what the plain forms did, with the same errors.
 
 Covered: 128-bit integer arrays unpacked as one cached Struct of u64 pairs (both byte

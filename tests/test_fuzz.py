@@ -1,4 +1,4 @@
-"""Bounded fuzzing of every generated decoder entry point (issue 14 item 2).
+"""Bounded fuzzing of every generated decoder entry point.
 
 Runs in the normal test suite: hypothesis with a fixed seed (``derandomize``) and a
 bounded number of examples per entry point. Nothing here names a format: the entry

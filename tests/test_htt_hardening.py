@@ -1,4 +1,4 @@
-"""HTT hardening (issue 14): history sidecars from elsewhere, bad sidecar paths, resource
+"""HTT hardening: history sidecars from elsewhere, bad sidecar paths, resource
 limits, and compaction crash points (a real process killed between every write step).
 """
 

@@ -1,4 +1,4 @@
-"""HTT memory (issue 16, item 3): packed placements in the replay state, no shared-list
+"""HTT memory: packed placements in the replay state, no shared-list
 edits, and ``htt verify`` without a second open of the store."""
 
 from __future__ import annotations

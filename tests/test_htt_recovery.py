@@ -1,4 +1,4 @@
-"""HTT recovery that never loses intact data (issue 14 item 1, docs/recovery.md).
+"""HTT recovery that never loses intact data (docs/recovery.md).
 
 Torn tail vs damage in the middle, the side file a writer keeps before it cuts, the
 refusing ``htt compact``, ``--discard-after``, ``htt salvage``, the recovery modes, and

@@ -1,4 +1,4 @@
-"""HTT replay speed and memory (issue 16, item 3): a read-only open maps the file and
+"""HTT replay speed and memory: a read-only open maps the file and
 decodes the WAL in windows whose pages it releases, the state holds nodes packed
 (metadata as one flat string tuple, placements as their 16-byte-per-dim bytes), and the
 child index is built on first use. Every shortcut must give exactly what the plain
@@ -73,7 +73,7 @@ def _mixed_entries(n: int, sem: int = 4, seed: int = 7) -> list[g.WalEntry]:
 
 
 def _bytes_replay(data: bytes) -> tuple[State, replay.WalScan]:
-    """The reference: the whole file as one ``bytes`` buffer, as before issue 16."""
+    """The reference: the whole file as one ``bytes`` buffer, as before."""
     prefix = replay.read_prefix(data)
     state = State(TailCodec(prefix.header.semantic_dims, prefix.layout.tail_layout))
     _, scan = replay.load(data, state)

@@ -1,4 +1,4 @@
-"""HTT replay throughput (issue 16): a read-only open decodes each mapped window's whole
+"""HTT replay throughput: a read-only open decodes each mapped window's whole
 records as rows with the one-loop decoder (``decode_rows_wal_entry``: every whole record
 up to the first one the window's end cuts, as tuples, and where each starts) and applies
 them with ``State.apply_rows``, the state's inlined loop. These tests hold the fast path

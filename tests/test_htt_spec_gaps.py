@@ -1,4 +1,4 @@
-"""HTT spec gaps (issue 13, HTT part): each test is built from the audit's reproduction."""
+"""HTT spec gaps: each test is built from the audit's reproduction."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HTT store runtime (issue 4): API, replay/recovery, compaction, locking, CLI.
+"""HTT store runtime: API, replay/recovery, compaction, locking, CLI.
 
 Every test works on real files in tmp_path.
 """

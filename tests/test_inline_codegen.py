@@ -1,5 +1,5 @@
-"""Sub-records inlined at their call sites and checksums bound to C callables (issue 16
-item 2): the inlined forms must decode and encode exactly what the calls did, with the
+"""Sub-records inlined at their call sites and checksums bound to C callables:
+the inlined forms must decode and encode exactly what the calls did, with the
 same errors, offsets and paths."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""kladde statement memory (issue 16, item 3): ``KladdeFile.statements`` is a column table
+"""kladde statement memory: ``KladdeFile.statements`` is a column table
 (StmtTable) and ``by_id`` a sorted index over it (StmtGroups), so ``load`` holds tens of
 bytes per statement instead of a tuple with its own int objects. These tests pin the
 held bytes (tracemalloc, not wall-clock) and check that both behave exactly as the list

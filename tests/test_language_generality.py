@@ -1,4 +1,4 @@
-"""Language generality (issue 11 item 2, non-registry half): every construct on both codec
+"""Language generality (non-registry half): every construct on both codec
 paths (fast, Construct interpreted and compiled), decode and encode, on small schemas
 written here and generated through ``generator.pipeline.run``."""
 

@@ -1,5 +1,5 @@
 """``runtime.mapped.iter_mapped``: a large file's records through a memory map whose
-walked pages are released as the walk goes (issue 16, item 3: iterate in bounded memory)."""
+walked pages are released as the walk goes (iterate in bounded memory)."""
 
 from __future__ import annotations
 

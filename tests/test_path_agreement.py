@@ -1,4 +1,4 @@
-"""Both codec paths strict and in agreement (issues 11 and 14).
+"""Both codec paths strict and in agreement.
 
 Every golden fixture, and seeded corrupted copies of every fixture (truncations, bit
 flips, byte overwrites), go through the fast path and the Construct path (interpreted and

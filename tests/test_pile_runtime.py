@@ -391,7 +391,7 @@ def test_diagnose_record_at(path):
 
 
 def test_diagnose_maps_the_file_instead_of_reading_it(tmp_path):
-    """A read-only path (issue 16, item 3): diagnosing one record of a 160 MB pile
+    """A read-only path: diagnosing one record of a 160 MB pile
     touches that record's pages, not the file (``f.read()`` held all 160 MB)."""
     from bytewright.runtime.pile import encode_blob
     path = tmp_path / "big.pile"

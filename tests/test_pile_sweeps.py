@@ -1,4 +1,4 @@
-"""Pile bit-flip sweep (issue 14 item 3): flip every bit of every record of a pile that
+"""Pile bit-flip sweep: flip every bit of every record of a pile that
 mixes current, legacy, envelope and opaque records. Expected results are exact:
 
 - the records wholly before the flipped one are read back unchanged, always;

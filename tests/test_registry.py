@@ -1,6 +1,6 @@
 """The registry of checksums, codecs and numeric conversions, and the schema constructs
 built on it, on both codec paths (fast; Construct interpreted and compiled), decode and
-encode; plus the resource bounds of runtime/compression.py (issue 14)."""
+encode; plus the resource bounds of runtime/compression.py."""
 
 from __future__ import annotations
 
@@ -334,7 +334,7 @@ def test_htt_codecs_live_in_the_htt_plugin():
     assert {"htt_zlib", "htt_lz4"} <= set(registry.REGISTRY.codecs)
 
 
-# -- resource bounds (issue 14) ----------------------------------------------------------
+# -- resource bounds ----------------------------------------------------------
 
 def fixture_bytes(name: str) -> bytes:
     lines = (ROOT / "fixtures" / "htt" / name).read_text().splitlines()
@@ -497,7 +497,7 @@ records:
 
 
 def test_htt_raw_lz4_block_with_huge_size_is_a_decode_error():
-    # issue 14: a raw lz4 block declaring > 2**31-1 bytes raised OverflowError through
+    # a raw lz4 block declaring > 2**31-1 bytes raised OverflowError through
     # decode_htt_file; now every layer refuses it as a DecodeError, fast.
     from bytewright.generated import htt
 

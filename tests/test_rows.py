@@ -1,4 +1,4 @@
-"""``rows: true``: ``decode_rows_<record>`` reads consecutive records as tuples (issue 16).
+"""``rows: true``: ``decode_rows_<record>`` reads consecutive records as tuples.
 
 A row is the record's fields in order; nested records are tuples too, a packed view is
 its raw bytes, everything else is what the object holds. Every row must equal the

@@ -1,6 +1,6 @@
 """``bytewright verify`` walks a composite top-level record (htt_file, ze wal_file) item by
 item instead of decoding it whole: same results and same errors, memory not growing with
-the number of entries (issue 16, item 3)."""
+the number of entries."""
 
 from __future__ import annotations
 

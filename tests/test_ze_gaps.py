@@ -1,4 +1,4 @@
-"""ZE spec gaps of issue 13, each with a regression test built from its reproduction:
+"""ZE spec gaps, each with a regression test built from its reproduction:
 trailing bytes after a WAL op payload, the envelope framing check for op 10 and inside an
 op-11 mixed run, check order, the segment writer's region order, and the missing checks."""
 

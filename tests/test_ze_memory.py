@@ -1,4 +1,4 @@
-"""ZE WAL replay memory (issue 16, item 3): the trusted prefix and the committed units are
+"""ZE WAL replay memory: the trusted prefix and the committed units are
 held as columns (RecordList, CommittedList), so replay + commit holds a few bytes per
 record instead of a decoded body per record, and the cyclic collector has nothing to
 walk. These tests pin the held bytes (tracemalloc, not wall-clock) and check that the

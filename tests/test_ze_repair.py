@@ -1,4 +1,4 @@
-"""ZE WAL repair safety (issue 14): why reading stopped and what follows the damage,
+"""ZE WAL repair safety: why reading stopped and what follows the damage,
 truncation and bit-flip sweeps, the appender's open (torn tail cut, damage in the middle
 refused unless discard_after), side files, salvage, and crash points of the ZE writers."""
 
