@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,14 @@ def spy_releaser(monkeypatch, module, name: str = "releaser", record=None,
 
     monkeypatch.setattr(module, name, spy)
     return calls
+
+
+@pytest.fixture(autouse=True)
+def _background_compactions_finish():
+    """An HTT store may compact on a background thread after a write; it finishes within
+    the test that started it, so no later test (a tracemalloc peak counts every thread's
+    allocations) measures another test's work."""
+    yield
+    for t in threading.enumerate():
+        if t.name.startswith("htt-compact"):
+            t.join(timeout=60)
