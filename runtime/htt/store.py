@@ -40,6 +40,7 @@ from ...generated.htt import (
 from ..cut import cut
 from ..fixedpoint import q64_from_float, q64_to_float
 from . import compaction, gacl, recovery, replay, sidecars
+from .describe import describe
 from .durability import Durability, fsync_dir, write_all
 from .errors import (
     AccessDenied,
@@ -876,38 +877,14 @@ class Store:
 
     @_serialized
     def info(self) -> dict:
-        h = self.header
-        return {
-            "path": self.path,
-            "version": h.version,
-            "flags": h.flags.to_dict() | {"algorithm": h.flags.algorithm.name,
-                                          "byte": h.flags.to_int()},
-            "dimension": h.dimension,
-            "semantic_dims": h.semantic_dims,
-            "tau": q64_to_float(h.tau),
-            "header_node_count": h.node_count,
-            "live_nodes": len(self.state.nodes),
-            "wal_base_seq": self.base_seq,
-            "wal_entries": self.next_seq - self.base_seq,
-            "wal_header_count": (self.writer.count if self.writer is not None
-                                 else self.scan.header_count),
-            "next_seq": self.next_seq,
-            "current_epoch": self.state.epoch,
-            "synthesized_ancestors": self.state.synthesized,
-            "wal_truncated": self.scan.problem,
-            "wal_truncated_at": self.scan.problem_offset,
-            "wal_damage": None if self.scan.damage is None else {
-                "offset": self.scan.damage.offset, "reason": self.scan.damage.reason,
-                "records_after": self.scan.damage.records_after},
-            "discarded": self.discarded,
-            "poisoned": self._poison_info(),
-            "discarded_files": [os.path.basename(p)
-                                for p in recovery.discarded_paths(self.path)],
-            "bounds": self.bounds if h.flags.meaning_addressed else None,
-            "sidecars": [os.path.basename(p) for p in sidecars.sidecar_paths(self.path)],
-            "auto_compaction": self._auto_info(),
-        }
-
+        return describe(
+            self.path, self.header, self.scan, live_nodes=len(self.state.nodes),
+            base_seq=self.base_seq, next_seq=self.next_seq,
+            header_count=(self.writer.count if self.writer is not None
+                          else self.scan.header_count),
+            epoch=self.state.epoch, synthesized=self.state.synthesized, bounds=self.bounds,
+            discarded=self.discarded, poisoned=self._poison_info(),
+            auto_compaction=self._auto_info())
 
     def _poison_info(self) -> dict | None:
         cause = None if self.writer is None else self.writer.poisoned

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from ...generated.htt import decode_snapshot_section, iter_snapshot_entry
 from ..errors import DecodeError
 from . import limits as _limits
-from . import recovery, replay, sidecars
+from . import replay
 from .census import Census, NeedsTree
+from .describe import describe
 from .layout import FileLayout
 from .locking import lock_shared, read_all, unlock
 from .quantized import TailCodec
@@ -201,41 +202,11 @@ def _strict_snapshot(buf, prefix: replay.Prefix, census: Census, path: str,
 
 def _info(path: str, prefix: replay.Prefix, census: Census, scan: replay.WalScan) -> dict:
     """``Store.info()`` of a read-only open (same keys, same order)."""
-    h = prefix.header
-    layout = prefix.layout
     if prefix.bounds is not None:
         bounds = [(b.min, b.max) for b in prefix.bounds]
     else:
-        bounds = [_DEFAULT_BOUNDS] * layout.user_dims
-    from ..fixedpoint import q64_to_float
-
-    damage = scan.damage
-    return {
-        "path": path,
-        "version": h.version,
-        "flags": h.flags.to_dict() | {"algorithm": h.flags.algorithm.name,
-                                      "byte": h.flags.to_int()},
-        "dimension": h.dimension,
-        "semantic_dims": h.semantic_dims,
-        "tau": q64_to_float(h.tau),
-        "header_node_count": h.node_count,
-        "live_nodes": census.live,
-        "wal_base_seq": scan.base_seq,
-        "wal_entries": scan.next_seq - scan.base_seq,
-        "wal_header_count": scan.header_count,
-        "next_seq": scan.next_seq,
-        "current_epoch": census.epoch,
-        "synthesized_ancestors": census.synthesized,
-        "wal_truncated": scan.problem,
-        "wal_truncated_at": scan.problem_offset,
-        "wal_damage": None if damage is None else {
-            "offset": damage.offset, "reason": damage.reason,
-            "records_after": damage.records_after},
-        "discarded": None,
-        "poisoned": None,
-        "discarded_files": [os.path.basename(p) for p in recovery.discarded_paths(path)],
-        "bounds": bounds if h.flags.meaning_addressed else None,
-        "sidecars": [os.path.basename(p) for p in sidecars.sidecar_paths(path)],
-        "auto_compaction": {"threshold": 0, "running": False, "runs": 0, "failures": 0,
-                            "error": None, "last": None},
-    }
+        bounds = [_DEFAULT_BOUNDS] * prefix.layout.user_dims
+    return describe(path, prefix.header, scan, live_nodes=census.live,
+                    base_seq=scan.base_seq, next_seq=scan.next_seq,
+                    header_count=scan.header_count, epoch=census.epoch,
+                    synthesized=census.synthesized, bounds=bounds)
