@@ -334,35 +334,35 @@ _S0 = struct.Struct('<4sBBBB16sI')
 _T1 = (('magic', 0, 4), ('version', 4, 1), ('flags', 5, 1), ('dimension', 6, 1), ('semantic_dims', 7, 1), ('tau', 8, 16), ('node_count', 24, 4))
 _S2 = struct.Struct('<I')
 _T3 = (('header_crc', 0, 4),)
-_S4 = struct.Struct('<4sBBBB16sII')
-_S5 = struct.Struct('<dd')
-_T6 = (('min', 0, 8), ('max', 8, 8))
-_PK7 = _packed_kind('<', '', 16, True)
-_RC8 = {}  # tail_quantized.user element-count structs
-_RC9 = {}  # tail_quantized_gacl.user element-count structs
-_S10 = struct.Struct('<H')
+_S4 = struct.Struct('<4sBBBBIII')
+_T5 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_S6 = struct.Struct('<IBH')
+_T7 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
+_T8 = (('data.length', 0, 4),)
+_S9 = struct.Struct('<H')
+_T10 = (('meta.length', 0, 2),)
 _T11 = (('key.length', 0, 2),)
 _T12 = (('value.length', 0, 2),)
-_BD13 = bytes.decode
-_L14 = tuple(struct.pack('<H', _i) for _i in range(256))
-_T15 = (('data.length', 0, 4),)
-_T16 = (('meta.length', 0, 2),)
-_L17 = tuple(struct.pack('<I', _i) for _i in range(256))
-_S18 = struct.Struct('<II')
-_T19 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
-_CODECS20 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
-_T21 = (('snapshot_crc', 0, 4),)
-_S22 = struct.Struct('<QB')
-_T23 = (('epoch_id', 0, 8), ('flags', 8, 1))
-_S24 = struct.Struct('<IBH')
-_T25 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
-_T26 = (('entry_crc', 0, 4),)
-_T27 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
-_T28 = (('block_entry_count', 0, 2),)
-_S29 = struct.Struct('<4sBBBBIII')
-_T30 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
-_T31 = (('crc32', 0, 4),)
-_T32 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_PK13 = _packed_kind('<', '', 16, True)
+_RC14 = {}  # tail_quantized.user element-count structs
+_RC15 = {}  # tail_quantized_gacl.user element-count structs
+_S16 = struct.Struct('<QB')
+_T17 = (('epoch_id', 0, 8), ('flags', 8, 1))
+_T18 = (('entry_crc', 0, 4),)
+_T19 = (('crc32', 0, 4),)
+_T20 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_S21 = struct.Struct('<dd')
+_T22 = (('min', 0, 8), ('max', 8, 8))
+_S23 = struct.Struct('<II')
+_T24 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
+_T25 = (('block_entry_count', 0, 2),)
+_CODECS26 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
+_T27 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
+_T28 = (('snapshot_crc', 0, 4),)
+_BD29 = bytes.decode
+_L30 = tuple(struct.pack('<H', _i) for _i in range(256))
+_L31 = tuple(struct.pack('<I', _i) for _i in range(256))
+_S32 = struct.Struct('<4sBBBB16sII')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -399,75 +399,6 @@ def _d_file_header(mv, pos, end):
     _obj.node_count = f_node_count
     return _obj, pos
 
-def _u_file_header(mv, pos, end):
-    f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count, f_header_crc = _S4.unpack_from(mv, pos)
-    _r0 = pos
-    pos += 28
-    if f_magic != b'HTT\x00':
-        raise ConstraintError('bad magic')
-    if f_version < 1 or f_version > 4:
-        raise ConstraintError('value out of range')
-    if f_flags & 0:
-        raise ConstraintError('undefined header_flags bits set')
-    f_flags = HeaderFlags.from_int(f_flags)
-    f_tau = int.from_bytes(f_tau, 'little', signed=True)
-    _e_node_count = _r0 + 28
-    pos += 4
-    _ck = _ck_crc32(mv[_r0:_e_node_count])
-    if f_header_crc != _ck:
-        raise ChecksumError('crc32 mismatch')
-    _obj = _new(FileHeader)
-    _obj.version = f_version
-    _obj.flags = f_flags
-    _obj.dimension = f_dimension
-    _obj.semantic_dims = f_semantic_dims
-    _obj.tau = f_tau
-    _obj.node_count = f_node_count
-    return (_obj, pos)
-
-def _m_file_header(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S4_unpack_from = _S4.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count, f_header_crc = _S4_unpack_from(mv, pos)
-            _r0 = pos
-            pos += 28
-            if f_magic != b'HTT\x00':
-                raise ConstraintError('bad magic')
-            if f_version < 1 or f_version > 4:
-                raise ConstraintError('value out of range')
-            if f_flags & 0:
-                raise ConstraintError('undefined header_flags bits set')
-            f_flags = HeaderFlags.from_int(f_flags)
-            f_tau = int.from_bytes(f_tau, 'little', signed=True)
-            _e_node_count = _r0 + 28
-            pos += 4
-            _ck = _ck_crc32(mv[_r0:_e_node_count])
-            if f_header_crc != _ck:
-                raise ChecksumError('crc32 mismatch')
-            _obj = _new(FileHeader)
-            _obj.version = f_version
-            _obj.flags = f_flags
-            _obj.dimension = f_dimension
-            _obj.semantic_dims = f_semantic_dims
-            _obj.tau = f_tau
-            _obj.node_count = f_node_count
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_file_header, 'file_header', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_file_header, 'file_header', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_file_header(out, v):
     _s_magic = len(out)
     _e_node_count = len(out) + 28
@@ -477,23 +408,10 @@ def _e_file_header(out, v):
     f_header_crc = _ck_crc32((out if _s_magic == 0 and _e_node_count == len(out) else memoryview(out)[_s_magic:_e_node_count]))
     out += _S2.pack(f_header_crc)
 
-def _em_file_header(values):
-    out = bytearray()
-    _S0_pack = _S0.pack
-    _S2_pack = _S2.pack
-    for v in values:
-        _s_magic = len(out)
-        _e_node_count = len(out) + 28
-        if v.version < 1 or v.version > 4:
-            raise EncodeError('value ' + repr(v.version) + ' out of range 1..4', path='version')
-        out += _S0_pack(b'HTT\x00', v.version, v.flags.to_int(), v.dimension, v.semantic_dims, v.tau.to_bytes(16, 'little', signed=True), v.node_count)
-        out += _S2_pack(_ck_crc32(out if _s_magic == 0 and _e_node_count == len(out) else memoryview(out)[_s_magic:_e_node_count]))
-    return bytes(out)
-
 def _d_bound_pair(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T6)
-    f_min, f_max = _S5.unpack_from(mv, pos)
+        raise _short(pos, end, _T22)
+    f_min, f_max = _S21.unpack_from(mv, pos)
     pos += 16
     _obj = _new(BoundPair)
     _obj.min = f_min
@@ -501,7 +419,7 @@ def _d_bound_pair(mv, pos, end):
     return _obj, pos
 
 def _u_bound_pair(mv, pos, end):
-    f_min, f_max = _S5.unpack_from(mv, pos)
+    f_min, f_max = _S21.unpack_from(mv, pos)
     pos += 16
     _obj = _new(BoundPair)
     _obj.min = f_min
@@ -513,13 +431,13 @@ def _m_bound_pair(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S5_unpack_from = _S5.unpack_from
+    _S21_unpack_from = _S21.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_min, f_max = _S5_unpack_from(mv, pos)
+            f_min, f_max = _S21_unpack_from(mv, pos)
             pos += 16
             _obj = _new(BoundPair)
             _obj.min = f_min
@@ -534,13 +452,13 @@ def _m_bound_pair(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_bound_pair(out, v):
-    out += _S5.pack(v.min, v.max)
+    out += _S21.pack(v.min, v.max)
 
 def _em_bound_pair(values):
     out = bytearray()
-    _S5_pack = _S5.pack
+    _S21_pack = _S21.pack
     for v in values:
-        out += _S5_pack(v.min, v.max)
+        out += _S21_pack(v.min, v.max)
     return bytes(out)
 
 def _d_bounds_section(mv, pos, end, p_semantic_dims):
@@ -551,8 +469,8 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
     try:
         for _i in range(_c):
             if pos + 16 > end:
-                raise _short(pos, end, _T6)
-            _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
+                raise _short(pos, end, _T22)
+            _bound_pair_f_min, _bound_pair_f_max = _S21.unpack_from(mv, pos)
             pos += 16
             _bound_pair__obj = _new(BoundPair)
             _bound_pair__obj.min = _bound_pair_f_min
@@ -565,232 +483,64 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
     _obj.bounds = f_bounds
     return _obj, pos
 
-def _u_bounds_section(mv, pos, end, p_semantic_dims):
-    _c = p_semantic_dims - 16
-    if _c < 0 or _c * 16 > end - pos:
-        raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
-    f_bounds = []
-    for _i in range(_c):
-        _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
-        pos += 16
-        _bound_pair__obj = _new(BoundPair)
-        _bound_pair__obj.min = _bound_pair_f_min
-        _bound_pair__obj.max = _bound_pair_f_max
-        f_bounds.append(_bound_pair__obj)
-    _obj = _new(BoundsSection)
-    _obj.bounds = f_bounds
-    return (_obj, pos)
-
-def _m_bounds_section(mv, pos, end, p_semantic_dims, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S5_unpack_from = _S5.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _c = p_semantic_dims - 16
-            if _c < 0 or _c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
-            f_bounds = []
-            for _i in range(_c):
-                _bound_pair_f_min, _bound_pair_f_max = _S5_unpack_from(mv, pos)
-                pos += 16
-                _bound_pair__obj = _new(BoundPair)
-                _bound_pair__obj.min = _bound_pair_f_min
-                _bound_pair__obj.max = _bound_pair_f_max
-                f_bounds.append(_bound_pair__obj)
-            _obj = _new(BoundsSection)
-            _obj.bounds = f_bounds
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_bounds_section, 'bounds_section', mv, _rs, _end, (p_semantic_dims, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_bounds_section, 'bounds_section', mv, _rs, _end, (p_semantic_dims, ), _out)
-    return _out
-
 def _e_bounds_section(out, v, p_semantic_dims):
     if len(v.bounds) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.bounds)), path='bounds')
     for _x in v.bounds:
-        out += _S5.pack(_x.min, _x.max)
-
-def _em_bounds_section(values, p_semantic_dims):
-    out = bytearray()
-    _S5_pack = _S5.pack
-    for v in values:
-        if len(v.bounds) != p_semantic_dims - 16:
-            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.bounds)), path='bounds')
-        for _x in v.bounds:
-            out += _S5_pack(_x.min, _x.max)
-    return bytes(out)
+        out += _S21.pack(_x.min, _x.max)
 
 def _d_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
         raise (ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos))
-    f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
+    f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK13)
     pos += _c * 16
     _obj = _new(TailFull)
     _obj.dims = f_dims
     return _obj, pos
 
-def _u_tail_full(mv, pos, end, p_semantic_dims):
-    _isb = mv.__class__ is bytes
-    _c = p_semantic_dims
-    if _c < 0 or _c * 16 > end - pos:
-        raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-    f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
-    pos += _c * 16
-    _obj = _new(TailFull)
-    _obj.dims = f_dims
-    return (_obj, pos)
-
-def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _c = p_semantic_dims
-            if _c < 0 or _c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-            f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
-            pos += _c * 16
-            _obj = _new(TailFull)
-            _obj.dims = f_dims
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_tail_full, 'tail_full', mv, _rs, _end, (p_semantic_dims, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_tail_full, 'tail_full', mv, _rs, _end, (p_semantic_dims, ), _out)
-    return _out
-
 def _e_tail_full(out, v, p_semantic_dims):
     if len(v.dims) != p_semantic_dims:
         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(v.dims)), path='dims')
-    if v.dims.__class__ is PackedArray and v.dims.kind is _PK7:
+    if v.dims.__class__ is PackedArray and v.dims.kind is _PK13:
         out += v.dims.raw
     else:
-        out += _PK7.encode_all(v.dims)
-
-def _em_tail_full(values, p_semantic_dims):
-    out = bytearray()
-    for v in values:
-        if len(v.dims) != p_semantic_dims:
-            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(v.dims)), path='dims')
-        if v.dims.__class__ is PackedArray and v.dims.kind is _PK7:
-            out += v.dims.raw
-        else:
-            out += _PK7.encode_all(v.dims)
-    return bytes(out)
+        out += _PK13.encode_all(v.dims)
 
 def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise (ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos))
-    _st = _RC8.get(_c)
+    _st = _RC14.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC8) < 64:
-            _RC8[_c] = _st
+        if len(_RC14) < 64:
+            _RC14[_c] = _st
     f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     _obj = _new(TailQuantized)
     _obj.user = f_user
     return _obj, pos
-
-def _u_tail_quantized(mv, pos, end, p_semantic_dims):
-    _c = p_semantic_dims - 16
-    if _c < 0 or _c * 2 > end - pos:
-        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    _st = _RC8.get(_c)
-    if _st is None:
-        _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC8) < 64:
-            _RC8[_c] = _st
-    f_user = list(_st.unpack_from(mv, pos))
-    pos += _c * 2
-    _obj = _new(TailQuantized)
-    _obj.user = f_user
-    return (_obj, pos)
-
-def _m_tail_quantized(mv, pos, end, p_semantic_dims, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _c = p_semantic_dims - 16
-            if _c < 0 or _c * 2 > end - pos:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-            _st = _RC8.get(_c)
-            if _st is None:
-                _st = struct.Struct('<' + str(_c) + 'h')
-                if len(_RC8) < 64:
-                    _RC8[_c] = _st
-            f_user = list(_st.unpack_from(mv, pos))
-            pos += _c * 2
-            _obj = _new(TailQuantized)
-            _obj.user = f_user
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_tail_quantized, 'tail_quantized', mv, _rs, _end, (p_semantic_dims, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_tail_quantized, 'tail_quantized', mv, _rs, _end, (p_semantic_dims, ), _out)
-    return _out
 
 def _e_tail_quantized(out, v, p_semantic_dims):
     if len(v.user) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.user)), path='user')
     out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
 
-def _em_tail_quantized(values, p_semantic_dims):
-    out = bytearray()
-    for v in values:
-        if len(v.user) != p_semantic_dims - 16:
-            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
-        out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
-    return bytes(out)
-
 def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
         raise (ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos))
-    f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
+    f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK13)
     pos += _c * 16
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise (ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos))
-    _st = _RC9.get(_c)
+    _st = _RC15.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC9) < 64:
-            _RC9[_c] = _st
+        if len(_RC15) < 64:
+            _RC15[_c] = _st
     f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     _obj = _new(TailQuantizedGacl)
@@ -798,103 +548,21 @@ def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _obj.user = f_user
     return _obj, pos
 
-def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
-    _isb = mv.__class__ is bytes
-    _c = min(p_semantic_dims, 16)
-    if _c < 0 or _c * 16 > end - pos:
-        raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-    f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
-    pos += _c * 16
-    _c = p_semantic_dims - 16
-    if _c < 0 or _c * 2 > end - pos:
-        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    _st = _RC9.get(_c)
-    if _st is None:
-        _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC9) < 64:
-            _RC9[_c] = _st
-    f_user = list(_st.unpack_from(mv, pos))
-    pos += _c * 2
-    _obj = _new(TailQuantizedGacl)
-    _obj.reserved = f_reserved
-    _obj.user = f_user
-    return (_obj, pos)
-
-def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _c = min(p_semantic_dims, 16)
-            if _c < 0 or _c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-            f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
-            pos += _c * 16
-            _c = p_semantic_dims - 16
-            if _c < 0 or _c * 2 > end - pos:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-            _st = _RC9.get(_c)
-            if _st is None:
-                _st = struct.Struct('<' + str(_c) + 'h')
-                if len(_RC9) < 64:
-                    _RC9[_c] = _st
-            f_user = list(_st.unpack_from(mv, pos))
-            pos += _c * 2
-            _obj = _new(TailQuantizedGacl)
-            _obj.reserved = f_reserved
-            _obj.user = f_user
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, _end, (p_semantic_dims, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, _end, (p_semantic_dims, ), _out)
-    return _out
-
 def _e_tail_quantized_gacl(out, v, p_semantic_dims):
     if len(v.reserved) != min(p_semantic_dims, 16):
         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
-    if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK7:
+    if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK13:
         out += v.reserved.raw
     else:
-        out += _PK7.encode_all(v.reserved)
+        out += _PK13.encode_all(v.reserved)
     if len(v.user) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.user)), path='user')
     out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
 
-def _em_tail_quantized_gacl(values, p_semantic_dims):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if len(v.reserved) != min(p_semantic_dims, 16):
-            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
-        if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK7:
-            _a(v.reserved.raw)
-        else:
-            _a(_PK7.encode_all(v.reserved))
-        if len(v.user) != p_semantic_dims - 16:
-            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
-        _a(struct.pack('<' + str(len(v.user)) + 'h', *v.user))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
-
 def _d_meta_pair(mv, pos, end):
     if pos + 2 > end:
         raise _short(pos, end, _T11)
-    n_key, = _S10.unpack_from(mv, pos)
+    n_key, = _S9.unpack_from(mv, pos)
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -905,7 +573,7 @@ def _d_meta_pair(mv, pos, end):
     pos += n_key
     if pos + 2 > end:
         raise _short(pos, end, _T12)
-    n_value, = _S10.unpack_from(mv, pos)
+    n_value, = _S9.unpack_from(mv, pos)
     pos += 2
     if pos + n_value > end:
         raise TruncatedError('str truncated', offset=pos, path='value', expected=n_value, found=end - pos)
@@ -921,13 +589,13 @@ def _d_meta_pair(mv, pos, end):
 
 def _u_meta_pair(mv, pos, end):
     _isb = mv.__class__ is bytes
-    n_key, = _S10.unpack_from(mv, pos)
+    n_key, = _S9.unpack_from(mv, pos)
     pos += 2
-    f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
+    f_key = _BD29(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
-    n_value, = _S10.unpack_from(mv, pos)
+    n_value, = _S9.unpack_from(mv, pos)
     pos += 2
-    f_value = _BD13(mv[pos:pos + n_value]) if _isb else str(mv[pos:pos + n_value], 'utf-8')
+    f_value = _BD29(mv[pos:pos + n_value]) if _isb else str(mv[pos:pos + n_value], 'utf-8')
     pos += n_value
     _obj = _new(MetaPair)
     _obj.key = f_key
@@ -940,19 +608,19 @@ def _m_meta_pair(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S10_unpack_from = _S10.unpack_from
+    _S9_unpack_from = _S9.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            n_key, = _S10_unpack_from(mv, pos)
+            n_key, = _S9_unpack_from(mv, pos)
             pos += 2
-            f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD29(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
-            n_value, = _S10_unpack_from(mv, pos)
+            n_value, = _S9_unpack_from(mv, pos)
             pos += 2
-            f_value = _BD13(mv[pos:pos + n_value]) if _isb else str(mv[pos:pos + n_value], 'utf-8')
+            f_value = _BD29(mv[pos:pos + n_value]) if _isb else str(mv[pos:pos + n_value], 'utf-8')
             pos += n_value
             _obj = _new(MetaPair)
             _obj.key = f_key
@@ -968,26 +636,26 @@ def _m_meta_pair(mv, pos, end, _rest=_decode_many):
 
 def _e_meta_pair(out, v):
     _b_key = v.key.encode()
-    out += _S10.pack(len(_b_key))
+    out += _S9.pack(len(_b_key))
     out += _b_key
     _b_value = v.value.encode()
-    out += _S10.pack(len(_b_value))
+    out += _S9.pack(len(_b_value))
     out += _b_value
 
 def _em_meta_pair(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S10_pack = _S10.pack
+    _S9_pack = _S9.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_key = v.key.encode()
-        _a(_L14[_ln] if (_ln := len(_b_key)) < 256 else _S10_pack(_ln))
+        _a(_L30[_ln] if (_ln := len(_b_key)) < 256 else _S9_pack(_ln))
         _a(_b_key)
         _b_value = v.value.encode()
-        _a(_L14[_ln] if (_ln := len(_b_value)) < 256 else _S10_pack(_ln))
+        _a(_L30[_ln] if (_ln := len(_b_value)) < 256 else _S9_pack(_ln))
         _a(_b_value)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
@@ -995,7 +663,7 @@ def _em_meta_pair(values):
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 2 > end:
         raise _short(pos, end, _T11)
-    n_key, = _S10.unpack_from(mv, pos)
+    n_key, = _S9.unpack_from(mv, pos)
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -1005,7 +673,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 4 > end:
-        raise _short(pos, end, _T15)
+        raise _short(pos, end, _T8)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -1013,8 +681,8 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T16)
-    n_meta, = _S10.unpack_from(mv, pos)
+        raise _short(pos, end, _T10)
+    n_meta, = _S9.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
@@ -1023,7 +691,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         for _i in range(n_meta):
             if pos + 2 > end:
                 raise _short(pos, end, _T11)
-            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
+            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -1034,7 +702,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += _meta_pair_n_key
             if pos + 2 > end:
                 raise _short(pos, end, _T12)
-            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
+            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -1057,7 +725,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK13)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
                 _tail_full___obj.dims = _tail_full__f_dims
@@ -1069,11 +737,11 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                _tail_quantized___st = _RC8.get(_tail_quantized___c)
+                _tail_quantized___st = _RC14.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_tail_quantized___c] = _tail_quantized___st
+                    if len(_RC14) < 64:
+                        _RC14[_tail_quantized___c] = _tail_quantized___st
                 _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                 pos += _tail_quantized___c * 2
                 _tail_quantized___obj = _new(TailQuantized)
@@ -1086,16 +754,16 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK13)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
+                _tail_quantized_gacl___st = _RC15.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                    if len(_RC9) < 64:
-                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    if len(_RC15) < 64:
+                        _RC15[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                 _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _tail_quantized_gacl___c * 2
                 _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1117,27 +785,27 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
 
 def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _isb = mv.__class__ is bytes
-    n_key, = _S10.unpack_from(mv, pos)
+    n_key, = _S9.unpack_from(mv, pos)
     pos += 2
-    f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
+    f_key = _BD29(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
     pos += n_data
-    n_meta, = _S10.unpack_from(mv, pos)
+    n_meta, = _S9.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
         raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
-        _meta_pair_n_key, = _S10.unpack_from(mv, pos)
+        _meta_pair_n_key, = _S9.unpack_from(mv, pos)
         pos += 2
-        _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+        _meta_pair_f_key = _BD29(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
         pos += _meta_pair_n_key
-        _meta_pair_n_value, = _S10.unpack_from(mv, pos)
+        _meta_pair_n_value, = _S9.unpack_from(mv, pos)
         pos += 2
-        _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+        _meta_pair_f_value = _BD29(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
         pos += _meta_pair_n_value
         _meta_pair__obj = _new(MetaPair)
         _meta_pair__obj.key = _meta_pair_f_key
@@ -1149,7 +817,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                 raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+            _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK13)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
             _tail_full___obj.dims = _tail_full__f_dims
@@ -1158,11 +826,11 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                 raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-            _tail_quantized___st = _RC8.get(_tail_quantized___c)
+            _tail_quantized___st = _RC14.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                if len(_RC8) < 64:
-                    _RC8[_tail_quantized___c] = _tail_quantized___st
+                if len(_RC14) < 64:
+                    _RC14[_tail_quantized___c] = _tail_quantized___st
             _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
             pos += _tail_quantized___c * 2
             _tail_quantized___obj = _new(TailQuantized)
@@ -1172,16 +840,16 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                 raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+            _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK13)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                 raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-            _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
+            _tail_quantized_gacl___st = _RC15.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                if len(_RC9) < 64:
-                    _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                if len(_RC15) < 64:
+                    _RC15[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
             _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
             pos += _tail_quantized_gacl___c * 2
             _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1205,34 +873,34 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
+    _S9_unpack_from = _S9.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            n_key, = _S10_unpack_from(mv, pos)
+            n_key, = _S9_unpack_from(mv, pos)
             pos += 2
-            f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD29(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
             n_data, = _S2_unpack_from(mv, pos)
             pos += 4
             f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
             pos += n_data
-            n_meta, = _S10_unpack_from(mv, pos)
+            n_meta, = _S9_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
-                _meta_pair_n_key, = _S10_unpack_from(mv, pos)
+                _meta_pair_n_key, = _S9_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+                _meta_pair_f_key = _BD29(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
                 pos += _meta_pair_n_key
-                _meta_pair_n_value, = _S10_unpack_from(mv, pos)
+                _meta_pair_n_value, = _S9_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+                _meta_pair_f_value = _BD29(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
                 pos += _meta_pair_n_value
                 _meta_pair__obj = _new(MetaPair)
                 _meta_pair__obj.key = _meta_pair_f_key
@@ -1244,7 +912,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                         raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+                    _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK13)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
                     _tail_full___obj.dims = _tail_full__f_dims
@@ -1253,11 +921,11 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                         raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                    _tail_quantized___st = _RC8.get(_tail_quantized___c)
+                    _tail_quantized___st = _RC14.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                        if len(_RC8) < 64:
-                            _RC8[_tail_quantized___c] = _tail_quantized___st
+                        if len(_RC14) < 64:
+                            _RC14[_tail_quantized___c] = _tail_quantized___st
                     _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                     pos += _tail_quantized___c * 2
                     _tail_quantized___obj = _new(TailQuantized)
@@ -1267,16 +935,16 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                         raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+                    _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK13)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                         raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                    _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
+                    _tail_quantized_gacl___st = _RC15.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                        if len(_RC9) < 64:
-                            _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                        if len(_RC15) < 64:
+                            _RC15[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                     _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                     pos += _tail_quantized_gacl___c * 2
                     _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1303,18 +971,18 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
 
 def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
     _b_key = v.key.encode()
-    out += _S10.pack(len(_b_key))
+    out += _S9.pack(len(_b_key))
     out += _b_key
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S10.pack(len(v.meta))
+    out += _S9.pack(len(v.meta))
     for _x in v.meta:
         _meta_pair_b_key = _x.key.encode()
-        out += _S10.pack(len(_meta_pair_b_key))
+        out += _S9.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
         _meta_pair_b_value = _x.value.encode()
-        out += _S10.pack(len(_meta_pair_b_value))
+        out += _S9.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
@@ -1324,10 +992,10 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
+            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK13:
                 out += _tail_full__v.dims.raw
             else:
-                out += _PK7.encode_all(_tail_full__v.dims)
+                out += _PK13.encode_all(_tail_full__v.dims)
         elif _tag == 1:
             if v.tail.__class__ is not TailQuantized:
                 raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
@@ -1341,10 +1009,10 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
+            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK13:
                 out += _tail_quantized_gacl__v.reserved.raw
             else:
-                out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
+                out += _PK13.encode_all(_tail_quantized_gacl__v.reserved)
             if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -1357,25 +1025,25 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
     _all = []
     _a = _all.append
     _chunks = []
-    _S10_pack = _S10.pack
     _S2_pack = _S2.pack
+    _S9_pack = _S9.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_key = v.key.encode()
-        _a(_L14[_ln] if (_ln := len(_b_key)) < 256 else _S10_pack(_ln))
+        _a(_L30[_ln] if (_ln := len(_b_key)) < 256 else _S9_pack(_ln))
         _a(_b_key)
         _b_data = v.data
-        _a(_L17[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
+        _a(_L31[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
         _a(_b_data)
-        _a(_L14[_ln] if (_ln := len(v.meta)) < 256 else _S10_pack(_ln))
+        _a(_L30[_ln] if (_ln := len(v.meta)) < 256 else _S9_pack(_ln))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            _a(_L14[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S10_pack(_ln))
+            _a(_L30[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S9_pack(_ln))
             _a(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            _a(_L14[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S10_pack(_ln))
+            _a(_L30[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S9_pack(_ln))
             _a(_meta_pair_b_value)
         if p_semantic_dims > 0:
             _tag = p_tail_layout
@@ -1385,10 +1053,10 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                 _tail_full__v = v.tail
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
+                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK13:
                     _a(_tail_full__v.dims.raw)
                 else:
-                    _a(_PK7.encode_all(_tail_full__v.dims))
+                    _a(_PK13.encode_all(_tail_full__v.dims))
             elif _tag == 1:
                 if v.tail.__class__ is not TailQuantized:
                     raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
@@ -1402,10 +1070,10 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
+                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK13:
                     _a(_tail_quantized_gacl__v.reserved.raw)
                 else:
-                    _a(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
+                    _a(_PK13.encode_all(_tail_quantized_gacl__v.reserved))
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
                 _a(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
@@ -1418,8 +1086,8 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
-        raise _short(pos, end, _T19)
-    f_snap_byte_len, f_snap_node_count = _S18.unpack_from(mv, pos)
+        raise _short(pos, end, _T27)
+    f_snap_byte_len, f_snap_node_count = _S23.unpack_from(mv, pos)
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -1428,7 +1096,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS20)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS26)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -1444,7 +1112,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     try:
                         if pos + 2 > end:
                             raise _short(pos, end, _T11)
-                        _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
+                        _snapshot_entry__n_key, = _S9.unpack_from(mv, pos)
                         pos += 2
                         if pos + _snapshot_entry__n_key > end:
                             raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
@@ -1454,7 +1122,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             raise _text_error(_u, pos, 'utf-8', 'key') from None
                         pos += _snapshot_entry__n_key
                         if pos + 4 > end:
-                            raise _short(pos, end, _T15)
+                            raise _short(pos, end, _T8)
                         _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                         pos += 4
                         if pos + _snapshot_entry__n_data > end:
@@ -1462,8 +1130,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                         pos += _snapshot_entry__n_data
                         if pos + 2 > end:
-                            raise _short(pos, end, _T16)
-                        _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
+                            raise _short(pos, end, _T10)
+                        _snapshot_entry__n_meta, = _S9.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
                             raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
@@ -1472,7 +1140,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
                                 if pos + 2 > end:
                                     raise _short(pos, end, _T11)
-                                _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                _snapshot_entry___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                                 pos += 2
                                 if pos + _snapshot_entry___meta_pair_n_key > end:
                                     raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
@@ -1483,7 +1151,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 pos += _snapshot_entry___meta_pair_n_key
                                 if pos + 2 > end:
                                     raise _short(pos, end, _T12)
-                                _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                _snapshot_entry___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                                 pos += 2
                                 if pos + _snapshot_entry___meta_pair_n_value > end:
                                     raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
@@ -1506,7 +1174,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
                                         raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
-                                    _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
+                                    _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK13)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
                                     _snapshot_entry___tail_full___obj.dims = _snapshot_entry___tail_full__f_dims
@@ -1518,11 +1186,11 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
                                         raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
-                                    _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
+                                    _snapshot_entry___tail_quantized___st = _RC14.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
-                                        if len(_RC8) < 64:
-                                            _RC8[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                        if len(_RC14) < 64:
+                                            _RC14[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
                                     _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
                                     pos += _snapshot_entry___tail_quantized___c * 2
                                     _snapshot_entry___tail_quantized___obj = _new(TailQuantized)
@@ -1535,16 +1203,16 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
                                         raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
-                                    _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
+                                    _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK13)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
                                         raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
-                                    _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
+                                    _snapshot_entry___tail_quantized_gacl___st = _RC15.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
-                                        if len(_RC9) < 64:
-                                            _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                        if len(_RC15) < 64:
+                                            _RC15[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
                                     _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 2
                                     _snapshot_entry___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1593,7 +1261,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                 try:
                     if pos + 2 > end:
                         raise _short(pos, end, _T11)
-                    _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
+                    _snapshot_entry__n_key, = _S9.unpack_from(mv, pos)
                     pos += 2
                     if pos + _snapshot_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
@@ -1603,7 +1271,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _snapshot_entry__n_key
                     if pos + 4 > end:
-                        raise _short(pos, end, _T15)
+                        raise _short(pos, end, _T8)
                     _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                     pos += 4
                     if pos + _snapshot_entry__n_data > end:
@@ -1611,8 +1279,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                     pos += _snapshot_entry__n_data
                     if pos + 2 > end:
-                        raise _short(pos, end, _T16)
-                    _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
+                        raise _short(pos, end, _T10)
+                    _snapshot_entry__n_meta, = _S9.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
                         raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
@@ -1621,7 +1289,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
                             if pos + 2 > end:
                                 raise _short(pos, end, _T11)
-                            _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                            _snapshot_entry___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                             pos += 2
                             if pos + _snapshot_entry___meta_pair_n_key > end:
                                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
@@ -1632,7 +1300,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             pos += _snapshot_entry___meta_pair_n_key
                             if pos + 2 > end:
                                 raise _short(pos, end, _T12)
-                            _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                            _snapshot_entry___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                             pos += 2
                             if pos + _snapshot_entry___meta_pair_n_value > end:
                                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
@@ -1655,7 +1323,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
                                     raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
-                                _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
+                                _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK13)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
                                 _snapshot_entry___tail_full___obj.dims = _snapshot_entry___tail_full__f_dims
@@ -1667,11 +1335,11 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
                                     raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
-                                _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
+                                _snapshot_entry___tail_quantized___st = _RC14.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
-                                    if len(_RC8) < 64:
-                                        _RC8[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                    if len(_RC14) < 64:
+                                        _RC14[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
                                 _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
                                 pos += _snapshot_entry___tail_quantized___c * 2
                                 _snapshot_entry___tail_quantized___obj = _new(TailQuantized)
@@ -1684,16 +1352,16 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
                                     raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
-                                _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
+                                _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK13)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
                                     raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
-                                _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
+                                _snapshot_entry___tail_quantized_gacl___st = _RC15.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
-                                    if len(_RC9) < 64:
-                                        _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                    if len(_RC15) < 64:
+                                        _RC15[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
                                 _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 2
                                 _snapshot_entry___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1726,7 +1394,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
 
 def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _at_snap_byte_len = len(out) + 0
-    out += _S18.pack(0, len(v.entries))
+    out += _S23.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -1734,18 +1402,18 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
             _snapshot_entry___b_key = _x.key.encode()
-            out += _S10.pack(len(_snapshot_entry___b_key))
+            out += _S9.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
             out += _S2.pack(len(_snapshot_entry___b_data))
             out += _snapshot_entry___b_data
-            out += _S10.pack(len(_x.meta))
+            out += _S9.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
                 _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
-                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
                 _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
-                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
@@ -1755,10 +1423,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
-                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK7:
+                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK13:
                         out += _snapshot_entry___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
+                        out += _PK13.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
                     if _x.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_x.tail).__name__, path='tail')
@@ -1772,10 +1440,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _snapshot_entry___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
                     if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
@@ -1785,7 +1453,7 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                 raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS20)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS26)
         out += _S2.pack(len(_frame))
         out += _frame
         _size_entries = len(_plain)
@@ -1795,18 +1463,18 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
             _snapshot_entry___b_key = _x.key.encode()
-            out += _S10.pack(len(_snapshot_entry___b_key))
+            out += _S9.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
             out += _S2.pack(len(_snapshot_entry___b_data))
             out += _snapshot_entry___b_data
-            out += _S10.pack(len(_x.meta))
+            out += _S9.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
                 _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
-                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
                 _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
-                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
@@ -1816,10 +1484,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
-                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK7:
+                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK13:
                         out += _snapshot_entry___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
+                        out += _PK13.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
                     if _x.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_x.tail).__name__, path='tail')
@@ -1833,10 +1501,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _snapshot_entry___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
                     if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
@@ -1849,8 +1517,8 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
 
 def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
-        raise _short(pos, end, _T19)
-    f_snap_byte_len, f_snap_node_count = _S18.unpack_from(mv, pos)
+        raise _short(pos, end, _T27)
+    f_snap_byte_len, f_snap_node_count = _S23.unpack_from(mv, pos)
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -1859,7 +1527,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS20)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS26)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -1875,7 +1543,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     try:
                         if pos + 2 > end:
                             raise _short(pos, end, _T11)
-                        _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
+                        _snapshot_entry__n_key, = _S9.unpack_from(mv, pos)
                         pos += 2
                         if pos + _snapshot_entry__n_key > end:
                             raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
@@ -1885,7 +1553,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             raise _text_error(_u, pos, 'utf-8', 'key') from None
                         pos += _snapshot_entry__n_key
                         if pos + 4 > end:
-                            raise _short(pos, end, _T15)
+                            raise _short(pos, end, _T8)
                         _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                         pos += 4
                         if pos + _snapshot_entry__n_data > end:
@@ -1893,8 +1561,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                         pos += _snapshot_entry__n_data
                         if pos + 2 > end:
-                            raise _short(pos, end, _T16)
-                        _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
+                            raise _short(pos, end, _T10)
+                        _snapshot_entry__n_meta, = _S9.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
                             raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
@@ -1903,7 +1571,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
                                 if pos + 2 > end:
                                     raise _short(pos, end, _T11)
-                                _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                _snapshot_entry___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                                 pos += 2
                                 if pos + _snapshot_entry___meta_pair_n_key > end:
                                     raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
@@ -1914,7 +1582,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 pos += _snapshot_entry___meta_pair_n_key
                                 if pos + 2 > end:
                                     raise _short(pos, end, _T12)
-                                _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                _snapshot_entry___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                                 pos += 2
                                 if pos + _snapshot_entry___meta_pair_n_value > end:
                                     raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
@@ -1937,7 +1605,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
                                         raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
-                                    _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
+                                    _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK13)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
                                     _snapshot_entry___tail_full___obj.dims = _snapshot_entry___tail_full__f_dims
@@ -1949,11 +1617,11 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
                                         raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
-                                    _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
+                                    _snapshot_entry___tail_quantized___st = _RC14.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
-                                        if len(_RC8) < 64:
-                                            _RC8[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                        if len(_RC14) < 64:
+                                            _RC14[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
                                     _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
                                     pos += _snapshot_entry___tail_quantized___c * 2
                                     _snapshot_entry___tail_quantized___obj = _new(TailQuantized)
@@ -1966,16 +1634,16 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
                                         raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
-                                    _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
+                                    _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK13)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
                                         raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
-                                    _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
+                                    _snapshot_entry___tail_quantized_gacl___st = _RC15.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
-                                        if len(_RC9) < 64:
-                                            _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                        if len(_RC15) < 64:
+                                            _RC15[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
                                     _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 2
                                     _snapshot_entry___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2026,7 +1694,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                 try:
                     if pos + 2 > end:
                         raise _short(pos, end, _T11)
-                    _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
+                    _snapshot_entry__n_key, = _S9.unpack_from(mv, pos)
                     pos += 2
                     if pos + _snapshot_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
@@ -2036,7 +1704,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _snapshot_entry__n_key
                     if pos + 4 > end:
-                        raise _short(pos, end, _T15)
+                        raise _short(pos, end, _T8)
                     _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                     pos += 4
                     if pos + _snapshot_entry__n_data > end:
@@ -2044,8 +1712,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                     pos += _snapshot_entry__n_data
                     if pos + 2 > end:
-                        raise _short(pos, end, _T16)
-                    _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
+                        raise _short(pos, end, _T10)
+                    _snapshot_entry__n_meta, = _S9.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
                         raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
@@ -2054,7 +1722,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
                             if pos + 2 > end:
                                 raise _short(pos, end, _T11)
-                            _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                            _snapshot_entry___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                             pos += 2
                             if pos + _snapshot_entry___meta_pair_n_key > end:
                                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
@@ -2065,7 +1733,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             pos += _snapshot_entry___meta_pair_n_key
                             if pos + 2 > end:
                                 raise _short(pos, end, _T12)
-                            _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                            _snapshot_entry___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                             pos += 2
                             if pos + _snapshot_entry___meta_pair_n_value > end:
                                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
@@ -2088,7 +1756,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
                                     raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
-                                _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
+                                _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK13)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
                                 _snapshot_entry___tail_full___obj.dims = _snapshot_entry___tail_full__f_dims
@@ -2100,11 +1768,11 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
                                     raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
-                                _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
+                                _snapshot_entry___tail_quantized___st = _RC14.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
-                                    if len(_RC8) < 64:
-                                        _RC8[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                    if len(_RC14) < 64:
+                                        _RC14[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
                                 _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
                                 pos += _snapshot_entry___tail_quantized___c * 2
                                 _snapshot_entry___tail_quantized___obj = _new(TailQuantized)
@@ -2117,16 +1785,16 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
                                     raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
-                                _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
+                                _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK13)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
                                     raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
-                                _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
+                                _snapshot_entry___tail_quantized_gacl___st = _RC15.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
-                                    if len(_RC9) < 64:
-                                        _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                    if len(_RC15) < 64:
+                                        _RC15[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
                                 _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 2
                                 _snapshot_entry___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2155,7 +1823,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         end = _outer_end_entries
         _plain_entries = mv[_ps_entries:pos]
     if pos + 4 > end:
-        raise _short(pos, end, _T21)
+        raise _short(pos, end, _T28)
     f_snapshot_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -2168,7 +1836,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
 
 def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _at_snap_byte_len = len(out) + 0
-    out += _S18.pack(0, len(v.entries))
+    out += _S23.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -2176,18 +1844,18 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
             _snapshot_entry___b_key = _x.key.encode()
-            out += _S10.pack(len(_snapshot_entry___b_key))
+            out += _S9.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
             out += _S2.pack(len(_snapshot_entry___b_data))
             out += _snapshot_entry___b_data
-            out += _S10.pack(len(_x.meta))
+            out += _S9.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
                 _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
-                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
                 _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
-                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
@@ -2197,10 +1865,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
-                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK7:
+                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK13:
                         out += _snapshot_entry___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
+                        out += _PK13.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
                     if _x.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_x.tail).__name__, path='tail')
@@ -2214,10 +1882,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _snapshot_entry___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
                     if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
@@ -2227,7 +1895,7 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                 raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS20)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS26)
         out += _S2.pack(len(_frame))
         out += _frame
         _plain_entries = _plain
@@ -2238,18 +1906,18 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
             _snapshot_entry___b_key = _x.key.encode()
-            out += _S10.pack(len(_snapshot_entry___b_key))
+            out += _S9.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
             out += _S2.pack(len(_snapshot_entry___b_data))
             out += _snapshot_entry___b_data
-            out += _S10.pack(len(_x.meta))
+            out += _S9.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
                 _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
-                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
                 _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
-                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
@@ -2259,10 +1927,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
-                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK7:
+                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK13:
                         out += _snapshot_entry___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
+                        out += _PK13.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
                     if _x.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_x.tail).__name__, path='tail')
@@ -2276,10 +1944,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _snapshot_entry___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
                     if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
@@ -2311,7 +1979,7 @@ def _e_snapshot_section(out, v, p_version, p_compressed, p_algorithm, p_semantic
 
 def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 4 > end:
-        raise _short(pos, end, _T15)
+        raise _short(pos, end, _T8)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -2319,8 +1987,8 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T16)
-    n_meta, = _S10.unpack_from(mv, pos)
+        raise _short(pos, end, _T10)
+    n_meta, = _S9.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
@@ -2329,7 +1997,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         for _i in range(n_meta):
             if pos + 2 > end:
                 raise _short(pos, end, _T11)
-            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
+            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -2340,7 +2008,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += _meta_pair_n_key
             if pos + 2 > end:
                 raise _short(pos, end, _T12)
-            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
+            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -2363,7 +2031,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK13)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
                 _tail_full___obj.dims = _tail_full__f_dims
@@ -2375,11 +2043,11 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                _tail_quantized___st = _RC8.get(_tail_quantized___c)
+                _tail_quantized___st = _RC14.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_tail_quantized___c] = _tail_quantized___st
+                    if len(_RC14) < 64:
+                        _RC14[_tail_quantized___c] = _tail_quantized___st
                 _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                 pos += _tail_quantized___c * 2
                 _tail_quantized___obj = _new(TailQuantized)
@@ -2392,16 +2060,16 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK13)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
+                _tail_quantized_gacl___st = _RC15.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                    if len(_RC9) < 64:
-                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    if len(_RC15) < 64:
+                        _RC15[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                 _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _tail_quantized_gacl___c * 2
                 _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2420,193 +2088,17 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.tail = f_tail
     return _obj, pos
 
-def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
-    _isb = mv.__class__ is bytes
-    n_data, = _S2.unpack_from(mv, pos)
-    pos += 4
-    f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
-    pos += n_data
-    n_meta, = _S10.unpack_from(mv, pos)
-    pos += 2
-    if n_meta * 4 > end - pos:
-        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
-    f_meta = []
-    for _i in range(n_meta):
-        _meta_pair_n_key, = _S10.unpack_from(mv, pos)
-        pos += 2
-        _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
-        pos += _meta_pair_n_key
-        _meta_pair_n_value, = _S10.unpack_from(mv, pos)
-        pos += 2
-        _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
-        pos += _meta_pair_n_value
-        _meta_pair__obj = _new(MetaPair)
-        _meta_pair__obj.key = _meta_pair_f_key
-        _meta_pair__obj.value = _meta_pair_f_value
-        f_meta.append(_meta_pair__obj)
-    if p_semantic_dims > 0:
-        _tag = p_tail_layout
-        if _tag == 0:
-            _tail_full___c = p_semantic_dims
-            if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
-            pos += _tail_full___c * 16
-            _tail_full___obj = _new(TailFull)
-            _tail_full___obj.dims = _tail_full__f_dims
-            f_tail = _tail_full___obj
-        elif _tag == 1:
-            _tail_quantized___c = p_semantic_dims - 16
-            if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-            _tail_quantized___st = _RC8.get(_tail_quantized___c)
-            if _tail_quantized___st is None:
-                _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                if len(_RC8) < 64:
-                    _RC8[_tail_quantized___c] = _tail_quantized___st
-            _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
-            pos += _tail_quantized___c * 2
-            _tail_quantized___obj = _new(TailQuantized)
-            _tail_quantized___obj.user = _tail_quantized__f_user
-            f_tail = _tail_quantized___obj
-        elif _tag == 2:
-            _tail_quantized_gacl___c = min(p_semantic_dims, 16)
-            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
-            pos += _tail_quantized_gacl___c * 16
-            _tail_quantized_gacl___c = p_semantic_dims - 16
-            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-            _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
-            if _tail_quantized_gacl___st is None:
-                _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                if len(_RC9) < 64:
-                    _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
-            _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
-            pos += _tail_quantized_gacl___c * 2
-            _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-            _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
-            _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
-            f_tail = _tail_quantized_gacl___obj
-        else:
-            raise ConstraintError('no case for tag')
-    else:
-        f_tail = None
-    _obj = _new(InsertBody)
-    _obj.data = f_data
-    _obj.meta = f_meta
-    _obj.tail = f_tail
-    return (_obj, pos)
-
-def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S10_unpack_from = _S10.unpack_from
-    _S2_unpack_from = _S2.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            n_data, = _S2_unpack_from(mv, pos)
-            pos += 4
-            f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
-            pos += n_data
-            n_meta, = _S10_unpack_from(mv, pos)
-            pos += 2
-            if n_meta * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
-            f_meta = []
-            for _i in range(n_meta):
-                _meta_pair_n_key, = _S10_unpack_from(mv, pos)
-                pos += 2
-                _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
-                pos += _meta_pair_n_key
-                _meta_pair_n_value, = _S10_unpack_from(mv, pos)
-                pos += 2
-                _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
-                pos += _meta_pair_n_value
-                _meta_pair__obj = _new(MetaPair)
-                _meta_pair__obj.key = _meta_pair_f_key
-                _meta_pair__obj.value = _meta_pair_f_value
-                f_meta.append(_meta_pair__obj)
-            if p_semantic_dims > 0:
-                _tag = p_tail_layout
-                if _tag == 0:
-                    _tail_full___c = p_semantic_dims
-                    if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
-                    pos += _tail_full___c * 16
-                    _tail_full___obj = _new(TailFull)
-                    _tail_full___obj.dims = _tail_full__f_dims
-                    f_tail = _tail_full___obj
-                elif _tag == 1:
-                    _tail_quantized___c = p_semantic_dims - 16
-                    if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                    _tail_quantized___st = _RC8.get(_tail_quantized___c)
-                    if _tail_quantized___st is None:
-                        _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                        if len(_RC8) < 64:
-                            _RC8[_tail_quantized___c] = _tail_quantized___st
-                    _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
-                    pos += _tail_quantized___c * 2
-                    _tail_quantized___obj = _new(TailQuantized)
-                    _tail_quantized___obj.user = _tail_quantized__f_user
-                    f_tail = _tail_quantized___obj
-                elif _tag == 2:
-                    _tail_quantized_gacl___c = min(p_semantic_dims, 16)
-                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
-                    pos += _tail_quantized_gacl___c * 16
-                    _tail_quantized_gacl___c = p_semantic_dims - 16
-                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                    _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
-                    if _tail_quantized_gacl___st is None:
-                        _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                        if len(_RC9) < 64:
-                            _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
-                    _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
-                    pos += _tail_quantized_gacl___c * 2
-                    _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-                    _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
-                    _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
-                    f_tail = _tail_quantized_gacl___obj
-                else:
-                    raise ConstraintError('no case for tag')
-            else:
-                f_tail = None
-            _obj = _new(InsertBody)
-            _obj.data = f_data
-            _obj.meta = f_meta
-            _obj.tail = f_tail
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_insert_body, 'insert_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_insert_body, 'insert_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
-    return _out
-
 def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S10.pack(len(v.meta))
+    out += _S9.pack(len(v.meta))
     for _x in v.meta:
         _meta_pair_b_key = _x.key.encode()
-        out += _S10.pack(len(_meta_pair_b_key))
+        out += _S9.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
         _meta_pair_b_value = _x.value.encode()
-        out += _S10.pack(len(_meta_pair_b_value))
+        out += _S9.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
@@ -2616,10 +2108,10 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
+            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK13:
                 out += _tail_full__v.dims.raw
             else:
-                out += _PK7.encode_all(_tail_full__v.dims)
+                out += _PK13.encode_all(_tail_full__v.dims)
         elif _tag == 1:
             if v.tail.__class__ is not TailQuantized:
                 raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
@@ -2633,10 +2125,10 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
+            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK13:
                 out += _tail_quantized_gacl__v.reserved.raw
             else:
-                out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
+                out += _PK13.encode_all(_tail_quantized_gacl__v.reserved)
             if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -2645,69 +2137,9 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
     elif v.tail is not None:
         raise EncodeError('field is present but its condition is false', path='tail')
 
-def _em_insert_body(values, p_semantic_dims, p_tail_layout):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S10_pack = _S10.pack
-    _S2_pack = _S2.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b_data = v.data
-        _a(_L17[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
-        _a(_b_data)
-        _a(_L14[_ln] if (_ln := len(v.meta)) < 256 else _S10_pack(_ln))
-        for _x in v.meta:
-            _meta_pair_b_key = _x.key.encode()
-            _a(_L14[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S10_pack(_ln))
-            _a(_meta_pair_b_key)
-            _meta_pair_b_value = _x.value.encode()
-            _a(_L14[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S10_pack(_ln))
-            _a(_meta_pair_b_value)
-        if p_semantic_dims > 0:
-            _tag = p_tail_layout
-            if _tag == 0:
-                if v.tail.__class__ is not TailFull:
-                    raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
-                _tail_full__v = v.tail
-                if len(_tail_full__v.dims) != p_semantic_dims:
-                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
-                    _a(_tail_full__v.dims.raw)
-                else:
-                    _a(_PK7.encode_all(_tail_full__v.dims))
-            elif _tag == 1:
-                if v.tail.__class__ is not TailQuantized:
-                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
-                _tail_quantized__v = v.tail
-                if len(_tail_quantized__v.user) != p_semantic_dims - 16:
-                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
-            elif _tag == 2:
-                if v.tail.__class__ is not TailQuantizedGacl:
-                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
-                _tail_quantized_gacl__v = v.tail
-                if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
-                    _a(_tail_quantized_gacl__v.reserved.raw)
-                else:
-                    _a(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
-                if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                _a(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
-            else:
-                raise EncodeError('no case for tag ' + repr(_tag), path='tail')
-        elif v.tail is not None:
-            raise EncodeError('field is present but its condition is false', path='tail')
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
-
 def _d_update_body(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T15)
+        raise _short(pos, end, _T8)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -2715,8 +2147,8 @@ def _d_update_body(mv, pos, end):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T16)
-    n_meta, = _S10.unpack_from(mv, pos)
+        raise _short(pos, end, _T10)
+    n_meta, = _S9.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
@@ -2725,7 +2157,7 @@ def _d_update_body(mv, pos, end):
         for _i in range(n_meta):
             if pos + 2 > end:
                 raise _short(pos, end, _T11)
-            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
+            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -2736,7 +2168,7 @@ def _d_update_body(mv, pos, end):
             pos += _meta_pair_n_key
             if pos + 2 > end:
                 raise _short(pos, end, _T12)
-            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
+            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -2757,118 +2189,18 @@ def _d_update_body(mv, pos, end):
     _obj.meta = f_meta
     return _obj, pos
 
-def _u_update_body(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    n_data, = _S2.unpack_from(mv, pos)
-    pos += 4
-    f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
-    pos += n_data
-    n_meta, = _S10.unpack_from(mv, pos)
-    pos += 2
-    if n_meta * 4 > end - pos:
-        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
-    f_meta = []
-    for _i in range(n_meta):
-        _meta_pair_n_key, = _S10.unpack_from(mv, pos)
-        pos += 2
-        _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
-        pos += _meta_pair_n_key
-        _meta_pair_n_value, = _S10.unpack_from(mv, pos)
-        pos += 2
-        _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
-        pos += _meta_pair_n_value
-        _meta_pair__obj = _new(MetaPair)
-        _meta_pair__obj.key = _meta_pair_f_key
-        _meta_pair__obj.value = _meta_pair_f_value
-        f_meta.append(_meta_pair__obj)
-    _obj = _new(UpdateBody)
-    _obj.data = f_data
-    _obj.meta = f_meta
-    return (_obj, pos)
-
-def _m_update_body(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S10_unpack_from = _S10.unpack_from
-    _S2_unpack_from = _S2.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            n_data, = _S2_unpack_from(mv, pos)
-            pos += 4
-            f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
-            pos += n_data
-            n_meta, = _S10_unpack_from(mv, pos)
-            pos += 2
-            if n_meta * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
-            f_meta = []
-            for _i in range(n_meta):
-                _meta_pair_n_key, = _S10_unpack_from(mv, pos)
-                pos += 2
-                _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
-                pos += _meta_pair_n_key
-                _meta_pair_n_value, = _S10_unpack_from(mv, pos)
-                pos += 2
-                _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
-                pos += _meta_pair_n_value
-                _meta_pair__obj = _new(MetaPair)
-                _meta_pair__obj.key = _meta_pair_f_key
-                _meta_pair__obj.value = _meta_pair_f_value
-                f_meta.append(_meta_pair__obj)
-            _obj = _new(UpdateBody)
-            _obj.data = f_data
-            _obj.meta = f_meta
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_update_body, 'update_body', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_update_body, 'update_body', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_update_body(out, v):
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S10.pack(len(v.meta))
+    out += _S9.pack(len(v.meta))
     for _x in v.meta:
         _meta_pair_b_key = _x.key.encode()
-        out += _S10.pack(len(_meta_pair_b_key))
+        out += _S9.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
         _meta_pair_b_value = _x.value.encode()
-        out += _S10.pack(len(_meta_pair_b_value))
+        out += _S9.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
-
-def _em_update_body(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S10_pack = _S10.pack
-    _S2_pack = _S2.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b_data = v.data
-        _a(_L17[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
-        _a(_b_data)
-        _a(_L14[_ln] if (_ln := len(v.meta)) < 256 else _S10_pack(_ln))
-        for _x in v.meta:
-            _meta_pair_b_key = _x.key.encode()
-            _a(_L14[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S10_pack(_ln))
-            _a(_meta_pair_b_key)
-            _meta_pair_b_value = _x.value.encode()
-            _a(_L14[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S10_pack(_ln))
-            _a(_meta_pair_b_value)
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
@@ -2878,7 +2210,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK13)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
                 _tail_full___obj.dims = _tail_full__f_dims
@@ -2890,11 +2222,11 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                _tail_quantized___st = _RC8.get(_tail_quantized___c)
+                _tail_quantized___st = _RC14.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_tail_quantized___c] = _tail_quantized___st
+                    if len(_RC14) < 64:
+                        _RC14[_tail_quantized___c] = _tail_quantized___st
                 _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                 pos += _tail_quantized___c * 2
                 _tail_quantized___obj = _new(TailQuantized)
@@ -2907,16 +2239,16 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK13)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
+                _tail_quantized_gacl___st = _RC15.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                    if len(_RC9) < 64:
-                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    if len(_RC15) < 64:
+                        _RC15[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                 _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _tail_quantized_gacl___c * 2
                 _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2932,134 +2264,6 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj = _new(SetSemanticBody)
     _obj.tail = f_tail
     return _obj, pos
-
-def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
-    _isb = mv.__class__ is bytes
-    if p_semantic_dims > 0:
-        _tag = p_tail_layout
-        if _tag == 0:
-            _tail_full___c = p_semantic_dims
-            if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
-            pos += _tail_full___c * 16
-            _tail_full___obj = _new(TailFull)
-            _tail_full___obj.dims = _tail_full__f_dims
-            f_tail = _tail_full___obj
-        elif _tag == 1:
-            _tail_quantized___c = p_semantic_dims - 16
-            if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-            _tail_quantized___st = _RC8.get(_tail_quantized___c)
-            if _tail_quantized___st is None:
-                _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                if len(_RC8) < 64:
-                    _RC8[_tail_quantized___c] = _tail_quantized___st
-            _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
-            pos += _tail_quantized___c * 2
-            _tail_quantized___obj = _new(TailQuantized)
-            _tail_quantized___obj.user = _tail_quantized__f_user
-            f_tail = _tail_quantized___obj
-        elif _tag == 2:
-            _tail_quantized_gacl___c = min(p_semantic_dims, 16)
-            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
-            pos += _tail_quantized_gacl___c * 16
-            _tail_quantized_gacl___c = p_semantic_dims - 16
-            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-            _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
-            if _tail_quantized_gacl___st is None:
-                _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                if len(_RC9) < 64:
-                    _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
-            _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
-            pos += _tail_quantized_gacl___c * 2
-            _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-            _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
-            _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
-            f_tail = _tail_quantized_gacl___obj
-        else:
-            raise ConstraintError('no case for tag')
-    else:
-        f_tail = None
-    _obj = _new(SetSemanticBody)
-    _obj.tail = f_tail
-    return (_obj, pos)
-
-def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            if p_semantic_dims > 0:
-                _tag = p_tail_layout
-                if _tag == 0:
-                    _tail_full___c = p_semantic_dims
-                    if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
-                    pos += _tail_full___c * 16
-                    _tail_full___obj = _new(TailFull)
-                    _tail_full___obj.dims = _tail_full__f_dims
-                    f_tail = _tail_full___obj
-                elif _tag == 1:
-                    _tail_quantized___c = p_semantic_dims - 16
-                    if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                    _tail_quantized___st = _RC8.get(_tail_quantized___c)
-                    if _tail_quantized___st is None:
-                        _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                        if len(_RC8) < 64:
-                            _RC8[_tail_quantized___c] = _tail_quantized___st
-                    _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
-                    pos += _tail_quantized___c * 2
-                    _tail_quantized___obj = _new(TailQuantized)
-                    _tail_quantized___obj.user = _tail_quantized__f_user
-                    f_tail = _tail_quantized___obj
-                elif _tag == 2:
-                    _tail_quantized_gacl___c = min(p_semantic_dims, 16)
-                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
-                    pos += _tail_quantized_gacl___c * 16
-                    _tail_quantized_gacl___c = p_semantic_dims - 16
-                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                    _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
-                    if _tail_quantized_gacl___st is None:
-                        _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                        if len(_RC9) < 64:
-                            _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
-                    _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
-                    pos += _tail_quantized_gacl___c * 2
-                    _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-                    _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
-                    _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
-                    f_tail = _tail_quantized_gacl___obj
-                else:
-                    raise ConstraintError('no case for tag')
-            else:
-                f_tail = None
-            _obj = _new(SetSemanticBody)
-            _obj.tail = f_tail
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_set_semantic_body, 'set_semantic_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_set_semantic_body, 'set_semantic_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
-    return _out
 
 def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
@@ -3070,10 +2274,10 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
+            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK13:
                 out += _tail_full__v.dims.raw
             else:
-                out += _PK7.encode_all(_tail_full__v.dims)
+                out += _PK13.encode_all(_tail_full__v.dims)
         elif _tag == 1:
             if v.tail.__class__ is not TailQuantized:
                 raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
@@ -3087,10 +2291,10 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
+            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK13:
                 out += _tail_quantized_gacl__v.reserved.raw
             else:
-                out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
+                out += _PK13.encode_all(_tail_quantized_gacl__v.reserved)
             if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -3099,126 +2303,33 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
     elif v.tail is not None:
         raise EncodeError('field is present but its condition is false', path='tail')
 
-def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if p_semantic_dims > 0:
-            _tag = p_tail_layout
-            if _tag == 0:
-                if v.tail.__class__ is not TailFull:
-                    raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
-                _tail_full__v = v.tail
-                if len(_tail_full__v.dims) != p_semantic_dims:
-                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
-                    _a(_tail_full__v.dims.raw)
-                else:
-                    _a(_PK7.encode_all(_tail_full__v.dims))
-            elif _tag == 1:
-                if v.tail.__class__ is not TailQuantized:
-                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
-                _tail_quantized__v = v.tail
-                if len(_tail_quantized__v.user) != p_semantic_dims - 16:
-                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
-            elif _tag == 2:
-                if v.tail.__class__ is not TailQuantizedGacl:
-                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
-                _tail_quantized_gacl__v = v.tail
-                if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
-                    _a(_tail_quantized_gacl__v.reserved.raw)
-                else:
-                    _a(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
-                if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                _a(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
-            else:
-                raise EncodeError('no case for tag ' + repr(_tag), path='tail')
-        elif v.tail is not None:
-            raise EncodeError('field is present but its condition is false', path='tail')
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
-
 def _d_epoch_body(mv, pos, end):
     if pos + 9 > end:
-        raise _short(pos, end, _T23)
-    f_epoch_id, f_flags = _S22.unpack_from(mv, pos)
-    _r22 = pos
+        raise _short(pos, end, _T17)
+    f_epoch_id, f_flags = _S16.unpack_from(mv, pos)
+    _r16 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r22 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r16 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
     _obj.flags = f_flags
     return _obj, pos
 
-def _u_epoch_body(mv, pos, end):
-    f_epoch_id, f_flags = _S22.unpack_from(mv, pos)
-    pos += 9
-    if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set')
-    f_flags = EpochFlags.from_int(f_flags)
-    _obj = _new(EpochBody)
-    _obj.epoch_id = f_epoch_id
-    _obj.flags = f_flags
-    return (_obj, pos)
-
-def _m_epoch_body(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S22_unpack_from = _S22.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_epoch_id, f_flags = _S22_unpack_from(mv, pos)
-            pos += 9
-            if f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set')
-            f_flags = EpochFlags.from_int(f_flags)
-            _obj = _new(EpochBody)
-            _obj.epoch_id = f_epoch_id
-            _obj.flags = f_flags
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_epoch_body, 'epoch_body', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_epoch_body, 'epoch_body', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_epoch_body(out, v):
-    out += _S22.pack(v.epoch_id, v.flags.to_int())
-
-def _em_epoch_body(values):
-    out = bytearray()
-    _S22_pack = _S22.pack
-    for v in values:
-        out += _S22_pack(v.epoch_id, v.flags.to_int())
-    return bytes(out)
+    out += _S16.pack(v.epoch_id, v.flags.to_int())
 
 def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 7 > end:
-        raise _short(pos, end, _T25)
-    f_seq, f_op, n_key = _S24.unpack_from(mv, pos)
-    _r24 = pos
+        raise _short(pos, end, _T7)
+    f_seq, f_op, n_key = _S6.unpack_from(mv, pos)
+    _r6 = pos
     pos += 7
-    _s_seq = _r24
+    _s_seq = _r6
     _v = _WALOP_BY_VALUE.get(f_op)
     if _v is None:
-        raise ConstraintError('unknown wal_op value', offset=_r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
+        raise ConstraintError('unknown wal_op value', offset=_r6 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
     f_op = _v
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -3231,7 +2342,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if _tag == 1:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T15)
+                raise _short(pos, end, _T8)
             _insert_body__n_data, = _S2.unpack_from(mv, pos)
             pos += 4
             if pos + _insert_body__n_data > end:
@@ -3239,8 +2350,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
             pos += _insert_body__n_data
             if pos + 2 > end:
-                raise _short(pos, end, _T16)
-            _insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                raise _short(pos, end, _T10)
+            _insert_body__n_meta, = _S9.unpack_from(mv, pos)
             pos += 2
             if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
@@ -3249,7 +2360,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 for _insert_body___i in range(_insert_body__n_meta):
                     if pos + 2 > end:
                         raise _short(pos, end, _T11)
-                    _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                    _insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                     pos += 2
                     if pos + _insert_body___meta_pair_n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_insert_body___meta_pair_n_key, found=end - pos)
@@ -3260,7 +2371,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     pos += _insert_body___meta_pair_n_key
                     if pos + 2 > end:
                         raise _short(pos, end, _T12)
-                    _insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                    _insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                     pos += 2
                     if pos + _insert_body___meta_pair_n_value > end:
                         raise TruncatedError('str truncated', offset=pos, path='value', expected=_insert_body___meta_pair_n_value, found=end - pos)
@@ -3283,7 +2394,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
+                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK13)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
                         _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
@@ -3295,11 +2406,11 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
-                        _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
+                        _insert_body___tail_quantized___st = _RC14.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                            if len(_RC14) < 64:
+                                _RC14[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
                         _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized___c * 2
                         _insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -3312,16 +2423,16 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK13)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
+                        _insert_body___tail_quantized_gacl___st = _RC15.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC9) < 64:
-                                _RC9[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                            if len(_RC15) < 64:
+                                _RC15[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
                         _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized_gacl___c * 2
                         _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3344,7 +2455,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 2:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T15)
+                raise _short(pos, end, _T8)
             _update_body__n_data, = _S2.unpack_from(mv, pos)
             pos += 4
             if pos + _update_body__n_data > end:
@@ -3352,8 +2463,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
             pos += _update_body__n_data
             if pos + 2 > end:
-                raise _short(pos, end, _T16)
-            _update_body__n_meta, = _S10.unpack_from(mv, pos)
+                raise _short(pos, end, _T10)
+            _update_body__n_meta, = _S9.unpack_from(mv, pos)
             pos += 2
             if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
@@ -3362,7 +2473,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 for _update_body___i in range(_update_body__n_meta):
                     if pos + 2 > end:
                         raise _short(pos, end, _T11)
-                    _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                    _update_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                     pos += 2
                     if pos + _update_body___meta_pair_n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_update_body___meta_pair_n_key, found=end - pos)
@@ -3373,7 +2484,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     pos += _update_body___meta_pair_n_key
                     if pos + 2 > end:
                         raise _short(pos, end, _T12)
-                    _update_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                    _update_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                     pos += 2
                     if pos + _update_body___meta_pair_n_value > end:
                         raise TruncatedError('str truncated', offset=pos, path='value', expected=_update_body___meta_pair_n_value, found=end - pos)
@@ -3401,7 +2512,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         try:
             if pos + 2 > end:
                 raise _short(pos, end, _T11)
-            _meta_pair__n_key, = _S10.unpack_from(mv, pos)
+            _meta_pair__n_key, = _S9.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair__n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair__n_key, found=end - pos)
@@ -3412,7 +2523,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += _meta_pair__n_key
             if pos + 2 > end:
                 raise _short(pos, end, _T12)
-            _meta_pair__n_value, = _S10.unpack_from(mv, pos)
+            _meta_pair__n_value, = _S9.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair__n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair__n_value, found=end - pos)
@@ -3436,7 +2547,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
+                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK13)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
                         _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
@@ -3448,11 +2559,11 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
+                        _set_semantic_body___tail_quantized___st = _RC14.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                            if len(_RC14) < 64:
+                                _RC14[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
                         _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized___c * 2
                         _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
@@ -3465,16 +2576,16 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
+                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK13)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
+                        _set_semantic_body___tail_quantized_gacl___st = _RC15.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC9) < 64:
-                                _RC9[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                            if len(_RC15) < 64:
+                                _RC15[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
                         _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized_gacl___c * 2
                         _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3495,12 +2606,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 6:
         try:
             if pos + 9 > end:
-                raise _short(pos, end, _T23)
-            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22.unpack_from(mv, pos)
-            _epoch_body___r22 = pos
+                raise _short(pos, end, _T17)
+            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S16.unpack_from(mv, pos)
+            _epoch_body___r16 = pos
             pos += 9
             if _epoch_body__f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r22 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r16 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
             _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
             _epoch_body___obj = _new(EpochBody)
             _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3512,7 +2623,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
     _e_body = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T26)
+        raise _short(pos, end, _T18)
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -3528,31 +2639,31 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
 
 def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _isb = mv.__class__ is bytes
-    f_seq, f_op, n_key = _S24.unpack_from(mv, pos)
-    _r24 = pos
+    f_seq, f_op, n_key = _S6.unpack_from(mv, pos)
+    _r6 = pos
     pos += 7
     _tag = f_op
     f_op = _WALOP_BY_VALUE[f_op]
-    f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
+    f_key = _BD29(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
     if _tag == 1:
         _insert_body__n_data, = _S2.unpack_from(mv, pos)
         pos += 4
         _insert_body__f_data = mv[pos:pos + _insert_body__n_data] if _isb else bytes(mv[pos:pos + _insert_body__n_data])
         pos += _insert_body__n_data
-        _insert_body__n_meta, = _S10.unpack_from(mv, pos)
+        _insert_body__n_meta, = _S9.unpack_from(mv, pos)
         pos += 2
         if _insert_body__n_meta * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
         _insert_body__f_meta = []
         for _insert_body___i in range(_insert_body__n_meta):
-            _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+            _insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
             pos += 2
-            _insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+            _insert_body___meta_pair_f_key = _BD29(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
             pos += _insert_body___meta_pair_n_key
-            _insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+            _insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
             pos += 2
-            _insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+            _insert_body___meta_pair_f_value = _BD29(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
             pos += _insert_body___meta_pair_n_value
             _insert_body___meta_pair__obj = _new(MetaPair)
             _insert_body___meta_pair__obj.key = _insert_body___meta_pair_f_key
@@ -3564,7 +2675,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_full___c = p_semantic_dims
                 if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
+                _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK13)
                 pos += _insert_body___tail_full___c * 16
                 _insert_body___tail_full___obj = _new(TailFull)
                 _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
@@ -3573,11 +2684,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
-                _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
+                _insert_body___tail_quantized___st = _RC14.get(_insert_body___tail_quantized___c)
                 if _insert_body___tail_quantized___st is None:
                     _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                    if len(_RC14) < 64:
+                        _RC14[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
                 _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
                 pos += _insert_body___tail_quantized___c * 2
                 _insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -3587,16 +2698,16 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK13)
                 pos += _insert_body___tail_quantized_gacl___c * 16
                 _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
+                _insert_body___tail_quantized_gacl___st = _RC15.get(_insert_body___tail_quantized_gacl___c)
                 if _insert_body___tail_quantized_gacl___st is None:
                     _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
-                    if len(_RC9) < 64:
-                        _RC9[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                    if len(_RC15) < 64:
+                        _RC15[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
                 _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _insert_body___tail_quantized_gacl___c * 2
                 _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3617,19 +2728,19 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         pos += 4
         _update_body__f_data = mv[pos:pos + _update_body__n_data] if _isb else bytes(mv[pos:pos + _update_body__n_data])
         pos += _update_body__n_data
-        _update_body__n_meta, = _S10.unpack_from(mv, pos)
+        _update_body__n_meta, = _S9.unpack_from(mv, pos)
         pos += 2
         if _update_body__n_meta * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
         _update_body__f_meta = []
         for _update_body___i in range(_update_body__n_meta):
-            _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+            _update_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
             pos += 2
-            _update_body___meta_pair_f_key = _BD13(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+            _update_body___meta_pair_f_key = _BD29(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
             pos += _update_body___meta_pair_n_key
-            _update_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+            _update_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
             pos += 2
-            _update_body___meta_pair_f_value = _BD13(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+            _update_body___meta_pair_f_value = _BD29(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
             pos += _update_body___meta_pair_n_value
             _update_body___meta_pair__obj = _new(MetaPair)
             _update_body___meta_pair__obj.key = _update_body___meta_pair_f_key
@@ -3642,13 +2753,13 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 3:
         f_body = None
     elif _tag == 4:
-        _meta_pair__n_key, = _S10.unpack_from(mv, pos)
+        _meta_pair__n_key, = _S9.unpack_from(mv, pos)
         pos += 2
-        _meta_pair__f_key = _BD13(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+        _meta_pair__f_key = _BD29(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
         pos += _meta_pair__n_key
-        _meta_pair__n_value, = _S10.unpack_from(mv, pos)
+        _meta_pair__n_value, = _S9.unpack_from(mv, pos)
         pos += 2
-        _meta_pair__f_value = _BD13(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+        _meta_pair__f_value = _BD29(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
         pos += _meta_pair__n_value
         _meta_pair___obj = _new(MetaPair)
         _meta_pair___obj.key = _meta_pair__f_key
@@ -3661,7 +2772,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_full___c = p_semantic_dims
                 if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
+                _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK13)
                 pos += _set_semantic_body___tail_full___c * 16
                 _set_semantic_body___tail_full___obj = _new(TailFull)
                 _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
@@ -3670,11 +2781,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
-                _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
+                _set_semantic_body___tail_quantized___st = _RC14.get(_set_semantic_body___tail_quantized___c)
                 if _set_semantic_body___tail_quantized___st is None:
                     _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                    if len(_RC14) < 64:
+                        _RC14[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
                 _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
                 pos += _set_semantic_body___tail_quantized___c * 2
                 _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
@@ -3684,16 +2795,16 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                     raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
+                _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK13)
                 pos += _set_semantic_body___tail_quantized_gacl___c * 16
                 _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
                     raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
-                _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
+                _set_semantic_body___tail_quantized_gacl___st = _RC15.get(_set_semantic_body___tail_quantized_gacl___c)
                 if _set_semantic_body___tail_quantized_gacl___st is None:
                     _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
-                    if len(_RC9) < 64:
-                        _RC9[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                    if len(_RC15) < 64:
+                        _RC15[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
                 _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _set_semantic_body___tail_quantized_gacl___c * 2
                 _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3708,7 +2819,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _set_semantic_body___obj.tail = _set_semantic_body__f_tail
         f_body = _set_semantic_body___obj
     elif _tag == 6:
-        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22.unpack_from(mv, pos)
+        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S16.unpack_from(mv, pos)
         pos += 9
         if _epoch_body__f_flags & 252:
             raise ConstraintError('undefined epoch_flags bits set')
@@ -3722,7 +2833,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _e_body = pos
     f_entry_crc, = _S2.unpack_from(mv, pos)
     pos += 4
-    _ck = _ck_crc32(mv[_r24:_e_body])
+    _ck = _ck_crc32(mv[_r6:_e_body])
     if f_entry_crc != _ck:
         raise ChecksumError('crc32 mismatch')
     _obj = _new(WalEntry)
@@ -3738,40 +2849,40 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S10_unpack_from = _S10.unpack_from
+    _S16_unpack_from = _S16.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S22_unpack_from = _S22.unpack_from
-    _S24_unpack_from = _S24.unpack_from
+    _S6_unpack_from = _S6.unpack_from
+    _S9_unpack_from = _S9.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_seq, f_op, n_key = _S24_unpack_from(mv, pos)
-            _r24 = pos
+            f_seq, f_op, n_key = _S6_unpack_from(mv, pos)
+            _r6 = pos
             pos += 7
             _tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
-            f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD29(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
             if _tag == 1:
                 _insert_body__n_data, = _S2_unpack_from(mv, pos)
                 pos += 4
                 _insert_body__f_data = mv[pos:pos + _insert_body__n_data] if _isb else bytes(mv[pos:pos + _insert_body__n_data])
                 pos += _insert_body__n_data
-                _insert_body__n_meta, = _S10_unpack_from(mv, pos)
+                _insert_body__n_meta, = _S9_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
-                    _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
+                    _insert_body___meta_pair_n_key, = _S9_unpack_from(mv, pos)
                     pos += 2
-                    _insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+                    _insert_body___meta_pair_f_key = _BD29(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
                     pos += _insert_body___meta_pair_n_key
-                    _insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
+                    _insert_body___meta_pair_n_value, = _S9_unpack_from(mv, pos)
                     pos += 2
-                    _insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+                    _insert_body___meta_pair_f_value = _BD29(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
                     pos += _insert_body___meta_pair_n_value
                     _insert_body___meta_pair__obj = _new(MetaPair)
                     _insert_body___meta_pair__obj.key = _insert_body___meta_pair_f_key
@@ -3783,7 +2894,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                        _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
+                        _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK13)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
                         _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
@@ -3792,11 +2903,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
-                        _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
+                        _insert_body___tail_quantized___st = _RC14.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                            if len(_RC14) < 64:
+                                _RC14[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
                         _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized___c * 2
                         _insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -3806,16 +2917,16 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK13)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
+                        _insert_body___tail_quantized_gacl___st = _RC15.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC9) < 64:
-                                _RC9[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                            if len(_RC15) < 64:
+                                _RC15[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
                         _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized_gacl___c * 2
                         _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3836,19 +2947,19 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 pos += 4
                 _update_body__f_data = mv[pos:pos + _update_body__n_data] if _isb else bytes(mv[pos:pos + _update_body__n_data])
                 pos += _update_body__n_data
-                _update_body__n_meta, = _S10_unpack_from(mv, pos)
+                _update_body__n_meta, = _S9_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
-                    _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
+                    _update_body___meta_pair_n_key, = _S9_unpack_from(mv, pos)
                     pos += 2
-                    _update_body___meta_pair_f_key = _BD13(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+                    _update_body___meta_pair_f_key = _BD29(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
                     pos += _update_body___meta_pair_n_key
-                    _update_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
+                    _update_body___meta_pair_n_value, = _S9_unpack_from(mv, pos)
                     pos += 2
-                    _update_body___meta_pair_f_value = _BD13(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+                    _update_body___meta_pair_f_value = _BD29(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
                     pos += _update_body___meta_pair_n_value
                     _update_body___meta_pair__obj = _new(MetaPair)
                     _update_body___meta_pair__obj.key = _update_body___meta_pair_f_key
@@ -3861,13 +2972,13 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
             elif _tag == 3:
                 f_body = None
             elif _tag == 4:
-                _meta_pair__n_key, = _S10_unpack_from(mv, pos)
+                _meta_pair__n_key, = _S9_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair__f_key = _BD13(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+                _meta_pair__f_key = _BD29(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
                 pos += _meta_pair__n_key
-                _meta_pair__n_value, = _S10_unpack_from(mv, pos)
+                _meta_pair__n_value, = _S9_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair__f_value = _BD13(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+                _meta_pair__f_value = _BD29(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
                 pos += _meta_pair__n_value
                 _meta_pair___obj = _new(MetaPair)
                 _meta_pair___obj.key = _meta_pair__f_key
@@ -3880,7 +2991,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                        _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
+                        _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK13)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
                         _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
@@ -3889,11 +3000,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
+                        _set_semantic_body___tail_quantized___st = _RC14.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                            if len(_RC14) < 64:
+                                _RC14[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
                         _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized___c * 2
                         _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
@@ -3903,16 +3014,16 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
+                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK13)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
+                        _set_semantic_body___tail_quantized_gacl___st = _RC15.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC9) < 64:
-                                _RC9[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                            if len(_RC15) < 64:
+                                _RC15[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
                         _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized_gacl___c * 2
                         _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3927,7 +3038,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _set_semantic_body___obj.tail = _set_semantic_body__f_tail
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
-                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22_unpack_from(mv, pos)
+                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S16_unpack_from(mv, pos)
                 pos += 9
                 if _epoch_body__f_flags & 252:
                     raise ConstraintError('undefined epoch_flags bits set')
@@ -3941,7 +3052,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
             _e_body = pos
             f_entry_crc, = _S2_unpack_from(mv, pos)
             pos += 4
-            _ck = _ck_crc32(mv[_r24:_e_body])
+            _ck = _ck_crc32(mv[_r6:_e_body])
             if f_entry_crc != _ck:
                 raise ChecksumError('crc32 mismatch')
             _obj = _new(WalEntry)
@@ -3964,10 +3075,10 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S10_unpack_from = _S10.unpack_from
+    _S16_unpack_from = _S16.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S22_unpack_from = _S22.unpack_from
-    _S24_unpack_from = _S24.unpack_from
+    _S6_unpack_from = _S6.unpack_from
+    _S9_unpack_from = _S9.unpack_from
     _starts = []
     _sappend = _starts.append
     try:
@@ -3975,31 +3086,31 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if pos >= end:
                 break
             _rs = pos
-            f_seq, f_op, n_key = _S24_unpack_from(mv, pos)
-            _r24 = pos
+            f_seq, f_op, n_key = _S6_unpack_from(mv, pos)
+            _r6 = pos
             pos += 7
             _tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
-            f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD29(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
             if _tag == 1:
                 _insert_body__n_data, = _S2_unpack_from(mv, pos)
                 pos += 4
                 _insert_body__f_data = mv[pos:pos + _insert_body__n_data] if _isb else bytes(mv[pos:pos + _insert_body__n_data])
                 pos += _insert_body__n_data
-                _insert_body__n_meta, = _S10_unpack_from(mv, pos)
+                _insert_body__n_meta, = _S9_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
-                    _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
+                    _insert_body___meta_pair_n_key, = _S9_unpack_from(mv, pos)
                     pos += 2
-                    _insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+                    _insert_body___meta_pair_f_key = _BD29(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
                     pos += _insert_body___meta_pair_n_key
-                    _insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
+                    _insert_body___meta_pair_n_value, = _S9_unpack_from(mv, pos)
                     pos += 2
-                    _insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+                    _insert_body___meta_pair_f_value = _BD29(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
                     pos += _insert_body___meta_pair_n_value
                     _insert_body___meta_pair__obj = (_insert_body___meta_pair_f_key, _insert_body___meta_pair_f_value)
                     _insert_body__f_meta.append(_insert_body___meta_pair__obj)
@@ -4017,11 +3128,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
-                        _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
+                        _insert_body___tail_quantized___st = _RC14.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                            if len(_RC14) < 64:
+                                _RC14[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
                         _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized___c * 2
                         _insert_body___tail_quantized___obj = (_insert_body___tail_quantized__f_user,)
@@ -4035,11 +3146,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
+                        _insert_body___tail_quantized_gacl___st = _RC15.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC9) < 64:
-                                _RC9[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                            if len(_RC15) < 64:
+                                _RC15[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
                         _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized_gacl___c * 2
                         _insert_body___tail_quantized_gacl___obj = (_insert_body___tail_quantized_gacl__f_reserved, _insert_body___tail_quantized_gacl__f_user)
@@ -4055,19 +3166,19 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 pos += 4
                 _update_body__f_data = mv[pos:pos + _update_body__n_data] if _isb else bytes(mv[pos:pos + _update_body__n_data])
                 pos += _update_body__n_data
-                _update_body__n_meta, = _S10_unpack_from(mv, pos)
+                _update_body__n_meta, = _S9_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
-                    _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
+                    _update_body___meta_pair_n_key, = _S9_unpack_from(mv, pos)
                     pos += 2
-                    _update_body___meta_pair_f_key = _BD13(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+                    _update_body___meta_pair_f_key = _BD29(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
                     pos += _update_body___meta_pair_n_key
-                    _update_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
+                    _update_body___meta_pair_n_value, = _S9_unpack_from(mv, pos)
                     pos += 2
-                    _update_body___meta_pair_f_value = _BD13(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+                    _update_body___meta_pair_f_value = _BD29(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
                     pos += _update_body___meta_pair_n_value
                     _update_body___meta_pair__obj = (_update_body___meta_pair_f_key, _update_body___meta_pair_f_value)
                     _update_body__f_meta.append(_update_body___meta_pair__obj)
@@ -4076,13 +3187,13 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _tag == 3:
                 f_body = None
             elif _tag == 4:
-                _meta_pair__n_key, = _S10_unpack_from(mv, pos)
+                _meta_pair__n_key, = _S9_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair__f_key = _BD13(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+                _meta_pair__f_key = _BD29(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
                 pos += _meta_pair__n_key
-                _meta_pair__n_value, = _S10_unpack_from(mv, pos)
+                _meta_pair__n_value, = _S9_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair__f_value = _BD13(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+                _meta_pair__f_value = _BD29(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
                 pos += _meta_pair__n_value
                 _meta_pair___obj = (_meta_pair__f_key, _meta_pair__f_value)
                 f_body = _meta_pair___obj
@@ -4101,11 +3212,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
+                        _set_semantic_body___tail_quantized___st = _RC14.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                            if len(_RC14) < 64:
+                                _RC14[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
                         _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized___c * 2
                         _set_semantic_body___tail_quantized___obj = (_set_semantic_body___tail_quantized__f_user,)
@@ -4119,11 +3230,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
+                        _set_semantic_body___tail_quantized_gacl___st = _RC15.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC9) < 64:
-                                _RC9[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                            if len(_RC15) < 64:
+                                _RC15[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
                         _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized_gacl___c * 2
                         _set_semantic_body___tail_quantized_gacl___obj = (_set_semantic_body___tail_quantized_gacl__f_reserved, _set_semantic_body___tail_quantized_gacl__f_user)
@@ -4135,7 +3246,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___obj = (_set_semantic_body__f_tail,)
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
-                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22_unpack_from(mv, pos)
+                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S16_unpack_from(mv, pos)
                 pos += 9
                 if _epoch_body__f_flags & 252:
                     raise ConstraintError('undefined epoch_flags bits set')
@@ -4147,7 +3258,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _e_body = pos
             f_entry_crc, = _S2_unpack_from(mv, pos)
             pos += 4
-            _ck = _ck_crc32(mv[_r24:_e_body])
+            _ck = _ck_crc32(mv[_r6:_e_body])
             if f_entry_crc != _ck:
                 raise ChecksumError('crc32 mismatch')
             _obj = (f_seq, f_op, f_key, f_body)
@@ -4164,7 +3275,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
 def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     _b_key = v.key.encode()
     _s_seq = len(out)
-    out += _S24.pack(v.seq, _WALOP_BY_VALUE[v.op], len(_b_key))
+    out += _S6.pack(v.seq, _WALOP_BY_VALUE[v.op], len(_b_key))
     out += _b_key
     _tag = v.op
     if _tag == 1:
@@ -4174,13 +3285,13 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         _insert_body___b_data = _insert_body__v.data
         out += _S2.pack(len(_insert_body___b_data))
         out += _insert_body___b_data
-        out += _S10.pack(len(_insert_body__v.meta))
+        out += _S9.pack(len(_insert_body__v.meta))
         for _insert_body___x in _insert_body__v.meta:
             _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
-            out += _S10.pack(len(_insert_body___meta_pair_b_key))
+            out += _S9.pack(len(_insert_body___meta_pair_b_key))
             out += _insert_body___meta_pair_b_key
             _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
-            out += _S10.pack(len(_insert_body___meta_pair_b_value))
+            out += _S9.pack(len(_insert_body___meta_pair_b_value))
             out += _insert_body___meta_pair_b_value
         if p_semantic_dims > 0:
             _insert_body___tag = p_tail_layout
@@ -4190,10 +3301,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_full__v = _insert_body__v.tail
                 if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
-                if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK7:
+                if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK13:
                     out += _insert_body___tail_full__v.dims.raw
                 else:
-                    out += _PK7.encode_all(_insert_body___tail_full__v.dims)
+                    out += _PK13.encode_all(_insert_body___tail_full__v.dims)
             elif _insert_body___tag == 1:
                 if _insert_body__v.tail.__class__ is not TailQuantized:
                     raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_insert_body__v.tail).__name__, path='tail')
@@ -4207,10 +3318,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
                 if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                     out += _insert_body___tail_quantized_gacl__v.reserved.raw
                 else:
-                    out += _PK7.encode_all(_insert_body___tail_quantized_gacl__v.reserved)
+                    out += _PK13.encode_all(_insert_body___tail_quantized_gacl__v.reserved)
                 if len(_insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.user)), path='user')
                 out += struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user)
@@ -4225,13 +3336,13 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         _update_body___b_data = _update_body__v.data
         out += _S2.pack(len(_update_body___b_data))
         out += _update_body___b_data
-        out += _S10.pack(len(_update_body__v.meta))
+        out += _S9.pack(len(_update_body__v.meta))
         for _update_body___x in _update_body__v.meta:
             _update_body___meta_pair_b_key = _update_body___x.key.encode()
-            out += _S10.pack(len(_update_body___meta_pair_b_key))
+            out += _S9.pack(len(_update_body___meta_pair_b_key))
             out += _update_body___meta_pair_b_key
             _update_body___meta_pair_b_value = _update_body___x.value.encode()
-            out += _S10.pack(len(_update_body___meta_pair_b_value))
+            out += _S9.pack(len(_update_body___meta_pair_b_value))
             out += _update_body___meta_pair_b_value
     elif _tag == 3:
         if v.body is not None:
@@ -4241,10 +3352,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
             raise EncodeError('tag SET_META takes a MetaPair, not ' + type(v.body).__name__, path='body')
         _meta_pair__v = v.body
         _meta_pair___b_key = _meta_pair__v.key.encode()
-        out += _S10.pack(len(_meta_pair___b_key))
+        out += _S9.pack(len(_meta_pair___b_key))
         out += _meta_pair___b_key
         _meta_pair___b_value = _meta_pair__v.value.encode()
-        out += _S10.pack(len(_meta_pair___b_value))
+        out += _S9.pack(len(_meta_pair___b_value))
         out += _meta_pair___b_value
     elif _tag == 5:
         if v.body.__class__ is not SetSemanticBody:
@@ -4258,10 +3369,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
                 if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
-                if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK7:
+                if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK13:
                     out += _set_semantic_body___tail_full__v.dims.raw
                 else:
-                    out += _PK7.encode_all(_set_semantic_body___tail_full__v.dims)
+                    out += _PK13.encode_all(_set_semantic_body___tail_full__v.dims)
             elif _set_semantic_body___tag == 1:
                 if _set_semantic_body__v.tail.__class__ is not TailQuantized:
                     raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
@@ -4275,10 +3386,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
                 if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                     out += _set_semantic_body___tail_quantized_gacl__v.reserved.raw
                 else:
-                    out += _PK7.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved)
+                    out += _PK13.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved)
                 if len(_set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                 out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user)
@@ -4290,7 +3401,7 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         if v.body.__class__ is not EpochBody:
             raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(v.body).__name__, path='body')
         _epoch_body__v = v.body
-        out += _S22.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
+        out += _S16.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
     f_entry_crc = _ck_crc32((out if _s_seq == 0 else memoryview(out)[_s_seq:]))
@@ -4300,17 +3411,17 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
     _all = []
     _a = _all.append
     _chunks = []
-    _S10_pack = _S10.pack
+    _S16_pack = _S16.pack
     _S2_pack = _S2.pack
-    _S22_pack = _S22.pack
-    _S24_pack = _S24.pack
+    _S6_pack = _S6.pack
+    _S9_pack = _S9.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_key = v.key.encode()
         _p = []
-        _p.append(_S24_pack(v.seq, _WALOP_BY_VALUE[v.op], len(_b_key)))
+        _p.append(_S6_pack(v.seq, _WALOP_BY_VALUE[v.op], len(_b_key)))
         _p.append(_b_key)
         _tag = v.op
         if _tag == 1:
@@ -4318,15 +3429,15 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('tag INSERT takes a InsertBody, not ' + type(v.body).__name__, path='body')
             _insert_body__v = v.body
             _insert_body___b_data = _insert_body__v.data
-            _p.append(_L17[_ln] if (_ln := len(_insert_body___b_data)) < 256 else _S2_pack(_ln))
+            _p.append(_L31[_ln] if (_ln := len(_insert_body___b_data)) < 256 else _S2_pack(_ln))
             _p.append(_insert_body___b_data)
-            _p.append(_L14[_ln] if (_ln := len(_insert_body__v.meta)) < 256 else _S10_pack(_ln))
+            _p.append(_L30[_ln] if (_ln := len(_insert_body__v.meta)) < 256 else _S9_pack(_ln))
             for _insert_body___x in _insert_body__v.meta:
                 _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
-                _p.append(_L14[_ln] if (_ln := len(_insert_body___meta_pair_b_key)) < 256 else _S10_pack(_ln))
+                _p.append(_L30[_ln] if (_ln := len(_insert_body___meta_pair_b_key)) < 256 else _S9_pack(_ln))
                 _p.append(_insert_body___meta_pair_b_key)
                 _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
-                _p.append(_L14[_ln] if (_ln := len(_insert_body___meta_pair_b_value)) < 256 else _S10_pack(_ln))
+                _p.append(_L30[_ln] if (_ln := len(_insert_body___meta_pair_b_value)) < 256 else _S9_pack(_ln))
                 _p.append(_insert_body___meta_pair_b_value)
             if p_semantic_dims > 0:
                 _insert_body___tag = p_tail_layout
@@ -4336,10 +3447,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     _insert_body___tail_full__v = _insert_body__v.tail
                     if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
-                    if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK7:
+                    if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK13:
                         _p.append(_insert_body___tail_full__v.dims.raw)
                     else:
-                        _p.append(_PK7.encode_all(_insert_body___tail_full__v.dims))
+                        _p.append(_PK13.encode_all(_insert_body___tail_full__v.dims))
                 elif _insert_body___tag == 1:
                     if _insert_body__v.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_insert_body__v.tail).__name__, path='tail')
@@ -4353,10 +3464,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
                     if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                         _p.append(_insert_body___tail_quantized_gacl__v.reserved.raw)
                     else:
-                        _p.append(_PK7.encode_all(_insert_body___tail_quantized_gacl__v.reserved))
+                        _p.append(_PK13.encode_all(_insert_body___tail_quantized_gacl__v.reserved))
                     if len(_insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.user)), path='user')
                     _p.append(struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user))
@@ -4369,15 +3480,15 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(v.body).__name__, path='body')
             _update_body__v = v.body
             _update_body___b_data = _update_body__v.data
-            _p.append(_L17[_ln] if (_ln := len(_update_body___b_data)) < 256 else _S2_pack(_ln))
+            _p.append(_L31[_ln] if (_ln := len(_update_body___b_data)) < 256 else _S2_pack(_ln))
             _p.append(_update_body___b_data)
-            _p.append(_L14[_ln] if (_ln := len(_update_body__v.meta)) < 256 else _S10_pack(_ln))
+            _p.append(_L30[_ln] if (_ln := len(_update_body__v.meta)) < 256 else _S9_pack(_ln))
             for _update_body___x in _update_body__v.meta:
                 _update_body___meta_pair_b_key = _update_body___x.key.encode()
-                _p.append(_L14[_ln] if (_ln := len(_update_body___meta_pair_b_key)) < 256 else _S10_pack(_ln))
+                _p.append(_L30[_ln] if (_ln := len(_update_body___meta_pair_b_key)) < 256 else _S9_pack(_ln))
                 _p.append(_update_body___meta_pair_b_key)
                 _update_body___meta_pair_b_value = _update_body___x.value.encode()
-                _p.append(_L14[_ln] if (_ln := len(_update_body___meta_pair_b_value)) < 256 else _S10_pack(_ln))
+                _p.append(_L30[_ln] if (_ln := len(_update_body___meta_pair_b_value)) < 256 else _S9_pack(_ln))
                 _p.append(_update_body___meta_pair_b_value)
         elif _tag == 3:
             if v.body is not None:
@@ -4387,10 +3498,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('tag SET_META takes a MetaPair, not ' + type(v.body).__name__, path='body')
             _meta_pair__v = v.body
             _meta_pair___b_key = _meta_pair__v.key.encode()
-            _p.append(_L14[_ln] if (_ln := len(_meta_pair___b_key)) < 256 else _S10_pack(_ln))
+            _p.append(_L30[_ln] if (_ln := len(_meta_pair___b_key)) < 256 else _S9_pack(_ln))
             _p.append(_meta_pair___b_key)
             _meta_pair___b_value = _meta_pair__v.value.encode()
-            _p.append(_L14[_ln] if (_ln := len(_meta_pair___b_value)) < 256 else _S10_pack(_ln))
+            _p.append(_L30[_ln] if (_ln := len(_meta_pair___b_value)) < 256 else _S9_pack(_ln))
             _p.append(_meta_pair___b_value)
         elif _tag == 5:
             if v.body.__class__ is not SetSemanticBody:
@@ -4404,10 +3515,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK7:
+                    if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK13:
                         _p.append(_set_semantic_body___tail_full__v.dims.raw)
                     else:
-                        _p.append(_PK7.encode_all(_set_semantic_body___tail_full__v.dims))
+                        _p.append(_PK13.encode_all(_set_semantic_body___tail_full__v.dims))
                 elif _set_semantic_body___tag == 1:
                     if _set_semantic_body__v.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
@@ -4421,10 +3532,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                         _p.append(_set_semantic_body___tail_quantized_gacl__v.reserved.raw)
                     else:
-                        _p.append(_PK7.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved))
+                        _p.append(_PK13.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved))
                     if len(_set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                     _p.append(struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user))
@@ -4436,7 +3547,7 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             if v.body.__class__ is not EpochBody:
                 raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(v.body).__name__, path='body')
             _epoch_body__v = v.body
-            _p.append(_S22_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
+            _p.append(_S16_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
         _b = b''.join(_p)
@@ -4447,72 +3558,32 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
 
 def _d_wal_header(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T27)
-    f_wal_entry_count, f_wal_base_seq = _S18.unpack_from(mv, pos)
+        raise _short(pos, end, _T24)
+    f_wal_entry_count, f_wal_base_seq = _S23.unpack_from(mv, pos)
     pos += 8
     _obj = _new(WalHeader)
     _obj.wal_entry_count = f_wal_entry_count
     _obj.wal_base_seq = f_wal_base_seq
     return _obj, pos
 
-def _u_wal_header(mv, pos, end):
-    f_wal_entry_count, f_wal_base_seq = _S18.unpack_from(mv, pos)
-    pos += 8
-    _obj = _new(WalHeader)
-    _obj.wal_entry_count = f_wal_entry_count
-    _obj.wal_base_seq = f_wal_base_seq
-    return (_obj, pos)
-
-def _m_wal_header(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S18_unpack_from = _S18.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_wal_entry_count, f_wal_base_seq = _S18_unpack_from(mv, pos)
-            pos += 8
-            _obj = _new(WalHeader)
-            _obj.wal_entry_count = f_wal_entry_count
-            _obj.wal_base_seq = f_wal_base_seq
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_wal_header, 'wal_header', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_wal_header, 'wal_header', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_wal_header(out, v):
-    out += _S18.pack(v.wal_entry_count, v.wal_base_seq)
-
-def _em_wal_header(values):
-    out = bytearray()
-    _S18_pack = _S18.pack
-    for v in values:
-        out += _S18_pack(v.wal_entry_count, v.wal_base_seq)
-    return bytes(out)
+    out += _S23.pack(v.wal_entry_count, v.wal_base_seq)
 
 def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     if pos + 2 > end:
-        raise _short(pos, end, _T28)
-    f_block_entry_count, = _S10.unpack_from(mv, pos)
-    _r10 = pos
+        raise _short(pos, end, _T25)
+    f_block_entry_count, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if f_block_entry_count < 1 or f_block_entry_count > 64:
-        raise ConstraintError('value out of range', offset=_r10, path='block_entry_count', expected='1..64', found=f_block_entry_count)
+        raise ConstraintError('value out of range', offset=_r9, path='block_entry_count', expected='1..64', found=f_block_entry_count)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS20)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS26)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -4528,14 +3599,14 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                 try:
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T25)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
-                    _wal_entry___r24 = pos
+                        raise _short(pos, end, _T7)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S6.unpack_from(mv, pos)
+                    _wal_entry___r6 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r24
+                    _wal_entry___s_seq = _wal_entry___r6
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r6 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -4548,7 +3619,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T15)
+                                raise _short(pos, end, _T8)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -4556,8 +3627,8 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T16)
-                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                                raise _short(pos, end, _T10)
+                            _wal_entry___insert_body__n_meta, = _S9.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
                                 raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
@@ -4566,7 +3637,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                                     if pos + 2 > end:
                                         raise _short(pos, end, _T11)
-                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                                     pos += 2
                                     if pos + _wal_entry___insert_body___meta_pair_n_key > end:
                                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
@@ -4577,7 +3648,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     pos += _wal_entry___insert_body___meta_pair_n_key
                                     if pos + 2 > end:
                                         raise _short(pos, end, _T12)
-                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                                     pos += 2
                                     if pos + _wal_entry___insert_body___meta_pair_n_value > end:
                                         raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
@@ -4600,7 +3671,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK13)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
                                         _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
@@ -4612,11 +3683,11 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC14.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
-                                            if len(_RC8) < 64:
-                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                            if len(_RC14) < 64:
+                                                _RC14[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
                                         _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
                                         pos += _wal_entry___insert_body___tail_quantized___c * 2
                                         _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -4629,16 +3700,16 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK13)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC15.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
-                                            if len(_RC9) < 64:
-                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                            if len(_RC15) < 64:
+                                                _RC15[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
                                         _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
                                         _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -4660,7 +3731,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T26)
+                            raise _short(pos, end, _T18)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -4695,7 +3766,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
 def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     if len(v.entries) < 1 or len(v.entries) > 64:
         raise EncodeError('value ' + repr(len(v.entries)) + ' out of range 1..64', path='block_entry_count')
-    out += _S10.pack(len(v.entries))
+    out += _S9.pack(len(v.entries))
     _outer = out
     out = bytearray()
     if len(v.entries) != len(v.entries):
@@ -4703,7 +3774,7 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
     for _x in v.entries:
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S24.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
+        out += _S6.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -4713,13 +3784,13 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
             out += _wal_entry___insert_body___b_data
-            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
+            out += _S9.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                 _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
                 _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = p_tail_layout
@@ -4729,10 +3800,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
+                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK13:
                         out += _wal_entry___insert_body___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                        out += _PK13.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
                     if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
@@ -4746,10 +3817,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -4764,13 +3835,13 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
             out += _wal_entry___update_body___b_data
-            out += _S10.pack(len(_wal_entry___update_body__v.meta))
+            out += _S9.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                 _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
                 _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
             if _x.body is not None:
@@ -4780,10 +3851,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                 raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
+            out += _S9.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
             _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
+            out += _S9.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
             if _x.body.__class__ is not SetSemanticBody:
@@ -4797,10 +3868,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
+                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK13:
                         out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                        out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
                     if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
@@ -4814,10 +3885,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -4829,27 +3900,27 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             if _x.body.__class__ is not EpochBody:
                 raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___epoch_body__v = _x.body
-            out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S16.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
         out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS20)
+    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS26)
     out += _S2.pack(len(_frame))
     out += _frame
 
 def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     out = bytearray()
-    _S10_pack = _S10.pack
+    _S16_pack = _S16.pack
     _S2_pack = _S2.pack
-    _S22_pack = _S22.pack
-    _S24_pack = _S24.pack
+    _S6_pack = _S6.pack
+    _S9_pack = _S9.pack
     for v in values:
         if len(v.entries) < 1 or len(v.entries) > 64:
             raise EncodeError('value ' + repr(len(v.entries)) + ' out of range 1..64', path='block_entry_count')
-        out += _L14[_ln] if (_ln := len(v.entries)) < 256 else _S10_pack(_ln)
+        out += _L30[_ln] if (_ln := len(v.entries)) < 256 else _S9_pack(_ln)
         _outer = out
         out = bytearray()
         if len(v.entries) != len(v.entries):
@@ -4857,7 +3928,7 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S24_pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
+            out += _S6_pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
@@ -4865,15 +3936,15 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                     raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___insert_body__v = _x.body
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
-                out += _L17[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
+                out += _L31[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
                 out += _wal_entry___insert_body___b_data
-                out += _L14[_ln] if (_ln := len(_wal_entry___insert_body__v.meta)) < 256 else _S10_pack(_ln)
+                out += _L30[_ln] if (_ln := len(_wal_entry___insert_body__v.meta)) < 256 else _S9_pack(_ln)
                 for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                     _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                    out += _L14[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
+                    out += _L30[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_key)) < 256 else _S9_pack(_ln)
                     out += _wal_entry___insert_body___meta_pair_b_key
                     _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                    out += _L14[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
+                    out += _L30[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_value)) < 256 else _S9_pack(_ln)
                     out += _wal_entry___insert_body___meta_pair_b_value
                 if p_semantic_dims > 0:
                     _wal_entry___insert_body___tag = p_tail_layout
@@ -4883,10 +3954,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
+                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK13:
                             out += _wal_entry___insert_body___tail_full__v.dims.raw
                         else:
-                            out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                            out += _PK13.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                     elif _wal_entry___insert_body___tag == 1:
                         if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
                             raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
@@ -4900,10 +3971,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                         else:
-                            out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                            out += _PK13.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -4916,15 +3987,15 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                     raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___update_body__v = _x.body
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
-                out += _L17[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
+                out += _L31[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
                 out += _wal_entry___update_body___b_data
-                out += _L14[_ln] if (_ln := len(_wal_entry___update_body__v.meta)) < 256 else _S10_pack(_ln)
+                out += _L30[_ln] if (_ln := len(_wal_entry___update_body__v.meta)) < 256 else _S9_pack(_ln)
                 for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                     _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                    out += _L14[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
+                    out += _L30[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_key)) < 256 else _S9_pack(_ln)
                     out += _wal_entry___update_body___meta_pair_b_key
                     _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                    out += _L14[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
+                    out += _L30[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_value)) < 256 else _S9_pack(_ln)
                     out += _wal_entry___update_body___meta_pair_b_value
             elif _wal_entry___tag == 3:
                 if _x.body is not None:
@@ -4934,10 +4005,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                     raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___meta_pair__v = _x.body
                 _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-                out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
+                out += _L30[_ln] if (_ln := len(_wal_entry___meta_pair___b_key)) < 256 else _S9_pack(_ln)
                 out += _wal_entry___meta_pair___b_key
                 _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-                out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
+                out += _L30[_ln] if (_ln := len(_wal_entry___meta_pair___b_value)) < 256 else _S9_pack(_ln)
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
                 if _x.body.__class__ is not SetSemanticBody:
@@ -4951,10 +4022,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
+                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK13:
                             out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                         else:
-                            out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                            out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                     elif _wal_entry___set_semantic_body___tag == 1:
                         if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
                             raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
@@ -4968,10 +4039,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                         else:
-                            out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                            out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -4983,22 +4054,22 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 if _x.body.__class__ is not EpochBody:
                     raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___epoch_body__v = _x.body
-                out += _S22_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                out += _S16_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
             _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
             out += _S2_pack(_wal_entry__f_entry_crc)
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS20)
-        out += _L17[_ln] if (_ln := len(_frame)) < 256 else _S2_pack(_ln)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS26)
+        out += _L31[_ln] if (_ln := len(_frame)) < 256 else _S2_pack(_ln)
         out += _frame
     return bytes(out)
 
 def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     if pos + 2 > end:
-        raise _short(pos, end, _T28)
-    f_block_entry_count, = _S10.unpack_from(mv, pos)
+        raise _short(pos, end, _T25)
+    f_block_entry_count, = _S9.unpack_from(mv, pos)
     pos += 2
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='plain.compressed_len', expected=4, found=end - pos)
@@ -5006,7 +4077,7 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='plain', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS20)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS26)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -5030,39 +4101,39 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     return _obj, pos
 
 def _e_wal_block_plain(out, v, p_algorithm, p_block_limit):
-    out += _S10.pack(v.block_entry_count)
+    out += _S9.pack(v.block_entry_count)
     _outer = out
     out = bytearray()
     _b = v.plain
     out += _b
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS20)
+    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS26)
     out += _S2.pack(len(_frame))
     out += _frame
 
 def _em_wal_block_plain(values, p_algorithm, p_block_limit):
     out = bytearray()
-    _S10_pack = _S10.pack
     _S2_pack = _S2.pack
+    _S9_pack = _S9.pack
     for v in values:
-        out += _S10_pack(v.block_entry_count)
+        out += _S9_pack(v.block_entry_count)
         _outer = out
         out = bytearray()
         _b = v.plain
         out += _b
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS20)
-        out += _L17[_ln] if (_ln := len(_frame)) < 256 else _S2_pack(_ln)
+        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS26)
+        out += _L31[_ln] if (_ln := len(_frame)) < 256 else _S2_pack(_ln)
         out += _frame
     return bytes(out)
 
 def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T27)
-        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S18.unpack_from(mv, pos)
+            raise _short(pos, end, _T24)
+        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S23.unpack_from(mv, pos)
         pos += 8
         _wal_header___obj = _new(WalHeader)
         _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -5081,14 +4152,14 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 try:
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T25)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
-                    _wal_entry___r24 = pos
+                        raise _short(pos, end, _T7)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S6.unpack_from(mv, pos)
+                    _wal_entry___r6 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r24
+                    _wal_entry___s_seq = _wal_entry___r6
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r6 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -5101,7 +4172,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T15)
+                                raise _short(pos, end, _T8)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -5109,8 +4180,8 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T16)
-                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                                raise _short(pos, end, _T10)
+                            _wal_entry___insert_body__n_meta, = _S9.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
                                 raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
@@ -5119,7 +4190,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                                     if pos + 2 > end:
                                         raise _short(pos, end, _T11)
-                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                                     pos += 2
                                     if pos + _wal_entry___insert_body___meta_pair_n_key > end:
                                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
@@ -5130,7 +4201,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     pos += _wal_entry___insert_body___meta_pair_n_key
                                     if pos + 2 > end:
                                         raise _short(pos, end, _T12)
-                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                                     pos += 2
                                     if pos + _wal_entry___insert_body___meta_pair_n_value > end:
                                         raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
@@ -5153,7 +4224,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK13)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
                                         _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
@@ -5165,11 +4236,11 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC14.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
-                                            if len(_RC8) < 64:
-                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                            if len(_RC14) < 64:
+                                                _RC14[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
                                         _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
                                         pos += _wal_entry___insert_body___tail_quantized___c * 2
                                         _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -5182,16 +4253,16 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK13)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC15.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
-                                            if len(_RC9) < 64:
-                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                            if len(_RC15) < 64:
+                                                _RC15[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
                                         _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
                                         _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -5213,7 +4284,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T26)
+                            raise _short(pos, end, _T18)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -5267,7 +4338,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
 
 def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _isb = mv.__class__ is bytes
-    _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S18.unpack_from(mv, pos)
+    _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S23.unpack_from(mv, pos)
     pos += 8
     _wal_header___obj = _new(WalHeader)
     _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -5279,14 +4350,14 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 break
             _ip = pos
             _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
-            _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
-            _wal_entry___r24 = pos
+            _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S6.unpack_from(mv, pos)
+            _wal_entry___r6 = pos
             pos += 7
             _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
             if _wal_entry___v is None:
                 raise ConstraintError('unknown wal_op value')
             _wal_entry__f_op = _wal_entry___v
-            _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+            _wal_entry__f_key = _BD29(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
             pos += _wal_entry__n_key
             _wal_entry___tag = _wal_entry__f_op
             if _wal_entry___tag == 1:
@@ -5294,19 +4365,19 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 pos += 4
                 _wal_entry___insert_body__f_data = mv[pos:pos + _wal_entry___insert_body__n_data] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                 pos += _wal_entry___insert_body__n_data
-                _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                _wal_entry___insert_body__n_meta, = _S9.unpack_from(mv, pos)
                 pos += 2
                 if _wal_entry___insert_body__n_meta * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                 _wal_entry___insert_body__f_meta = []
                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
-                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                    _wal_entry___insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                     pos += 2
-                    _wal_entry___insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                    _wal_entry___insert_body___meta_pair_f_key = _BD29(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
                     pos += _wal_entry___insert_body___meta_pair_n_key
-                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                    _wal_entry___insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                     pos += 2
-                    _wal_entry___insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                    _wal_entry___insert_body___meta_pair_f_value = _BD29(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
                     pos += _wal_entry___insert_body___meta_pair_n_value
                     _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
                     _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
@@ -5318,7 +4389,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK13)
                         pos += _wal_entry___insert_body___tail_full___c * 16
                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
                         _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
@@ -5327,11 +4398,11 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
-                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                        _wal_entry___insert_body___tail_quantized___st = _RC14.get(_wal_entry___insert_body___tail_quantized___c)
                         if _wal_entry___insert_body___tail_quantized___st is None:
                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                            if len(_RC14) < 64:
+                                _RC14[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
                         _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _wal_entry___insert_body___tail_quantized___c * 2
                         _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -5341,16 +4412,16 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK13)
                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC15.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC9) < 64:
-                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                            if len(_RC15) < 64:
+                                _RC15[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
                         _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
                         _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -5368,7 +4439,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 _wal_entry___e_body = pos
                 _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                 pos += 4
-                _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
+                _wal_entry___ck = _ck_crc32(mv[_wal_entry___r6:_wal_entry___e_body])
                 if _wal_entry__f_entry_crc != _wal_entry___ck:
                     raise ChecksumError('crc32 mismatch')
                 _wal_entry___obj = _new(WalEntry)
@@ -5409,178 +4480,14 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     _obj.blocks = f_blocks
     return (_obj, pos)
 
-def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S10_unpack_from = _S10.unpack_from
-    _S18_unpack_from = _S18.unpack_from
-    _S2_unpack_from = _S2.unpack_from
-    _S24_unpack_from = _S24.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S18_unpack_from(mv, pos)
-            pos += 8
-            _wal_header___obj = _new(WalHeader)
-            _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
-            _wal_header___obj.wal_base_seq = _wal_header__f_wal_base_seq
-            if not p_block_compressed:
-                f_entries = []
-                while True:
-                    if pos >= end:
-                        break
-                    _ip = pos
-                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24_unpack_from(mv, pos)
-                    _wal_entry___r24 = pos
-                    pos += 7
-                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
-                    if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value')
-                    _wal_entry__f_op = _wal_entry___v
-                    _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
-                    pos += _wal_entry__n_key
-                    _wal_entry___tag = _wal_entry__f_op
-                    if _wal_entry___tag == 1:
-                        _wal_entry___insert_body__n_data, = _S2_unpack_from(mv, pos)
-                        pos += 4
-                        _wal_entry___insert_body__f_data = mv[pos:pos + _wal_entry___insert_body__n_data] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
-                        pos += _wal_entry___insert_body__n_data
-                        _wal_entry___insert_body__n_meta, = _S10_unpack_from(mv, pos)
-                        pos += 2
-                        if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
-                        _wal_entry___insert_body__f_meta = []
-                        for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
-                            _wal_entry___insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
-                            pos += 2
-                            _wal_entry___insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
-                            pos += _wal_entry___insert_body___meta_pair_n_key
-                            _wal_entry___insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
-                            pos += 2
-                            _wal_entry___insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
-                            pos += _wal_entry___insert_body___meta_pair_n_value
-                            _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
-                            _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
-                            _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
-                            _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___meta_pair__obj)
-                        if p_semantic_dims > 0:
-                            _wal_entry___insert_body___tag = p_tail_layout
-                            if _wal_entry___insert_body___tag == 0:
-                                _wal_entry___insert_body___tail_full___c = p_semantic_dims
-                                if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                                _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
-                                pos += _wal_entry___insert_body___tail_full___c * 16
-                                _wal_entry___insert_body___tail_full___obj = _new(TailFull)
-                                _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
-                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
-                            elif _wal_entry___insert_body___tag == 1:
-                                _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
-                                if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
-                                _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
-                                if _wal_entry___insert_body___tail_quantized___st is None:
-                                    _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
-                                    if len(_RC8) < 64:
-                                        _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
-                                _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
-                                pos += _wal_entry___insert_body___tail_quantized___c * 2
-                                _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
-                                _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
-                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
-                            elif _wal_entry___insert_body___tag == 2:
-                                _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
-                                if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                                _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
-                                pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
-                                _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
-                                if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                                _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
-                                if _wal_entry___insert_body___tail_quantized_gacl___st is None:
-                                    _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
-                                    if len(_RC9) < 64:
-                                        _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
-                                _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
-                                pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
-                                _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-                                _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
-                                _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
-                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
-                            else:
-                                raise ConstraintError('no case for tag')
-                        else:
-                            _wal_entry___insert_body__f_tail = None
-                        _wal_entry___insert_body___obj = _new(InsertBody)
-                        _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
-                        _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
-                        _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
-                        _wal_entry___e_body = pos
-                        _wal_entry__f_entry_crc, = _S2_unpack_from(mv, pos)
-                        pos += 4
-                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
-                        if _wal_entry__f_entry_crc != _wal_entry___ck:
-                            raise ChecksumError('crc32 mismatch')
-                        _wal_entry___obj = _new(WalEntry)
-                        _wal_entry___obj.seq = _wal_entry__f_seq
-                        _wal_entry___obj.op = _wal_entry__f_op
-                        _wal_entry___obj.key = _wal_entry__f_key
-                        _wal_entry___obj.body = _wal_entry___insert_body___obj
-                        _x = _wal_entry___obj
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
-                        if pos > end:
-                            raise IndexError
-                        _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
-                    if pos <= _ip:
-                        raise ConstraintError('repeated item consumes no bytes')
-                    f_entries.append(_x)
-            else:
-                f_entries = None
-            if p_block_compressed:
-                f_blocks = []
-                while True:
-                    if pos >= end:
-                        break
-                    _ip = pos
-                    if pos > end:
-                        raise IndexError
-                    _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
-                    if pos <= _ip:
-                        raise ConstraintError('repeated item consumes no bytes')
-                    f_blocks.append(_x)
-            else:
-                f_blocks = None
-            _obj = _new(WalSection)
-            _obj.header = _wal_header___obj
-            _obj.entries = f_entries
-            _obj.blocks = f_blocks
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
-    return _out
-
 def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _wal_header__v = v.header
-    out += _S18.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
+    out += _S23.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
     if (not p_block_compressed):
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S24.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
+            out += _S6.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
@@ -5590,13 +4497,13 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
                 out += _S2.pack(len(_wal_entry___insert_body___b_data))
                 out += _wal_entry___insert_body___b_data
-                out += _S10.pack(len(_wal_entry___insert_body__v.meta))
+                out += _S9.pack(len(_wal_entry___insert_body__v.meta))
                 for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                     _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                    out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                    out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                     out += _wal_entry___insert_body___meta_pair_b_key
                     _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                    out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                    out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                     out += _wal_entry___insert_body___meta_pair_b_value
                 if p_semantic_dims > 0:
                     _wal_entry___insert_body___tag = p_tail_layout
@@ -5606,10 +4513,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
+                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK13:
                             out += _wal_entry___insert_body___tail_full__v.dims.raw
                         else:
-                            out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                            out += _PK13.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                     elif _wal_entry___insert_body___tag == 1:
                         if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
                             raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
@@ -5623,10 +4530,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                         else:
-                            out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                            out += _PK13.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -5641,13 +4548,13 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
                 out += _S2.pack(len(_wal_entry___update_body___b_data))
                 out += _wal_entry___update_body___b_data
-                out += _S10.pack(len(_wal_entry___update_body__v.meta))
+                out += _S9.pack(len(_wal_entry___update_body__v.meta))
                 for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                     _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                    out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                    out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
                     out += _wal_entry___update_body___meta_pair_b_key
                     _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                    out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                    out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
                     out += _wal_entry___update_body___meta_pair_b_value
             elif _wal_entry___tag == 3:
                 if _x.body is not None:
@@ -5657,10 +4564,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___meta_pair__v = _x.body
                 _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-                out += _S10.pack(len(_wal_entry___meta_pair___b_key))
+                out += _S9.pack(len(_wal_entry___meta_pair___b_key))
                 out += _wal_entry___meta_pair___b_key
                 _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-                out += _S10.pack(len(_wal_entry___meta_pair___b_value))
+                out += _S9.pack(len(_wal_entry___meta_pair___b_value))
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
                 if _x.body.__class__ is not SetSemanticBody:
@@ -5674,10 +4581,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
+                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK13:
                             out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                         else:
-                            out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                            out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                     elif _wal_entry___set_semantic_body___tag == 1:
                         if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
                             raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
@@ -5691,10 +4598,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                         else:
-                            out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                            out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -5706,7 +4613,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 if _x.body.__class__ is not EpochBody:
                     raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___epoch_body__v = _x.body
-                out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                out += _S16.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
             _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -5717,7 +4624,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
         for _x in v.blocks:
             if len(_x.entries) < 1 or len(_x.entries) > 64:
                 raise EncodeError('value ' + repr(len(_x.entries)) + ' out of range 1..64', path='block_entry_count')
-            out += _S10.pack(len(_x.entries))
+            out += _S9.pack(len(_x.entries))
             _wal_block___outer = out
             out = bytearray()
             if len(_x.entries) != len(_x.entries):
@@ -5725,7 +4632,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
             for _wal_block___x in _x.entries:
                 _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                 _wal_block___wal_entry___s_seq = len(out)
-                out += _S24.pack(_wal_block___x.seq, _WALOP_BY_VALUE[_wal_block___x.op], len(_wal_block___wal_entry___b_key))
+                out += _S6.pack(_wal_block___x.seq, _WALOP_BY_VALUE[_wal_block___x.op], len(_wal_block___wal_entry___b_key))
                 out += _wal_block___wal_entry___b_key
                 _wal_block___wal_entry___tag = _wal_block___x.op
                 if _wal_block___wal_entry___tag == 1:
@@ -5735,13 +4642,13 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
                     out += _S2.pack(len(_wal_block___wal_entry___insert_body___b_data))
                     out += _wal_block___wal_entry___insert_body___b_data
-                    out += _S10.pack(len(_wal_block___wal_entry___insert_body__v.meta))
+                    out += _S9.pack(len(_wal_block___wal_entry___insert_body__v.meta))
                     for _wal_block___wal_entry___insert_body___x in _wal_block___wal_entry___insert_body__v.meta:
                         _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode()
-                        out += _S10.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
+                        out += _S9.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
                         out += _wal_block___wal_entry___insert_body___meta_pair_b_key
                         _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode()
-                        out += _S10.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
+                        out += _S9.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
                         out += _wal_block___wal_entry___insert_body___meta_pair_b_value
                     if p_semantic_dims > 0:
                         _wal_block___wal_entry___insert_body___tag = p_tail_layout
@@ -5751,10 +4658,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             _wal_block___wal_entry___insert_body___tail_full__v = _wal_block___wal_entry___insert_body__v.tail
                             if len(_wal_block___wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                            if _wal_block___wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
+                            if _wal_block___wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_full__v.dims.kind is _PK13:
                                 out += _wal_block___wal_entry___insert_body___tail_full__v.dims.raw
                             else:
-                                out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
+                                out += _PK13.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
                         elif _wal_block___wal_entry___insert_body___tag == 1:
                             if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
                                 raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
@@ -5768,10 +4675,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             _wal_block___wal_entry___insert_body___tail_quantized_gacl__v = _wal_block___wal_entry___insert_body__v.tail
                             if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                            if _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                            if _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                                 out += _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                             else:
-                                out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                                out += _PK13.encode_all(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                             if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -5786,13 +4693,13 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
                     out += _S2.pack(len(_wal_block___wal_entry___update_body___b_data))
                     out += _wal_block___wal_entry___update_body___b_data
-                    out += _S10.pack(len(_wal_block___wal_entry___update_body__v.meta))
+                    out += _S9.pack(len(_wal_block___wal_entry___update_body__v.meta))
                     for _wal_block___wal_entry___update_body___x in _wal_block___wal_entry___update_body__v.meta:
                         _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode()
-                        out += _S10.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
+                        out += _S9.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
                         out += _wal_block___wal_entry___update_body___meta_pair_b_key
                         _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode()
-                        out += _S10.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
+                        out += _S9.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
                         out += _wal_block___wal_entry___update_body___meta_pair_b_value
                 elif _wal_block___wal_entry___tag == 3:
                     if _wal_block___x.body is not None:
@@ -5802,10 +4709,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_wal_block___x.body).__name__, path='body')
                     _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
                     _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
-                    out += _S10.pack(len(_wal_block___wal_entry___meta_pair___b_key))
+                    out += _S9.pack(len(_wal_block___wal_entry___meta_pair___b_key))
                     out += _wal_block___wal_entry___meta_pair___b_key
                     _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode()
-                    out += _S10.pack(len(_wal_block___wal_entry___meta_pair___b_value))
+                    out += _S9.pack(len(_wal_block___wal_entry___meta_pair___b_value))
                     out += _wal_block___wal_entry___meta_pair___b_value
                 elif _wal_block___wal_entry___tag == 5:
                     if _wal_block___x.body.__class__ is not SetSemanticBody:
@@ -5819,10 +4726,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             _wal_block___wal_entry___set_semantic_body___tail_full__v = _wal_block___wal_entry___set_semantic_body__v.tail
                             if len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                            if _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
+                            if _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK13:
                                 out += _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.raw
                             else:
-                                out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
+                                out += _PK13.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
                         elif _wal_block___wal_entry___set_semantic_body___tag == 1:
                             if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
                                 raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
@@ -5836,10 +4743,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_block___wal_entry___set_semantic_body__v.tail
                             if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                            if _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                            if _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                                 out += _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                             else:
-                                out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                                out += _PK13.encode_all(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                             if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -5851,317 +4758,18 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     if _wal_block___x.body.__class__ is not EpochBody:
                         raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_wal_block___x.body).__name__, path='body')
                     _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
-                    out += _S22.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                    out += _S16.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                 else:
                     raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
                 _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
                 out += _S2.pack(_wal_block___wal_entry__f_entry_crc)
             _wal_block___plain = bytes(out)
             out = _wal_block___outer
-            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS20)
+            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS26)
             out += _S2.pack(len(_wal_block___frame))
             out += _wal_block___frame
     elif v.blocks is not None:
         raise EncodeError('field is present but its condition is false', path='blocks')
-
-def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    out = bytearray()
-    _S10_pack = _S10.pack
-    _S18_pack = _S18.pack
-    _S2_pack = _S2.pack
-    _S22_pack = _S22.pack
-    _S24_pack = _S24.pack
-    for v in values:
-        _wal_header__v = v.header
-        out += _S18_pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
-        if not p_block_compressed:
-            for _x in v.entries:
-                _wal_entry___b_key = _x.key.encode()
-                _wal_entry___s_seq = len(out)
-                out += _S24_pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
-                out += _wal_entry___b_key
-                _wal_entry___tag = _x.op
-                if _wal_entry___tag == 1:
-                    if _x.body.__class__ is not InsertBody:
-                        raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
-                    _wal_entry___insert_body__v = _x.body
-                    _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
-                    out += _L17[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
-                    out += _wal_entry___insert_body___b_data
-                    out += _L14[_ln] if (_ln := len(_wal_entry___insert_body__v.meta)) < 256 else _S10_pack(_ln)
-                    for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
-                        _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                        out += _L14[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
-                        out += _wal_entry___insert_body___meta_pair_b_key
-                        _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                        out += _L14[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
-                        out += _wal_entry___insert_body___meta_pair_b_value
-                    if p_semantic_dims > 0:
-                        _wal_entry___insert_body___tag = p_tail_layout
-                        if _wal_entry___insert_body___tag == 0:
-                            if _wal_entry___insert_body__v.tail.__class__ is not TailFull:
-                                raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
-                            _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
-                            if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
-                                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                            if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
-                                out += _wal_entry___insert_body___tail_full__v.dims.raw
-                            else:
-                                out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
-                        elif _wal_entry___insert_body___tag == 1:
-                            if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
-                                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
-                            _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
-                            if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
-                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
-                            out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
-                        elif _wal_entry___insert_body___tag == 2:
-                            if _wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
-                                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
-                            _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
-                            if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                            if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
-                                out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
-                            else:
-                                out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
-                            if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
-                            out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
-                        else:
-                            raise EncodeError('no case for tag ' + repr(_wal_entry___insert_body___tag), path='tail')
-                    elif _wal_entry___insert_body__v.tail is not None:
-                        raise EncodeError('field is present but its condition is false', path='tail')
-                elif _wal_entry___tag == 2:
-                    if _x.body.__class__ is not UpdateBody:
-                        raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
-                    _wal_entry___update_body__v = _x.body
-                    _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
-                    out += _L17[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
-                    out += _wal_entry___update_body___b_data
-                    out += _L14[_ln] if (_ln := len(_wal_entry___update_body__v.meta)) < 256 else _S10_pack(_ln)
-                    for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
-                        _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                        out += _L14[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
-                        out += _wal_entry___update_body___meta_pair_b_key
-                        _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                        out += _L14[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
-                        out += _wal_entry___update_body___meta_pair_b_value
-                elif _wal_entry___tag == 3:
-                    if _x.body is not None:
-                        raise EncodeError('case DELETE carries no body', path='body')
-                elif _wal_entry___tag == 4:
-                    if _x.body.__class__ is not MetaPair:
-                        raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
-                    _wal_entry___meta_pair__v = _x.body
-                    _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-                    out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
-                    out += _wal_entry___meta_pair___b_key
-                    _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-                    out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
-                    out += _wal_entry___meta_pair___b_value
-                elif _wal_entry___tag == 5:
-                    if _x.body.__class__ is not SetSemanticBody:
-                        raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_x.body).__name__, path='body')
-                    _wal_entry___set_semantic_body__v = _x.body
-                    if p_semantic_dims > 0:
-                        _wal_entry___set_semantic_body___tag = p_tail_layout
-                        if _wal_entry___set_semantic_body___tag == 0:
-                            if _wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
-                                raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
-                            _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
-                            if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
-                                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                            if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
-                                out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
-                            else:
-                                out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
-                        elif _wal_entry___set_semantic_body___tag == 1:
-                            if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
-                                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
-                            _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
-                            if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
-                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
-                            out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
-                        elif _wal_entry___set_semantic_body___tag == 2:
-                            if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
-                                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
-                            _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
-                            if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                            if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
-                                out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
-                            else:
-                                out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
-                            if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
-                            out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
-                        else:
-                            raise EncodeError('no case for tag ' + repr(_wal_entry___set_semantic_body___tag), path='tail')
-                    elif _wal_entry___set_semantic_body__v.tail is not None:
-                        raise EncodeError('field is present but its condition is false', path='tail')
-                elif _wal_entry___tag == 6:
-                    if _x.body.__class__ is not EpochBody:
-                        raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
-                    _wal_entry___epoch_body__v = _x.body
-                    out += _S22_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
-                else:
-                    raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
-                _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
-                out += _S2_pack(_wal_entry__f_entry_crc)
-        elif v.entries is not None:
-            raise EncodeError('field is present but its condition is false', path='entries')
-        if p_block_compressed:
-            for _x in v.blocks:
-                if len(_x.entries) < 1 or len(_x.entries) > 64:
-                    raise EncodeError('value ' + repr(len(_x.entries)) + ' out of range 1..64', path='block_entry_count')
-                out += _L14[_ln] if (_ln := len(_x.entries)) < 256 else _S10_pack(_ln)
-                _wal_block___outer = out
-                out = bytearray()
-                if len(_x.entries) != len(_x.entries):
-                    raise EncodeError('expected ' + str(len(_x.entries)) + ' items, found ' + str(len(_x.entries)), path='entries')
-                for _wal_block___x in _x.entries:
-                    _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
-                    _wal_block___wal_entry___s_seq = len(out)
-                    out += _S24_pack(_wal_block___x.seq, _WALOP_BY_VALUE[_wal_block___x.op], len(_wal_block___wal_entry___b_key))
-                    out += _wal_block___wal_entry___b_key
-                    _wal_block___wal_entry___tag = _wal_block___x.op
-                    if _wal_block___wal_entry___tag == 1:
-                        if _wal_block___x.body.__class__ is not InsertBody:
-                            raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_wal_block___x.body).__name__, path='body')
-                        _wal_block___wal_entry___insert_body__v = _wal_block___x.body
-                        _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
-                        out += _L17[_ln] if (_ln := len(_wal_block___wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
-                        out += _wal_block___wal_entry___insert_body___b_data
-                        out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___insert_body__v.meta)) < 256 else _S10_pack(_ln)
-                        for _wal_block___wal_entry___insert_body___x in _wal_block___wal_entry___insert_body__v.meta:
-                            _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode()
-                            out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___insert_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
-                            out += _wal_block___wal_entry___insert_body___meta_pair_b_key
-                            _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode()
-                            out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___insert_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
-                            out += _wal_block___wal_entry___insert_body___meta_pair_b_value
-                        if p_semantic_dims > 0:
-                            _wal_block___wal_entry___insert_body___tag = p_tail_layout
-                            if _wal_block___wal_entry___insert_body___tag == 0:
-                                if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailFull:
-                                    raise EncodeError('tag full takes a TailFull, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
-                                _wal_block___wal_entry___insert_body___tail_full__v = _wal_block___wal_entry___insert_body__v.tail
-                                if len(_wal_block___wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
-                                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                                if _wal_block___wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
-                                    out += _wal_block___wal_entry___insert_body___tail_full__v.dims.raw
-                                else:
-                                    out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
-                            elif _wal_block___wal_entry___insert_body___tag == 1:
-                                if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
-                                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
-                                _wal_block___wal_entry___insert_body___tail_quantized__v = _wal_block___wal_entry___insert_body__v.tail
-                                if len(_wal_block___wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
-                                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)), path='user')
-                                out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized__v.user)
-                            elif _wal_block___wal_entry___insert_body___tag == 2:
-                                if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
-                                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
-                                _wal_block___wal_entry___insert_body___tail_quantized_gacl__v = _wal_block___wal_entry___insert_body__v.tail
-                                if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                                if _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
-                                    out += _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
-                                else:
-                                    out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)
-                                if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
-                                out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)
-                            else:
-                                raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___insert_body___tag), path='tail')
-                        elif _wal_block___wal_entry___insert_body__v.tail is not None:
-                            raise EncodeError('field is present but its condition is false', path='tail')
-                    elif _wal_block___wal_entry___tag == 2:
-                        if _wal_block___x.body.__class__ is not UpdateBody:
-                            raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_wal_block___x.body).__name__, path='body')
-                        _wal_block___wal_entry___update_body__v = _wal_block___x.body
-                        _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
-                        out += _L17[_ln] if (_ln := len(_wal_block___wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
-                        out += _wal_block___wal_entry___update_body___b_data
-                        out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___update_body__v.meta)) < 256 else _S10_pack(_ln)
-                        for _wal_block___wal_entry___update_body___x in _wal_block___wal_entry___update_body__v.meta:
-                            _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode()
-                            out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___update_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
-                            out += _wal_block___wal_entry___update_body___meta_pair_b_key
-                            _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode()
-                            out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___update_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
-                            out += _wal_block___wal_entry___update_body___meta_pair_b_value
-                    elif _wal_block___wal_entry___tag == 3:
-                        if _wal_block___x.body is not None:
-                            raise EncodeError('case DELETE carries no body', path='body')
-                    elif _wal_block___wal_entry___tag == 4:
-                        if _wal_block___x.body.__class__ is not MetaPair:
-                            raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_wal_block___x.body).__name__, path='body')
-                        _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
-                        _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
-                        out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
-                        out += _wal_block___wal_entry___meta_pair___b_key
-                        _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode()
-                        out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
-                        out += _wal_block___wal_entry___meta_pair___b_value
-                    elif _wal_block___wal_entry___tag == 5:
-                        if _wal_block___x.body.__class__ is not SetSemanticBody:
-                            raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_wal_block___x.body).__name__, path='body')
-                        _wal_block___wal_entry___set_semantic_body__v = _wal_block___x.body
-                        if p_semantic_dims > 0:
-                            _wal_block___wal_entry___set_semantic_body___tag = p_tail_layout
-                            if _wal_block___wal_entry___set_semantic_body___tag == 0:
-                                if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
-                                    raise EncodeError('tag full takes a TailFull, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
-                                _wal_block___wal_entry___set_semantic_body___tail_full__v = _wal_block___wal_entry___set_semantic_body__v.tail
-                                if len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
-                                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                                if _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
-                                    out += _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.raw
-                                else:
-                                    out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
-                            elif _wal_block___wal_entry___set_semantic_body___tag == 1:
-                                if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
-                                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
-                                _wal_block___wal_entry___set_semantic_body___tail_quantized__v = _wal_block___wal_entry___set_semantic_body__v.tail
-                                if len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
-                                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
-                                out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)
-                            elif _wal_block___wal_entry___set_semantic_body___tag == 2:
-                                if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
-                                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
-                                _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_block___wal_entry___set_semantic_body__v.tail
-                                if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                                if _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
-                                    out += _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
-                                else:
-                                    out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
-                                if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
-                                out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
-                            else:
-                                raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___set_semantic_body___tag), path='tail')
-                        elif _wal_block___wal_entry___set_semantic_body__v.tail is not None:
-                            raise EncodeError('field is present but its condition is false', path='tail')
-                    elif _wal_block___wal_entry___tag == 6:
-                        if _wal_block___x.body.__class__ is not EpochBody:
-                            raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_wal_block___x.body).__name__, path='body')
-                        _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
-                        out += _S22_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
-                    else:
-                        raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
-                    _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
-                    out += _S2_pack(_wal_block___wal_entry__f_entry_crc)
-                _wal_block___plain = bytes(out)
-                out = _wal_block___outer
-                _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS20)
-                out += _L17[_ln] if (_ln := len(_wal_block___frame)) < 256 else _S2_pack(_ln)
-                out += _wal_block___frame
-        elif v.blocks is not None:
-            raise EncodeError('field is present but its condition is false', path='blocks')
-    return bytes(out)
 
 def _d_htt_file(mv, pos, end):
     try:
@@ -6208,8 +4816,8 @@ def _d_htt_file(mv, pos, end):
             try:
                 for _bounds_section___i in range(_bounds_section___c):
                     if pos + 16 > end:
-                        raise _short(pos, end, _T6)
-                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
+                        raise _short(pos, end, _T22)
+                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S21.unpack_from(mv, pos)
                     pos += 16
                     _bounds_section___bound_pair__obj = _new(BoundPair)
                     _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
@@ -6241,7 +4849,7 @@ def _d_htt_file(mv, pos, end):
     return _obj, pos
 
 def _u_htt_file(mv, pos, end):
-    _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count, _file_header__f_header_crc = _S4.unpack_from(mv, pos)
+    _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count, _file_header__f_header_crc = _S32.unpack_from(mv, pos)
     _file_header___r0 = pos
     pos += 28
     if _file_header__f_magic != b'HTT\x00':
@@ -6271,7 +4879,7 @@ def _u_htt_file(mv, pos, end):
             raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
         _bounds_section__f_bounds = []
         for _bounds_section___i in range(_bounds_section___c):
-            _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
+            _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S21.unpack_from(mv, pos)
             pos += 16
             _bounds_section___bound_pair__obj = _new(BoundPair)
             _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
@@ -6300,14 +4908,14 @@ def _m_htt_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S4_unpack_from = _S4.unpack_from
-    _S5_unpack_from = _S5.unpack_from
+    _S21_unpack_from = _S21.unpack_from
+    _S32_unpack_from = _S32.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count, _file_header__f_header_crc = _S4_unpack_from(mv, pos)
+            _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count, _file_header__f_header_crc = _S32_unpack_from(mv, pos)
             _file_header___r0 = pos
             pos += 28
             if _file_header__f_magic != b'HTT\x00':
@@ -6337,7 +4945,7 @@ def _m_htt_file(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
                 _bounds_section__f_bounds = []
                 for _bounds_section___i in range(_bounds_section___c):
-                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5_unpack_from(mv, pos)
+                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S21_unpack_from(mv, pos)
                     pos += 16
                     _bounds_section___bound_pair__obj = _new(BoundPair)
                     _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
@@ -6383,7 +4991,7 @@ def _e_htt_file(out, v):
         if len(_bounds_section__v.bounds) != _bounds_section__p_semantic_dims - 16:
             raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(len(_bounds_section__v.bounds)), path='bounds')
         for _bounds_section___x in _bounds_section__v.bounds:
-            out += _S5.pack(_bounds_section___x.min, _bounds_section___x.max)
+            out += _S21.pack(_bounds_section___x.min, _bounds_section___x.max)
     elif v.bounds is not None:
         raise EncodeError('field is present but its condition is false', path='bounds')
     _e_snapshot_section(out, v.snapshot, v.header.version, v.header.flags.compressed, v.header.flags.algorithm, v.header.semantic_dims, (2 if (v.header.flags.quantized and v.header.flags.gacl) else (1 if v.header.flags.quantized else 0)))
@@ -6393,7 +5001,7 @@ def _em_htt_file(values):
     out = bytearray()
     _S0_pack = _S0.pack
     _S2_pack = _S2.pack
-    _S5_pack = _S5.pack
+    _S21_pack = _S21.pack
     for v in values:
         _file_header__v = v.header
         _file_header___s_magic = len(out)
@@ -6409,7 +5017,7 @@ def _em_htt_file(values):
             if len(_bounds_section__v.bounds) != _bounds_section__p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(len(_bounds_section__v.bounds)), path='bounds')
             for _bounds_section___x in _bounds_section__v.bounds:
-                out += _S5_pack(_bounds_section___x.min, _bounds_section___x.max)
+                out += _S21_pack(_bounds_section___x.min, _bounds_section___x.max)
         elif v.bounds is not None:
             raise EncodeError('field is present but its condition is false', path='bounds')
         _e_snapshot_section(out, v.snapshot, v.header.version, v.header.flags.compressed, v.header.flags.algorithm, v.header.semantic_dims, 2 if v.header.flags.quantized and v.header.flags.gacl else 1 if v.header.flags.quantized else 0)
@@ -6418,16 +5026,16 @@ def _em_htt_file(values):
 
 def _d_sidecar_segment_v1(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T30)
-    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S29.unpack_from(mv, pos)
-    _r29 = pos
+        raise _short(pos, end, _T5)
+    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S4.unpack_from(mv, pos)
+    _r4 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r29, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r4, path='magic', expected=b'HTTH', found=f_magic)
     if f_reserved6 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 6, path='reserved6', expected=0, found=f_reserved6)
+        raise ConstraintError('reserved bytes must be zero', offset=_r4 + 6, path='reserved6', expected=0, found=f_reserved6)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r4 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -6452,14 +5060,14 @@ def _d_sidecar_segment_v1(mv, pos, end):
                     _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T25)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
-                    _wal_entry___r24 = pos
+                        raise _short(pos, end, _T7)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S6.unpack_from(mv, pos)
+                    _wal_entry___r6 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r24
+                    _wal_entry___s_seq = _wal_entry___r6
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r6 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -6472,7 +5080,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T15)
+                                raise _short(pos, end, _T8)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -6480,8 +5088,8 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T16)
-                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                                raise _short(pos, end, _T10)
+                            _wal_entry___insert_body__n_meta, = _S9.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
                                 raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
@@ -6490,7 +5098,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                                     if pos + 2 > end:
                                         raise _short(pos, end, _T11)
-                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                                     pos += 2
                                     if pos + _wal_entry___insert_body___meta_pair_n_key > end:
                                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
@@ -6501,7 +5109,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     pos += _wal_entry___insert_body___meta_pair_n_key
                                     if pos + 2 > end:
                                         raise _short(pos, end, _T12)
-                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                                     pos += 2
                                     if pos + _wal_entry___insert_body___meta_pair_n_value > end:
                                         raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
@@ -6524,7 +5132,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                         _wal_entry___insert_body___tail_full___c = f_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK13)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
                                         _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
@@ -6536,11 +5144,11 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                         _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC14.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
-                                            if len(_RC8) < 64:
-                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                            if len(_RC14) < 64:
+                                                _RC14[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
                                         _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
                                         pos += _wal_entry___insert_body___tail_quantized___c * 2
                                         _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -6553,16 +5161,16 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK13)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC15.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
-                                            if len(_RC9) < 64:
-                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                            if len(_RC15) < 64:
+                                                _RC15[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
                                         _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
                                         _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -6584,7 +5192,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T26)
+                            raise _short(pos, end, _T18)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -6617,7 +5225,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T31)
+        raise _short(pos, end, _T19)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -6635,7 +5243,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
 
 def _e_sidecar_segment_v1(out, v):
     _at_raw_len = len(out) + 16
-    out += _S29.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
+    out += _S4.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -6643,7 +5251,7 @@ def _e_sidecar_segment_v1(out, v):
         _wal_entry__p_tail_layout = (2 if None.gacl else 1) if v.version >= 2 and None.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S24.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
+        out += _S6.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -6653,13 +5261,13 @@ def _e_sidecar_segment_v1(out, v):
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
             out += _wal_entry___insert_body___b_data
-            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
+            out += _S9.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                 _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
                 _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if _wal_entry__p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
@@ -6669,10 +5277,10 @@ def _e_sidecar_segment_v1(out, v):
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
+                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK13:
                         out += _wal_entry___insert_body___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                        out += _PK13.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
                     if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
@@ -6686,10 +5294,10 @@ def _e_sidecar_segment_v1(out, v):
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -6704,13 +5312,13 @@ def _e_sidecar_segment_v1(out, v):
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
             out += _wal_entry___update_body___b_data
-            out += _S10.pack(len(_wal_entry___update_body__v.meta))
+            out += _S9.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                 _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
                 _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
             if _x.body is not None:
@@ -6720,10 +5328,10 @@ def _e_sidecar_segment_v1(out, v):
                 raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
+            out += _S9.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
             _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
+            out += _S9.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
             if _x.body.__class__ is not SetSemanticBody:
@@ -6737,10 +5345,10 @@ def _e_sidecar_segment_v1(out, v):
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
+                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK13:
                         out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                        out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
                     if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
@@ -6754,10 +5362,10 @@ def _e_sidecar_segment_v1(out, v):
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -6769,7 +5377,7 @@ def _e_sidecar_segment_v1(out, v):
             if _x.body.__class__ is not EpochBody:
                 raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___epoch_body__v = _x.body
-            out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S16.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -6787,17 +5395,17 @@ def _e_sidecar_segment_v1(out, v):
 
 def _d_sidecar_segment_v2(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T32)
-    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S29.unpack_from(mv, pos)
-    _r29 = pos
+        raise _short(pos, end, _T20)
+    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S4.unpack_from(mv, pos)
+    _r4 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r29, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r4, path='magic', expected=b'HTTH', found=f_magic)
     if f_layout & 252:
-        raise ConstraintError('undefined sidecar_layout bits set', offset=_r29 + 6, path='layout', expected='mask 0x3', found=f_layout)
+        raise ConstraintError('undefined sidecar_layout bits set', offset=_r4 + 6, path='layout', expected='mask 0x3', found=f_layout)
     f_layout = SidecarLayout.from_int(f_layout)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r4 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -6822,14 +5430,14 @@ def _d_sidecar_segment_v2(mv, pos, end):
                     _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T25)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
-                    _wal_entry___r24 = pos
+                        raise _short(pos, end, _T7)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S6.unpack_from(mv, pos)
+                    _wal_entry___r6 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r24
+                    _wal_entry___s_seq = _wal_entry___r6
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r6 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -6842,7 +5450,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T15)
+                                raise _short(pos, end, _T8)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -6850,8 +5458,8 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T16)
-                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                                raise _short(pos, end, _T10)
+                            _wal_entry___insert_body__n_meta, = _S9.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
                                 raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
@@ -6860,7 +5468,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                                     if pos + 2 > end:
                                         raise _short(pos, end, _T11)
-                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
                                     pos += 2
                                     if pos + _wal_entry___insert_body___meta_pair_n_key > end:
                                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
@@ -6871,7 +5479,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     pos += _wal_entry___insert_body___meta_pair_n_key
                                     if pos + 2 > end:
                                         raise _short(pos, end, _T12)
-                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
                                     pos += 2
                                     if pos + _wal_entry___insert_body___meta_pair_n_value > end:
                                         raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
@@ -6894,7 +5502,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                         _wal_entry___insert_body___tail_full___c = f_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK13)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
                                         _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
@@ -6906,11 +5514,11 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                         _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC14.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
-                                            if len(_RC8) < 64:
-                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                            if len(_RC14) < 64:
+                                                _RC14[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
                                         _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
                                         pos += _wal_entry___insert_body___tail_quantized___c * 2
                                         _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -6923,16 +5531,16 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK13)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
                                             raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC15.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
-                                            if len(_RC9) < 64:
-                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                            if len(_RC15) < 64:
+                                                _RC15[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
                                         _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
                                         _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -6954,7 +5562,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T26)
+                            raise _short(pos, end, _T18)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -6987,7 +5595,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T31)
+        raise _short(pos, end, _T19)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -7005,7 +5613,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
 
 def _e_sidecar_segment_v2(out, v):
     _at_raw_len = len(out) + 16
-    out += _S29.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
+    out += _S4.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -7013,7 +5621,7 @@ def _e_sidecar_segment_v2(out, v):
         _wal_entry__p_tail_layout = (2 if v.layout.gacl else 1) if v.version >= 2 and v.layout.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S24.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
+        out += _S6.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -7023,13 +5631,13 @@ def _e_sidecar_segment_v2(out, v):
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
             out += _wal_entry___insert_body___b_data
-            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
+            out += _S9.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                 _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
                 _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if _wal_entry__p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
@@ -7039,10 +5647,10 @@ def _e_sidecar_segment_v2(out, v):
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
+                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK13:
                         out += _wal_entry___insert_body___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                        out += _PK13.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
                     if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
@@ -7056,10 +5664,10 @@ def _e_sidecar_segment_v2(out, v):
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -7074,13 +5682,13 @@ def _e_sidecar_segment_v2(out, v):
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
             out += _wal_entry___update_body___b_data
-            out += _S10.pack(len(_wal_entry___update_body__v.meta))
+            out += _S9.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                 _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
                 _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
             if _x.body is not None:
@@ -7090,10 +5698,10 @@ def _e_sidecar_segment_v2(out, v):
                 raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
+            out += _S9.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
             _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
+            out += _S9.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
             if _x.body.__class__ is not SetSemanticBody:
@@ -7107,10 +5715,10 @@ def _e_sidecar_segment_v2(out, v):
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
+                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK13:
                         out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                        out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
                     if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
                         raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
@@ -7124,10 +5732,10 @@ def _e_sidecar_segment_v2(out, v):
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
+                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                         out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                        out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -7139,7 +5747,7 @@ def _e_sidecar_segment_v2(out, v):
             if _x.body.__class__ is not EpochBody:
                 raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___epoch_body__v = _x.body
-            out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S16.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -7181,14 +5789,6 @@ def decode_file_header(buf, offset: int = 0) -> tuple[FileHeader, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_file_header(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_file_header(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("file_header") from None
@@ -7222,8 +5822,7 @@ def iter_file_header(buf, offset: int = 0, end: int | None = None):
 def decode_many_file_header(buf, offset: int = 0, end: int | None = None) -> list[FileHeader]:
     """Decode consecutive `file_header` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_file_header``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_file_header(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_file_header, "file_header", buf, offset, end, ())
 
 
 def decode_prefix_file_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[FileHeader], int]:
@@ -7231,19 +5830,11 @@ def decode_prefix_file_header(buf, offset: int = 0, end: int | None = None) -> t
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_file_header(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_file_header, "file_header", buf, offset, end, ())
 
 
 def encode_many_file_header(values) -> bytes:
     """Encode consecutive `file_header` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_file_header(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_file_header, "file_header", values, ())
 
 
@@ -7343,14 +5934,6 @@ def decode_bounds_section(buf, offset: int = 0, *, semantic_dims: int) -> tuple[
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_bounds_section(mv, offset, len(mv), semantic_dims)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_bounds_section(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
         raise exc.prefixed("bounds_section") from None
@@ -7384,8 +5967,7 @@ def iter_bounds_section(buf, offset: int = 0, end: int | None = None, *, semanti
 def decode_many_bounds_section(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> list[BoundsSection]:
     """Decode consecutive `bounds_section` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_bounds_section``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_bounds_section(mv, offset, len(mv) if end is None else end, semantic_dims)
+    return _decode_many(_d_bounds_section, "bounds_section", buf, offset, end, (semantic_dims,))
 
 
 def decode_prefix_bounds_section(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> tuple[list[BoundsSection], int]:
@@ -7393,19 +5975,11 @@ def decode_prefix_bounds_section(buf, offset: int = 0, end: int | None = None, *
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_bounds_section(mv, offset, end, semantic_dims, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_bounds_section, "bounds_section", buf, offset, end, (semantic_dims,))
 
 
 def encode_many_bounds_section(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `bounds_section` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_bounds_section(values, semantic_dims)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_bounds_section, "bounds_section", values, (semantic_dims,))
 
 
@@ -7423,14 +5997,6 @@ def decode_tail_full(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailF
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_tail_full(mv, offset, len(mv), semantic_dims)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_tail_full(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -7465,8 +6031,7 @@ def iter_tail_full(buf, offset: int = 0, end: int | None = None, *, semantic_dim
 def decode_many_tail_full(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> list[TailFull]:
     """Decode consecutive `tail_full` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_tail_full``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_tail_full(mv, offset, len(mv) if end is None else end, semantic_dims)
+    return _decode_many(_d_tail_full, "tail_full", buf, offset, end, (semantic_dims,))
 
 
 def decode_prefix_tail_full(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> tuple[list[TailFull], int]:
@@ -7474,19 +6039,11 @@ def decode_prefix_tail_full(buf, offset: int = 0, end: int | None = None, *, sem
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_tail_full(mv, offset, end, semantic_dims, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_tail_full, "tail_full", buf, offset, end, (semantic_dims,))
 
 
 def encode_many_tail_full(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `tail_full` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_tail_full(values, semantic_dims)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_tail_full, "tail_full", values, (semantic_dims,))
 
 
@@ -7504,14 +6061,6 @@ def decode_tail_quantized(buf, offset: int = 0, *, semantic_dims: int) -> tuple[
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_tail_quantized(mv, offset, len(mv), semantic_dims)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_tail_quantized(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -7546,8 +6095,7 @@ def iter_tail_quantized(buf, offset: int = 0, end: int | None = None, *, semanti
 def decode_many_tail_quantized(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> list[TailQuantized]:
     """Decode consecutive `tail_quantized` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_tail_quantized``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_tail_quantized(mv, offset, len(mv) if end is None else end, semantic_dims)
+    return _decode_many(_d_tail_quantized, "tail_quantized", buf, offset, end, (semantic_dims,))
 
 
 def decode_prefix_tail_quantized(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> tuple[list[TailQuantized], int]:
@@ -7555,19 +6103,11 @@ def decode_prefix_tail_quantized(buf, offset: int = 0, end: int | None = None, *
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_tail_quantized(mv, offset, end, semantic_dims, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_tail_quantized, "tail_quantized", buf, offset, end, (semantic_dims,))
 
 
 def encode_many_tail_quantized(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `tail_quantized` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_tail_quantized(values, semantic_dims)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_tail_quantized, "tail_quantized", values, (semantic_dims,))
 
 
@@ -7585,14 +6125,6 @@ def decode_tail_quantized_gacl(buf, offset: int = 0, *, semantic_dims: int) -> t
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_tail_quantized_gacl(mv, offset, len(mv), semantic_dims)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_tail_quantized_gacl(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -7627,8 +6159,7 @@ def iter_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None, *, se
 def decode_many_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> list[TailQuantizedGacl]:
     """Decode consecutive `tail_quantized_gacl` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_tail_quantized_gacl``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_tail_quantized_gacl(mv, offset, len(mv) if end is None else end, semantic_dims)
+    return _decode_many(_d_tail_quantized_gacl, "tail_quantized_gacl", buf, offset, end, (semantic_dims,))
 
 
 def decode_prefix_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> tuple[list[TailQuantizedGacl], int]:
@@ -7636,19 +6167,11 @@ def decode_prefix_tail_quantized_gacl(buf, offset: int = 0, end: int | None = No
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_tail_quantized_gacl(mv, offset, end, semantic_dims, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_tail_quantized_gacl, "tail_quantized_gacl", buf, offset, end, (semantic_dims,))
 
 
 def encode_many_tail_quantized_gacl(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `tail_quantized_gacl` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_tail_quantized_gacl(values, semantic_dims)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_tail_quantized_gacl, "tail_quantized_gacl", values, (semantic_dims,))
 
 
@@ -7931,14 +6454,6 @@ def decode_insert_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout:
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_insert_body(mv, offset, len(mv), semantic_dims, tail_layout)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_insert_body(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
         raise exc.prefixed("insert_body") from None
@@ -7976,8 +6491,7 @@ def decode_many_insert_body(buf, offset: int = 0, end: int | None = None, *, sem
     records and errors of ``iter_insert_body``, in one loop: for logs read whole)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_insert_body(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
+    return _decode_many(_d_insert_body, "insert_body", buf, offset, end, (semantic_dims, tail_layout,))
 
 
 def decode_prefix_insert_body(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[InsertBody], int]:
@@ -7987,21 +6501,13 @@ def decode_prefix_insert_body(buf, offset: int = 0, end: int | None = None, *, s
     record the window's end may cut (read on from ``stop``)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_insert_body(mv, offset, end, semantic_dims, tail_layout, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_insert_body, "insert_body", buf, offset, end, (semantic_dims, tail_layout,))
 
 
 def encode_many_insert_body(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `insert_body` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_insert_body(values, semantic_dims, tail_layout)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_insert_body, "insert_body", values, (semantic_dims, tail_layout,))
 
 
@@ -8021,14 +6527,6 @@ def decode_update_body(buf, offset: int = 0) -> tuple[UpdateBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_update_body(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_update_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8063,8 +6561,7 @@ def iter_update_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_update_body(buf, offset: int = 0, end: int | None = None) -> list[UpdateBody]:
     """Decode consecutive `update_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_update_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_update_body(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_update_body, "update_body", buf, offset, end, ())
 
 
 def decode_prefix_update_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[UpdateBody], int]:
@@ -8072,19 +6569,11 @@ def decode_prefix_update_body(buf, offset: int = 0, end: int | None = None) -> t
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_update_body(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_update_body, "update_body", buf, offset, end, ())
 
 
 def encode_many_update_body(values) -> bytes:
     """Encode consecutive `update_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_update_body(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_update_body, "update_body", values, ())
 
 
@@ -8104,14 +6593,6 @@ def decode_set_semantic_body(buf, offset: int = 0, *, semantic_dims: int, tail_l
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_set_semantic_body(mv, offset, len(mv), semantic_dims, tail_layout)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_set_semantic_body(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -8150,8 +6631,7 @@ def decode_many_set_semantic_body(buf, offset: int = 0, end: int | None = None, 
     records and errors of ``iter_set_semantic_body``, in one loop: for logs read whole)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_set_semantic_body(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
+    return _decode_many(_d_set_semantic_body, "set_semantic_body", buf, offset, end, (semantic_dims, tail_layout,))
 
 
 def decode_prefix_set_semantic_body(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[SetSemanticBody], int]:
@@ -8161,21 +6641,13 @@ def decode_prefix_set_semantic_body(buf, offset: int = 0, end: int | None = None
     record the window's end may cut (read on from ``stop``)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_set_semantic_body(mv, offset, end, semantic_dims, tail_layout, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_set_semantic_body, "set_semantic_body", buf, offset, end, (semantic_dims, tail_layout,))
 
 
 def encode_many_set_semantic_body(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `set_semantic_body` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_set_semantic_body(values, semantic_dims, tail_layout)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_set_semantic_body, "set_semantic_body", values, (semantic_dims, tail_layout,))
 
 
@@ -8195,14 +6667,6 @@ def decode_epoch_body(buf, offset: int = 0) -> tuple[EpochBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_epoch_body(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_epoch_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8237,8 +6701,7 @@ def iter_epoch_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_epoch_body(buf, offset: int = 0, end: int | None = None) -> list[EpochBody]:
     """Decode consecutive `epoch_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_epoch_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_epoch_body(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_epoch_body, "epoch_body", buf, offset, end, ())
 
 
 def decode_prefix_epoch_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[EpochBody], int]:
@@ -8246,19 +6709,11 @@ def decode_prefix_epoch_body(buf, offset: int = 0, end: int | None = None) -> tu
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_epoch_body(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_epoch_body, "epoch_body", buf, offset, end, ())
 
 
 def encode_many_epoch_body(values) -> bytes:
     """Encode consecutive `epoch_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_epoch_body(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_epoch_body, "epoch_body", values, ())
 
 
@@ -8384,14 +6839,6 @@ def decode_wal_header(buf, offset: int = 0) -> tuple[WalHeader, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_wal_header(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_wal_header(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("wal_header") from None
@@ -8425,8 +6872,7 @@ def iter_wal_header(buf, offset: int = 0, end: int | None = None):
 def decode_many_wal_header(buf, offset: int = 0, end: int | None = None) -> list[WalHeader]:
     """Decode consecutive `wal_header` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_wal_header``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_wal_header(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_wal_header, "wal_header", buf, offset, end, ())
 
 
 def decode_prefix_wal_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[WalHeader], int]:
@@ -8434,19 +6880,11 @@ def decode_prefix_wal_header(buf, offset: int = 0, end: int | None = None) -> tu
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_wal_header(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_wal_header, "wal_header", buf, offset, end, ())
 
 
 def encode_many_wal_header(values) -> bytes:
     """Encode consecutive `wal_header` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_wal_header(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_wal_header, "wal_header", values, ())
 
 
@@ -8692,8 +7130,7 @@ def decode_many_wal_section(buf, offset: int = 0, end: int | None = None, *, blo
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_wal_section(mv, offset, len(mv) if end is None else end, block_compressed, algorithm, semantic_dims, tail_layout)
+    return _decode_many(_d_wal_section, "wal_section", buf, offset, end, (block_compressed, algorithm, semantic_dims, tail_layout,))
 
 
 def decode_prefix_wal_section(buf, offset: int = 0, end: int | None = None, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[WalSection], int]:
@@ -8705,10 +7142,7 @@ def decode_prefix_wal_section(buf, offset: int = 0, end: int | None = None, *, b
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_wal_section(mv, offset, end, block_compressed, algorithm, semantic_dims, tail_layout, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_wal_section, "wal_section", buf, offset, end, (block_compressed, algorithm, semantic_dims, tail_layout,))
 
 
 def encode_many_wal_section(values, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
@@ -8717,11 +7151,6 @@ def encode_many_wal_section(values, *, block_compressed: bool, algorithm: Compre
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_wal_section(values, block_compressed, algorithm, semantic_dims, tail_layout)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_wal_section, "wal_section", values, (block_compressed, algorithm, semantic_dims, tail_layout,))
 
 
@@ -11008,7 +9437,7 @@ CONSTRUCT_ENCODERS = {"file_header": construct_encode_file_header, "bound_pair":
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVXpEAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDaHR0lIwFdGl0bGWUjBZIVFQgKC5odHQpIEhvcm9uIHN0b3JllIwEc3BlY5SMLkhUVCBCaW5hcnkgRm9ybWF0IFNwZWNpZmljYXRpb24gKHZlcnNpb25zIDEtNCmUjANkb2OUjKNBIDMyLWJ5dGUgaGVhZGVyLCBhbiBvcHRpb25hbCBib3VuZHMgc2VjdGlvbiAobWVhbmluZy1hZGRyZXNzZWQgZmlsZXMpLCBhIHNuYXBzaG90IG9mIG5vZGUgZW50cmllcyBhbmQgYW4gYXBwZW5kLW9ubHkgd3JpdGUtYWhlYWQgbG9nLiBB'
+    'gASV2JEAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDaHR0lIwFdGl0bGWUjBZIVFQgKC5odHQpIEhvcm9uIHN0b3JllIwEc3BlY5SMLkhUVCBCaW5hcnkgRm9ybWF0IFNwZWNpZmljYXRpb24gKHZlcnNpb25zIDEtNCmUjANkb2OUjKNBIDMyLWJ5dGUgaGVhZGVyLCBhbiBvcHRpb25hbCBib3VuZHMgc2VjdGlvbiAobWVhbmluZy1hZGRyZXNzZWQgZmlsZXMpLCBhIHNuYXBzaG90IG9mIG5vZGUgZW50cmllcyBhbmQgYW4gYXBwZW5kLW9ubHkgd3JpdGUtYWhlYWQgbG9nLiBB'
     'bGwgaW50ZWdlcnMgbGl0dGxlLWVuZGlhbi4KlIwGZW5kaWFulIwCbGWUjAVmaWxlc5RdlIwQc2NoZW1hcy9odHQueWFtbJRhjAZkaWdlc3SUjEdzaGEyNTY6NzkyN2I1YTA3Y2VmZWJjMWI2MmJjMTM0MWZlZTM1MzlkZWFkZTQ3NGM2NTkyZWZmOTNjZjM5ZDE5ZTA2MzZkZJSMCHZlcnNpb25zlGgAjAhSZWdpc3RyeZSTlCmBlH2UKIwHY3VycmVudJRLAowIYWNjZXB0ZWSUSwFLBIaUjAdyZXRpcmVklF2UaAuMUDIgaXMgd3JpdHRlbiBmb3IgcGxhaW4gZmlsZXMsIDMgd2l0aCBtZWFuaW5nLWFkZHJlc3NpbmcsIDQgd2l0aCBxdWFu'
     'dGl6ZWQgdGFpbHMulHVijAVlbnVtc5R9lCiMFWNvbXByZXNzaW9uX2FsZ29yaXRobZRoAIwHRW51bURlZpSTlCmBlH2UKGgFaCGMBGJhc2WUaACMBEludFSUk5QpgZR9lCiMBGJpdHOUSwiMBnNpZ25lZJSJaA1oDowIZ292ZXJuZWSUiHVijAdtZW1iZXJzlF2UKGgAjApFbnVtTWVtYmVylJOUKYGUfZQoaAWMBHpzdGSUjAV2YWx1ZZRLAGgLjDtSRkMgODg3ODsgdGhlIGRlZmF1bHQgYW5kIHRoZSBvbmx5IG9uZSByZWFkZXJzIG11c3Qgc3VwcG9ydJRoGU5oGk51YmgxKYGUfZQoaAWMBHpsaWKUaDVLAWgLjCt6bGliLXdyYXBwZWQg'
     'b3IgcmF3IGRlZmxhdGUgKHJlYWRlcnMgc25pZmYplGgZTmgaTnViaDEpgZR9lChoBYwDbHo0lGg1SwJoC4wvbHo0IGZyYW1lLCBvciBhIGJsb2NrIHdpdGggYSA0LWJ5dGUgc2l6ZSBwcmVmaXiUaBlOaBpOdWJoMSmBlH2UKGgFjAhyZXNlcnZlZJRoNUsDaAuMEXJlc2VydmVkOyByZWZ1c2VklGgZTmgaTnViZWgLjDdDb21wcmVzc2lvbiBhbGdvcml0aG0gc2VsZWN0ZWQgYnkgaGVhZGVyIGZsYWcgYml0cyAxLTIulGgJjBLCpzIgZmxhZ3MgYml0cyAxLTKUjARvcGVulIloHF2UjARsaW5llEsWdWKMBndhbF9vcJRoIymBlH2UKGgF'
@@ -11029,108 +9458,108 @@ _IR = (
     'AIlqHQEAAE5oR0tkah4BAACMHXJlY29yZHMuZmlsZV9oZWFkZXIuZmllbGRzWzRdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwDdGF1lGjpai4BAAApgZR9lCho/IwFYWxpYXOUajEBAABoyWoyAQAAKWozAQAATnViaAuMGFNhcmthciBzcGFjaW5nIHBhcmFtZXRlcpRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0tlah4BAACMHXJlY29yZHMu'
     'ZmlsZV9oZWFkZXIuZmllbGRzWzVdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwKbm9kZV9jb3VudJRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjClzbmFwc2hvdCBlbnRyaWVzIGF0IGNvbXBhY3Rpb24gKGFkdmlzb3J5KZRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0tmah4BAACMHXJlY29yZHMuZmlsZV9oZWFkZXIuZmllbGRzWzZd'
     'lGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwKaGVhZGVyX2NyY5Ro6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjBxDUkMzMiBvZiBoZWFkZXIgYnl0ZXMgMC4uMjculGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAGgAjAhDaGVja3N1bZSTlCmBlH2UKGiTjAVjcmMzMpSMBmNvdmVyc5ROjAhleGNsdWRlZJQpjApzdG9yZV9iaXRzlE6MBHNlZWSUTowGcGFyYW1zlCloK0sgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaMKMBmZpbGxlcpRLAGgPKYwFc3BhbnOU'
-    'KXViaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0tnah4BAACMHXJlY29yZHMuZmlsZV9oZWFkZXIuZmllbGRzWzddlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjB5UaGUgZml4ZWQgMzItYnl0ZSBmaWxlIGhlYWRlci6UaAmMA8KnMpRqYQEAAH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaOJo44wKZml4ZWRfc2l6ZZRLIIwHb2Zmc2V0c5R9lCho6EsAaiUBAABLBGh+SwVq'
-    'NwEAAEsGaj4BAABLB2pFAQAASwhqTQEAAEsYalQBAABLHHWMBXNpemVzlH2UKGjoSwRqJQEAAEsBaH5LAWo3AQAASwFqPgEAAEsBakUBAABLEGpNAQAASwRqVAEAAEsEdWozAQAATnViYWhHS1yMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUjAZyZWNvcmSUjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHVijApib3VuZF9wYWlylGjfKYGUfZQoaAVqgAEAAGjiXZQoaOUpgZR9lChoBYwDbWlulGjpaACMBkZsb2F0VJSTlCmBlH2UKGgrS0BoDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhB'
-    'iWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLcGoeAQAAjBxyZWNvcmRzLmJvdW5kX3BhaXIuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwDbWF4lGjpaogBAAApgZR9lChoK0tAaA1oDmgtiHViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1O'
-    'ahsBAABowmocAQAAiWodAQAATmhHS3FqHgEAAIwccmVjb3Jkcy5ib3VuZF9wYWlyLmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4w6R2xvYmFsIG5vcm1hbGl6YXRpb24gcmFuZ2Ugb2Ygb25lIHVzZXIgc2VtYW50aWMgZGltZW5zaW9uLpRoCYwSwqcxLCDCpzkgdmVyc2lvbiAzlGphAQAAfZRqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mqDAQAAanMBAABLEGp0AQAAfZQoaoYBAABLAGqOAQAASwh1anYBAAB9lChqhgEAAEsIao4BAABLCHVqMwEAAE51YmFoR0tsangBAABoEWgNTmp5'
-    'AQAAKWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijA5ib3VuZHNfc2VjdGlvbpRo3ymBlH2UKGgFapwBAABo4l2UaOUpgZR9lChoBYwGYm91bmRzlGjpai4BAAApgZR9lCho/Gp7AQAAajEBAABqgAEAAGoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGgAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lGjxKYGUfZQoaPSMEnNlbWFudGljX2RpbXMgLSAxNpRo9mj3jAVCaW5PcJSTlClSlH2UKIwEbGVmdJRo94wETmFtZZSTlClSlH2UKIwCaWSUaj4BAACMA2N0eJRo94wE'
-    'TG9hZJSTlClSlH2UYmj9SwFo/ksAaP9LAWoAAQAASw11YowCb3CUaPeMA1N1YpSTlClSlH2UYowFcmlnaHSUaPkpUpR9lChoNUsQaPxOaP1LAWj+SxBo/0sBagABAABLEnViaP1LAWj+SwBo/0sBagABAABLEnViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViaggBAABOagkBAACJag8BAABOjAp1bnRpbF9pdGVtlE6MDXN0b3Bfb25fZXJyb3KUiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0t5ah4BAACMIHJlY29yZHMuYm91bmRz'
-    'X3NlY3Rpb24uZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViYWgLjENQZXItdXNlci1kaW1lbnNpb24gKG1pbiwgbWF4KSBib3VuZHM7IHByZXNlbnQgb25seSB3aXRoIGZsYWcgYml0IDYulGgJapMBAABqYQEAAH2Uaj4BAABoAIwFUGFyYW2Uk5QpgZR9lChoBWo+AQAAaOmMA2ludJRqHQEAAE5oC2jCdWJzamoBAABOamsBAACJamwBAABOam0BAABdlGpwAQAAKYGUfZQoaBROaOJqnwEAAGpzAQAATmp0AQAAfZRqogEAAEsAc2p2AQAAfZRqMwEAAE51YmFoR0tzangBAABoEWgNTmp5AQAAKWp6AQAAansBAABqfAEAAF2U'
-    'an4BAABdlHVijAl0YWlsX2Z1bGyUaN8pgZR9lChoBWrYAQAAaOJdlGjlKYGUfZQoaAWMBGRpbXOUaOlqLgEAACmBlH2UKGj8akgBAABqMQEAAGjJajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAGjxKYGUfZQoaPRqPgEAAGj2arMBAAApUpR9lChqtgEAAGo+AQAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASw11YmoBAQAAagQBAABdlGo+AQAAYYWUUpR1YmoIAQAATmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAACM'
-    'BnBhY2tlZJRojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS4FqHgEAAIwbcmVjb3Jkcy50YWlsX2Z1bGwuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViYWgLjBlGdWxsLXdpZHRoIHNlbWFudGljIHRhaWwulGgJjAPCpzeUamEBAAB9lGo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgLaMJ1YnNqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mrbAQAAanMBAABOanQBAAB9lGreAQAASwBzanYBAAB9'
-    'lGozAQAATnViYWhHS3tqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWKMDnRhaWxfcXVhbnRpemVklGjfKYGUfZQoaAVq+AEAAGjiXZRo5SmBlH2UKGgFjAR1c2VylGjpai4BAAApgZR9lCho/GpIAQAAajEBAABo1GoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGqmAQAAKYGUfZQoaqkBAABo8SmBlH2UKGj0aqwBAABo9mquAQAAKVKUfZQoarEBAABqswEAAClSlH2UKGq2AQAAaj4BAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLDXVi'
-    'arwBAABqvwEAAGrBAQAAaPkpUpR9lChoNUsQaPxOaP1LAWj+SxBo/0sBagABAABLEnViaP1LAWj+SwBo/0sBagABAABLEnViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViaggBAABOagkBAACJag8BAABOascBAABOasgBAACJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS4lqHgEAAIwgcmVjb3Jkcy50YWlsX3F1YW50aXplZC5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJhaAuMNlF1YW50aXplZCB0YWlsLCByZXNl'
-    'cnZlZCByZWdpb24gZWxpZGVkIChpbXBsaWVkIHplcm8pLpRoCWh8amEBAAB9lGo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgLaMJ1YnNqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mr7AQAAanMBAABOanQBAAB9lGr+AQAASwBzanYBAAB9lGozAQAATnViYWhHS4NqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWKME3RhaWxfcXVhbnRpemVkX2dhY2yUaN8pgZR9lChoBWoaAgAAaOJdlCho5SmBlH2UKGgFaEFo6WouAQAAKYGUfZQoaPxqSAEAAGoxAQAAaMlq'
-    'MgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpgEAACmBlH2UKGqpAQAAaPEpgZR9lCho9IwWbWluKHNlbWFudGljX2RpbXMsIDE2KZRo9mj3jARDYWxslJOUKVKUfZQojARmdW5jlGqzAQAAKVKUfZQoarYBAABqhgEAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsDdWJqMgEAAF2UKGqzAQAAKVKUfZQoarYBAABqPgEAAGq3AQAAaroBAABo/UsBaP5LBGj/SwFqAAEAAEsRdWJo+SlSlH2UKGg1SxBo/E5o/UsBaP5LE2j/SwFqAAEAAEsVdWJljAhrZXl3b3Jkc5Rd'
-    'lGj9SwFo/ksAaP9LAWoAAQAASxZ1YmoBAQAAagQBAABdlGo+AQAAYYWUUpR1YmoIAQAATmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABq6gEAAGiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLkWoeAQAAjCVyZWNvcmRzLnRhaWxfcXVhbnRpemVkX2dhY2wuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWr+AQAAaOlqLgEAACmBlH2UKGj8akgBAABqMQEAAGjUajIBAAApajMBAABOdWJoC2jCaAlowmoN'
-    'AQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAGjxKYGUfZQoaPRqrAEAAGj2aq4BAAApUpR9lChqsQEAAGqzAQAAKVKUfZQoarYBAABqPgEAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsNdWJqvAEAAGq/AQAAasEBAABo+SlSlH2UKGg1SxBo/E5o/UsBaP5LEGj/SwFqAAEAAEsSdWJo/UsBaP5LAGj/SwFqAAEAAEsSdWJqAQEAAGoEAQAAXZRqPgEAAGGFlFKUdWJqCAEAAE5qCQEAAIlqDwEAAE5qxwEAAE5qyAEAAIlqIQEAAE51YmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoX'
-    'AQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLkmoeAQAAjCVyZWNvcmRzLnRhaWxfcXVhbnRpemVkX2dhY2wuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjD1RdWFudGl6ZWQgdGFpbCB3aXRoIHRoZSBHQUNMIHJlc2VydmVkIHJlZ2lvbiBrZXB0IGZ1bGwgd2lkdGgulGgJaHxqYQEAAH2Uaj4BAABqzQEAACmBlH2UKGgFaj4BAABo6WrQAQAAah0BAABOaAtownVic2pqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjiah0CAABqcwEAAE5qdAEAAH2U'
-    'aEFLAHNqdgEAAH2UajMBAABOdWJhaEdLi2p4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowJbWV0YV9wYWlylGjfKYGUfZQoaAVqVgIAAGjiXZQoaOUpgZR9lChoBYwDa2V5lGjpaOspgZR9lCho7k5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoKAQAAjAV1dGYtOJRqCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEA'
-    'AIlqHQEAAE5oR0uYah4BAACMG3JlY29yZHMubWV0YV9wYWlyLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVoNWjpaOspgZR9lCho7k5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoKAQAAamECAABqCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0uZah4BAACMG3JlY29yZHMubWV0YV9wYWly'
-    'LmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4xJT25lIG1ldGFkYXRhIGtleS92YWx1ZSBwYWlyOyBrZXlzIHN0YXJ0aW5nIHdpdGggJ18nIGJlbG9uZyB0byB0aGUgZm9ybWF0LpRoCYwRwqczIFNuYXBzaG90IERhdGGUamEBAAB9lGpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjialkCAABqcwEAAE5qdAEAAH2UalwCAABLAHNqdgEAAH2UajMBAABOdWJhaEdLlGp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowOc25hcHNob3RfZW50cnmUaN8pgZR9lChoBWp0'
-    'AgAAaOJdlCho5SmBlH2UKGgFalwCAABo6WjrKYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSxBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAGphAgAAagsBAABOdWJoC4wXVVRGLTggcGF0aCwgZS5nLiAvYS9iL2OUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLomoeAQAAjCByZWNvcmRzLnNuYXBzaG90X2VudHJ5LmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEA'
-    'AIl1YmjlKYGUfZQoaAWMBGRhdGGUaOlo6ymBlH2UKGjuTmoIAQAAaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViagkBAACJagoBAABOagsBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLo2oeAQAAjCByZWNvcmRzLnNuYXBzaG90X2VudHJ5LmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMBG1ldGGUaOlqLgEAACmB'
-    'lH2UKGj8ansBAABqMQEAAGpWAgAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAE5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0ukah4BAACMIHJlY29yZHMuc25hcHNob3RfZW50cnkuZmllbGRzWzJdlGgrKWogAQAATmohAQAATmoiAQAA'
-    'iXViaOUpgZR9lChoBYwEdGFpbJRo6WgAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRo8SmBlH2UKGj0jAt0YWlsX2xheW91dJRo9mqzAQAAKVKUfZQoarYBAABqnAIAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsLdWJqAQEAAGoEAQAAXZRqnAIAAGGFlFKUdWKMBWNhc2VzlEsAaHFq2AEAAIeUSwFodWr4AQAAh5RLAmh5ahoCAACHlIeUah0BAACMBWVycm9ylGoyAQAAKWgFjAZzd2l0Y2iUajMBAABOdWJoC2jCaAlowmoNAQAAaPEpgZR9lCho9GiYaPZo94wHQ29tcGFyZZSTlClSlH2UKGqxAQAAarMBAAApUpR9lChqtgEAAGo+'
-    'AQAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASw11YowDb3BzlF2UaPeMAkd0lJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRo+SlSlH2UKGg1SwBo/E5o/UsBaP5LEGj/SwFqAAEAAEsRdWJhaP1LAWj+SwBo/0sBagABAABLEXViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0ulah4BAACMIHJlY29yZHMuc25hcHNob3RfZW50cnku'
-    'ZmllbGRzWzNdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjBlPbmUgbm9kZSBvZiB0aGUgc25hcHNob3QulGgJjAPCpzOUamEBAAB9lChqPgEAAGrNAQAAKYGUfZQoaAVqPgEAAGjpatABAABqHQEAAE5oC2jCdWJqnAIAAGrNAQAAKYGUfZQoaAVqnAIAAGjpaGlqHQEAAE5oC2jCdWJ1amoBAABOamsBAACJamwBAABOam0BAABdlGpwAQAAKYGUfZQoaBROaOJqdwIAAGpzAQAATmp0AQAAfZRqXAIAAEsAc2p2AQAAfZRqMwEAAE51YmFoR0ubangBAABoEWgNTmp5AQAAKWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijBBzbmFwc2hv'
-    'dF9zZWN0aW9ulGjfKYGUfZQoaAVqzQIAAGjiXZQoaOUpgZR9lChoBYwNc25hcF9ieXRlX2xlbpRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjCJieXRlcyBvZiAoZGVjb21wcmVzc2VkKSBlbnRyeSBkYXRhlGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAGjujAdlbnRyaWVzlIaUahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0u3ah4BAACMInJlY29yZHMuc25hcHNob3Rfc2VjdGlvbi5maWVsZHNbMF2U'
-    'aCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjA9zbmFwX25vZGVfY291bnSUaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAAaqkBAABq1wIAAIaUahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0u4ah4BAACMInJlY29yZHMuc25hcHNob3Rfc2VjdGlvbi5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFatcCAABo6Wou'
-    'AQAAKYGUfZQoaPxqewEAAGoxAQAAanQCAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5o8SmBlH2UKGj0atMCAABo9mqzAQAAKVKUfZQoarYBAABq0wIAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsNdWJqAQEAAGoEAQAAXZRq0wIAAGGFlFKUdWJqEwEAAGqmAQAAKYGUfZQoaqkBAABo8SmBlH2UKGj0atwCAABo9mqzAQAAKVKUfZQoarYBAABq3AIAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsPdWJqAQEAAGoEAQAAXZRq3AIAAGGFlFKUdWJqCAEAAE5qCQEA'
-    'AIlqDwEAAE5qxwEAAE5qyAEAAIlqIQEAAE51YmoUAQAATmiMaACMCkNvbXByZXNzZWSUk5QpgZR9lChok2jxKYGUfZQoaPRok2j2arMBAAApUpR9lChqtgEAAGiTarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwl1YmoBAQAAagQBAABdlGiTYYWUUpR1YowGbGVuZ3RolGgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YowEd2hlbpRo8SmBlH2UKGj0jCJjb21wcmVzc2VkIGFuZCBzbmFwX25vZGVfY291bnQgPiAwlGj2aPeMBkJvb2xPcJSTlClSlH2UKGq8AQAAaPeMA0FuZJSTlClSlH2UYowGdmFsdWVzlF2UKGqzAQAAKVKUfZQoarYB'
-    'AABojGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsKdWJqrAIAAClSlH2UKGqxAQAAarMBAAApUpR9lChqtgEAAGrcAgAAarcBAABqugEAAGj9SwFo/ksPaP9LAWoAAQAASx51YmqxAgAAXZRqtQIAAGFqtwIAAF2UaPkpUpR9lChoNUsAaPxOaP1LAWj+SyFo/0sBagABAABLInViYWj9SwFo/ksPaP9LAWoAAQAASyJ1YmVo/UsBaP5LAGj/SwFqAAEAAEsidWJqAQEAAGoEAQAAXZQoaIxq3AIAAGWFlFKUdWKMBWxpbWl0lE6MBmNvZGVjc5RoNGg0hpRoOYwIaHR0X3psaWKUhpRoPYwHaHR0X2x6NJSGlIeUjAZzdG9yZWSUTnViahUB'
-    'AABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0u5ah4BAACMInJlY29yZHMuc25hcHNob3Rfc2VjdGlvbi5maWVsZHNbMl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAxzbmFwc2hvdF9jcmOUaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC4xHQ1JDMzIgb2YgdGhlIHJhdyAoZGVjb21wcmVzc2VkKSBlbnRyeSBieXRlczsgQ1JDIG9mIG5vdGhpbmcgd2hlbiBlbXB0eS6UaAlowmoNAQAATmoOAQAASwJqDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5q'
-    'EwEAAE5qFAEAAE5ojE5qFQEAAGpZAQAAKYGUfZQoaJNqXAEAAGpdAQAAatcCAACFlGpeAQAAKWpfAQAATmpgAQAATmphAQAAKWgrSyBoEolqYgEAAClqYwEAAGjCamQBAABLAGgPKWplAQAAKXViaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0u+ah4BAACMInJlY29yZHMuc25hcHNob3Rfc2VjdGlvbi5maWVsZHNbM12UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMnFNuYXBzaG90IGhlYWRlciBhbmQgZW50cmllcy4gQ29tcHJlc3NlZCBmaWxlcyBob2xkIG9uZSBm'
-    'cmFtZSAoY29tcHJlc3NlZF9sZW4gZmlyc3QpIHVubGVzcyB0aGUgc25hcHNob3QgaXMgZW1wdHk7IHYyKyBlbmRzIHdpdGggYSBDUkMzMiBvZiB0aGUgcmF3IGVudHJpZXMuCpRoCYwIwqczLCDCpzWUamEBAAB9lChqJQEAAGrNAQAAKYGUfZQoaAVqJQEAAGjpatABAABqHQEAAE5oC2jCdWJojGrNAQAAKYGUfZQoaAVojGjpjARib29slGodAQAATmgLaMJ1YmiTas0BAAApgZR9lChoBWiTaOloIWodAQAATmgLaMJ1Ymo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgLaMJ1YmqcAgAAas0BAAApgZR9lChoBWqcAgAA'
-    'aOloaWodAQAATmgLaMJ1YnVqagEAAGolAQAAamsBAACJamwBAABLAUsEhpRqbQEAAF2UKGpwAQAAKYGUfZQoaBRLAYWUaOJdlChq0QIAAGraAgAAauECAABlanMBAABOanQBAAB9lChq0wIAAEsAatwCAABLBGrXAgAASwh1anYBAAB9lChq0wIAAEsEatwCAABLBHVqMwEAAE51YmpwAQAAKYGUfZQoaBRLAksDSwSHlGjiXZQoatECAABq2gIAAGrhAgAAaigDAABlanMBAABOanQBAAB9lChq0wIAAEsAatwCAABLBGrXAgAASwh1anYBAAB9lChq0wIAAEsEatwCAABLBGoqAwAASwR1ajMBAABOdWJlaEdLqmp4AQAAaBFoDU5qeQEAAClq'
-    'egEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowLaW5zZXJ0X2JvZHmUaN8pgZR9lChoBWpQAwAAaOJdlCho5SmBlH2UKGgFaoICAABo6WjrKYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAE5qCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vLah4BAACMHXJlY29yZHMuaW5zZXJ0X2JvZHkuZmllbGRzWzBd'
-    'lGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWqKAgAAaOlqLgEAACmBlH2UKGj8ansBAABqMQEAAGpWAgAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAE5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vMah4BAACMHXJlY29y'
-    'ZHMuaW5zZXJ0X2JvZHkuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWqUAgAAaOlqlgIAACmBlH2UKGqZAgAAaPEpgZR9lCho9GqcAgAAaPZqswEAAClSlH2UKGq2AQAAapwCAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLC3ViagEBAABqBAEAAF2UapwCAABhhZRSlHViaqICAABLAGhxatgBAACHlEsBaHVq+AEAAIeUSwJoeWoaAgAAh5SHlGodAQAAaqcCAABqMgEAACloBWqoAgAAajMBAABOdWJoC2jCaAlowmoNAQAAaPEpgZR9lCho9GiYaPZqrAIAAClSlH2UKGqxAQAAarMBAAApUpR9lChq'
-    'tgEAAGo+AQAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASw11YmqxAgAAXZRqtQIAAGFqtwIAAF2UaPkpUpR9lChoNUsAaPxOaP1LAWj+SxBo/0sBagABAABLEXViYWj9SwFo/ksAaP9LAWoAAQAASxF1YmoBAQAAagQBAABdlGo+AQAAYYWUUpR1YmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLzWoeAQAAjB1yZWNvcmRzLmluc2VydF9ib2R5LmZpZWxkc1syXZRoKylqIAEA'
-    'AE5qIQEAAE5qIgEAAIl1YmVoC4wSUGF5bG9hZCBvZiBJTlNFUlQulGgJjArCpzQgSU5TRVJUlGphAQAAfZQoaj4BAABqzQEAACmBlH2UKGgFaj4BAABo6WrQAQAAah0BAABOaAtownViapwCAABqzQEAACmBlH2UKGgFapwCAABo6Whpah0BAABOaAtownVidWpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjialMDAABqcwEAAE5qdAEAAH2UaoICAABLAHNqdgEAAH2UajMBAABOdWJhaEdLxGp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowLdXBkYXRlX2JvZHmUaN8pgZR9lChoBWqP'
-    'AwAAaOJdlCho5SmBlH2UKGgFaoICAABo6WjrKYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAE5qCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vWah4BAACMHXJlY29yZHMudXBkYXRlX2JvZHkuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWqKAgAAaOlqLgEAACmBlH2U'
-    'KGj8ansBAABqMQEAAGpWAgAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAE5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vXah4BAACMHXJlY29yZHMudXBkYXRlX2JvZHkuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgL'
-    'jC5QYXlsb2FkIG9mIFVQREFURSAoZnVsbCBtZXRhZGF0YSByZXBsYWNlbWVudCkulGgJjArCpzQgVVBEQVRFlGphAQAAfZRqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mqSAwAAanMBAABOanQBAAB9lGqCAgAASwBzanYBAAB9lGozAQAATnViYWhHS9JqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWKMEXNldF9zZW1hbnRpY19ib2R5lGjfKYGUfZQoaAVqrQMAAGjiXZRo5SmBlH2UKGgFapQCAABo6WqWAgAAKYGUfZQoapkCAABo8SmBlH2UKGj0apwCAABo9mqzAQAAKVKUfZQo'
-    'arYBAABqnAIAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsLdWJqAQEAAGoEAQAAXZRqnAIAAGGFlFKUdWJqogIAAEsAaHFq2AEAAIeUSwFodWr4AQAAh5RLAmh5ahoCAACHlIeUah0BAABqpwIAAGoyAQAAKWgFaqgCAABqMwEAAE51YmgLaMJoCWjCag0BAABo8SmBlH2UKGj0aJho9mqsAgAAKVKUfZQoarEBAABqswEAAClSlH2UKGq2AQAAaj4BAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLDXViarECAABdlGq1AgAAYWq3AgAAXZRo+SlSlH2UKGg1SwBo/E5o/UsBaP5LEGj/SwFqAAEAAEsRdWJhaP1LAWj+SwBo/0sB'
-    'agABAABLEXViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vgah4BAACMI3JlY29yZHMuc2V0X3NlbWFudGljX2JvZHkuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViYWgLjD9QYXlsb2FkIG9mIFNFVF9TRU1BTlRJQzsgYW4gYWxsLXplcm8gdGFpbCBjbGVhcnMgdGhlIHBsYWNlbWVudC6UaAmMEMKnNCBTRVRfU0VNQU5U'
-    'SUOUamEBAAB9lChqPgEAAGrNAQAAKYGUfZQoaAVqPgEAAGjpatABAABqHQEAAE5oC2jCdWJqnAIAAGrNAQAAKYGUfZQoaAVqnAIAAGjpaGlqHQEAAE5oC2jCdWJ1amoBAABOamsBAACJamwBAABOam0BAABdlGpwAQAAKYGUfZQoaBROaOJqsAMAAGpzAQAATmp0AQAAfZRqlAIAAEsAc2p2AQAAfZRqMwEAAE51YmFoR0vZangBAABoEWgNTmp5AQAAKWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijAplcG9jaF9ib2R5lGjfKYGUfZQoaAVq3AMAAGjiXZQoaOUpgZR9lChoBYwIZXBvY2hfaWSUaOloKCmBlH2UKGgrS0BoLIloDWgOaC2I'
-    'dWJoC4webG9naWNhbCBlcG9jaCBjb3VudGVyLCAxLWJhc2VklGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS+lqHgEAAIwccmVjb3Jkcy5lcG9jaF9ib2R5LmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVofmjpai4BAAApgZR9lCho/Gh+ajEBAABoqmoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEA'
-    'AE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS+pqHgEAAIwccmVjb3Jkcy5lcG9jaF9ib2R5LmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4wRUGF5bG9hZCBvZiBFUE9DSC6UaAmMEMKnNCBFUE9DSCwgwqc0LjGUamEBAAB9lGpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjiat8DAABqcwEAAEsJanQBAAB9lChq4gMAAEsAaH5LCHVqdgEAAH2UKGriAwAASwhofksB'
-    'dWozAQAATnViYWhHS+VqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWKMCXdhbF9lbnRyeZRo3ymBlH2UKGgFavYDAABo4l2UKGjlKYGUfZQoaAWMA3NlcZRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjBltb25vdG9uaWMgc2VxdWVuY2UgbnVtYmVylGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS/RqHgEAAIwbcmVjb3Jkcy53'
-    'YWxfZW50cnkuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWq8AQAAaOlqLgEAACmBlH2UKGj8aI9qMQEAAGhIajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdL9WoeAQAAjBtyZWNvcmRzLndhbF9lbnRyeS5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFalwCAABo6Wjr'
-    'KYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSxBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAGphAgAAagsBAABOdWJoC4wcVVRGLTggcGF0aCAoZW1wdHkgZm9yIEVQT0NIKZRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0v2ah4BAACMG3JlY29yZHMud2FsX2VudHJ5LmZpZWxkc1syXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMBGJvZHmUaOlqlgIA'
-    'ACmBlH2UKGqZAgAAaPEpgZR9lCho9Gq8AQAAaPZqswEAAClSlH2UKGq2AQAAarwBAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLAnViagEBAABqBAEAAF2UarwBAABhhZRSlHViaqICAAAoSwFoUGpQAwAAh5RLAmhUao8DAACHlEsDaFhOh5RLBGhcalYCAACHlEsFaGBqrQMAAIeUSwZoZGrcAwAAh5R0lGodAQAAaqcCAABqMgEAACloBWqoAgAAajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAA'
-    'TmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdL92oeAQAAjBtyZWNvcmRzLndhbF9lbnRyeS5maWVsZHNbM12UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAllbnRyeV9jcmOUaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC4wxQ1JDMzIgZnJvbSBzZXEgdGhyb3VnaCB0aGUgbGFzdCBvcC1zcGVjaWZpYyBieXRlLpRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABqWQEAACmBlH2UKGiTalwBAABqXQEAAE5qXgEAAClqXwEAAE5qYAEAAE5qYQEA'
-    'ACloK0sgaBKJamIBAAApamMBAABowmpkAQAASwBoDylqZQEAACl1Ymg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNAAFqHgEAAIwbcmVjb3Jkcy53YWxfZW50cnkuZmllbGRzWzRdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjEJPbmUgV0FMIG11dGF0aW9uOyByZXBsYXkgc3RvcHMgYXQgdGhlIGZpcnN0IGVudHJ5IHdob3NlIENSQyBmYWlscy6UaAmMD8KnNCBXQUwgRW50cmllc5RqYQEAAH2UKGo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgL'
-    'aMJ1YmqcAgAAas0BAAApgZR9lChoBWqcAgAAaOloaWodAQAATmgLaMJ1YnVqagEAAE5qawEAAIhqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mr5AwAAanMBAABOanQBAAB9lChq/AMAAEsAarwBAABLBGpcAgAASwV1anYBAAB9lChq/AMAAEsEarwBAABLAWokBAAASwR1ajMBAABOdWJhaEdL7Gp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowKd2FsX2hlYWRlcpRo3ymBlH2UKGgFajkEAABo4l2UKGjlKYGUfZQoaAWMD3dhbF9lbnRyeV9jb3VudJRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgL'
-    'aMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR00JAWoeAQAAjBxyZWNvcmRzLndhbF9oZWFkZXIuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwMd2FsX2Jhc2Vfc2VxlGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEA'
-    'AE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTQoBah4BAACMHHJlY29yZHMud2FsX2hlYWRlci5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMMVdBTCBoZWFkZXI7IHRoZSBlbnRyeSBjb3VudCBpcyBhZHZpc29yeSBzaW5jZSB2Mi6UaAmMDsKnNCBXQUwgSGVhZGVylGphAQAAfZRqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mo8BAAAanMBAABLCGp0AQAAfZQoaj8EAABLAGpFBAAASwR1anYBAAB9lChqPwQAAEsEakUE'
-    'AABLBHVqMwEAAE51YmFoR00FAWp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowJd2FsX2Jsb2NrlGjfKYGUfZQoaAVqUwQAAGjiXZQoaOUpgZR9lChoBYwRYmxvY2tfZW50cnlfY291bnSUaOloKCmBlH2UKGgrSxBoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAASwFLQIaUaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABqqQEAAGrXAgAAhpRqFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTRUBah4BAACM'
-    'G3JlY29yZHMud2FsX2Jsb2NrLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVq1wIAAGjpai4BAAApgZR9lCho/Gp7AQAAajEBAABq9gMAAGoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGqmAQAAKYGUfZQoaqkBAABo8SmBlH2UKGj0alkEAABo9mqzAQAAKVKUfZQoarYBAABqWQQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsRdWJqAQEAAGoEAQAAXZRqWQQAAGGFlFKUdWJqCAEAAE5qCQEAAIlqDwEAAE5qxwEAAE5qyAEAAIlq'
-    'IQEAAE51YmoUAQAATmiMavYCAAApgZR9lChok2jxKYGUfZQoaPRok2j2arMBAAApUpR9lChqtgEAAGiTarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwl1YmoBAQAAagQBAABdlGiTYYWUUpR1YmoAAwAAaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViagMDAABOah4DAABo8SmBlH2UKGj0jAtibG9ja19saW1pdJRo9mqzAQAAKVKUfZQoarYBAABqeQQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsLdWJqAQEAAGoEAQAAXZRqeQQAAGGFlFKUdWJqHwMAAGg0aDSGlGg5aiEDAACGlGg9aiMDAACGlIeUaiYDAABOdWJqFQEAAE5o'
-    'NU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTRYBah4BAACMG3JlY29yZHMud2FsX2Jsb2NrLmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4xMT25lIGluZGVwZW5kZW50IGNvbXByZXNzZWQgZnJhbWUgb2YgMS02NCBwbGFpbiBXQUwgZW50cmllczsgbmV2ZXIgcmV3cml0dGVuLpRoCYwZwqc1IFdBTCBibG9jayBjb21wcmVzc2lvbpRqYQEAAH2UKGiTas0BAAApgZR9lChoBWiTaOloIWodAQAATmgLaMJ1Ymo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq'
-    '0AEAAGodAQAATmgLaMJ1YmqcAgAAas0BAAApgZR9lChoBWqcAgAAaOloaWodAQAATmgLaMJ1Ymp5BAAAas0BAAApgZR9lChoBWp5BAAAaOlq0AEAAGodAQAASgAAAARoC4wfY2FwIG9uIGRlY29tcHJlc3NlZCBibG9jayBieXRlc5R1YnVqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mpWBAAAanMBAABOanQBAAB9lChqWQQAAEsAatcCAABLAnVqdgEAAH2UalkEAABLAnNqMwEAAE51YmFoR00MAWp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowPd2FsX2Jsb2NrX3BsYWlulGjf'
-    'KYGUfZQoaAVqlwQAAGjiXZQoaOUpgZR9lChoBWpZBAAAaOloKCmBlH2UKGgrSxBoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNJgFqHgEAAIwhcmVjb3Jkcy53YWxfYmxvY2tfcGxhaW4uZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwFcGxhaW6UaOlo6ymBlH2UKGjuTmoIAQAATmoJAQAAiGoKAQAA'
-    'TmoLAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojGr2AgAAKYGUfZQoaJNo8SmBlH2UKGj0aJNo9mqzAQAAKVKUfZQoarYBAABok2q3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsJdWJqAQEAAGoEAQAAXZRok2GFlFKUdWJqAAMAAGgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmoDAwAATmoeAwAAaPEpgZR9lCho9Gp5BAAAaPZqswEAAClSlH2UKGq2AQAAankEAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLC3ViagEBAABqBAEAAF2UankEAABhhZRSlHViah8D'
-    'AABoNGg0hpRoOWohAwAAhpRoPWojAwAAhpSHlGomAwAATnViahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR00nAWoeAQAAjCFyZWNvcmRzLndhbF9ibG9ja19wbGFpbi5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuM+VRoZSBzYW1lIGJ5dGVzIGFzIHdhbF9ibG9jaywgd2l0aCB0aGUgZW50cmllcyBsZWZ0IGFzIHRoZSBmcmFtZSdzIHBsYWluIChkZWNvbXByZXNzZWQpIGJ5dGVzLiBSZWNvdmVyeSB1c2VzIGl0IHdoZW4gYSBibG9jayBk'
-    'b2VzIG5vdCBkZWNvZGUgd2hvbGUsIHRvIGtlZXAgZXZlcnkgaW50YWN0IGVudHJ5IGJlZm9yZSB0aGUgYmFkIG9uZSAocGVyLWVudHJ5IENSQyBhbmQgc2VxdWVuY2UgcnVsZXMgYXBwbHkgaW5zaWRlIGJsb2NrcykuCpRoCYwmwqc1IFdBTCBibG9jayBjb21wcmVzc2lvbjsgZmFjdHMgwqczLjWUamEBAAB9lChok2rNAQAAKYGUfZQoaAVok2jpaCFqHQEAAE5oC2jCdWJqeQQAAGrNAQAAKYGUfZQoaAVqeQQAAGjpatABAABqHQEAAEoAAAAEaAtqjwQAAHVidWpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmji'
-    'apoEAABqcwEAAE5qdAEAAH2UKGpZBAAASwBqogQAAEsCdWp2AQAAfZRqWQQAAEsCc2ozAQAATnViYWhHTRsBangBAABoEWgNTmp5AQAAKWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijAt3YWxfc2VjdGlvbpRo3ymBlH2UKGgFasoEAABo4l2UKGjlKYGUfZQoaAWMBmhlYWRlcpRo6WouAQAAKYGUfZQoaPxqewEAAGoxAQAAajkEAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoB'
-    'AABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR001AWoeAQAAjB1yZWNvcmRzLndhbF9zZWN0aW9uLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVq1wIAAGjpai4BAAApgZR9lCho/Gp7AQAAajEBAABq9gMAAGoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAGjxKYGUfZQoaPSMFG5vdCBibG9ja19jb21wcmVzc2VklGj2aPeMB1VuYXJ5T3CUk5QpUpR9lChqvAEAAGj3jANOb3SUk5QpUpR9lGKMB29wZXJhbmSUarMBAAApUpR9lChqtgEAAIwQYmxvY2tfY29tcHJlc3NlZJRqtwEAAGq6AQAAaP1LAWj+'
-    'SwRo/0sBagABAABLFHViaP1LAWj+SwBo/0sBagABAABLFHViagEBAABqBAEAAF2UauYEAABhhZRSlHViag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpgEAACmBlH2UKGqpAQAATmoIAQAATmoJAQAAiGoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR002AWoeAQAAjB1yZWNvcmRzLndhbF9zZWN0aW9uLmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWM'
-    'BmJsb2Nrc5Ro6WouAQAAKYGUfZQoaPxqewEAAGoxAQAAalMEAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABo8SmBlH2UKGj0auYEAABo9mqzAQAAKVKUfZQoarYBAABq5gQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsQdWJqAQEAAGoEAQAAXZRq5gQAAGGFlFKUdWJqDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGqmAQAAKYGUfZQoaqkBAABOaggBAABOagkBAACIag8BAABOascBAABOasgBAACJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsA'
-    'aA1OahsBAABowmocAQAAiWodAQAATmhHTTcBah4BAACMHXJlY29yZHMud2FsX3NlY3Rpb24uZmllbGRzWzJdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjENXQUwgaGVhZGVyIHRoZW4gZW50cmllcyB0byB0aGUgZW5kIG9mIHRoZSBmaWxlLCBwbGFpbiBvciBpbiBibG9ja3MulGgJjAjCpzQsIMKnNZRqYQEAAH2UKGrmBAAAas0BAAApgZR9lChoBWrmBAAAaOlqOQMAAGodAQAATmgLaMJ1YmiTas0BAAApgZR9lChoBWiTaOloIWodAQAATmgLaMJ1Ymo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgLaMJ1Ymqc'
-    'AgAAas0BAAApgZR9lChoBWqcAgAAaOloaWodAQAATmgLaMJ1YnVqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mrNBAAAanMBAABOanQBAAB9lChq0AQAAEsAatcCAABLCHVqdgEAAH2UatAEAABLCHNqMwEAAE51YmFoR00sAWp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowIaHR0X2ZpbGWUaN8pgZR9lChoBWoOBQAAaOJdlCho5SmBlH2UKGgFatAEAABo6WouAQAAKYGUfZQoaPxqewEAAGoxAQAAaN1qMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahAB'
-    'AABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR009AWoeAQAAjBpyZWNvcmRzLmh0dF9maWxlLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVqogEAAGjpai4BAAApgZR9lCho/Gp7AQAAajEBAABqnAEAAGoyAQAAaj4BAABo8SmBlH2UKGj0jBRoZWFkZXIuc2VtYW50aWNfZGltc5Ro9mj3jAlBdHRyaWJ1dGWUk5QpUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroB'
-    'AABo/UsBaP5LAGj/SwFqAAEAAEsGdWKMBGF0dHKUaj4BAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLFHViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpSFlGozAQAATnViaAtowmgJaMJqDQEAAGjxKYGUfZQoaPSMHmhlYWRlci5mbGFncy5tZWFuaW5nX2FkZHJlc3NlZJRo9mofBQAAKVKUfZQoaDVqHwUAAClSlH2UKGg1arMBAAApUpR9lChqtgEAAGrQBAAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwZ1YmokBQAAaH5qtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLDHViaiQFAABoo2q3AQAAaroBAABo/UsBaP5L'
-    'AGj/SwFqAAEAAEsedWJqAQEAAGoEAQAAXZRq0AQAAGGFlFKUdWJqDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTT4Bah4BAACMGnJlY29yZHMuaHR0X2ZpbGUuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwIc25hcHNob3SUaOlqLgEAACmBlH2UKGj8ansBAABqMQEAAGrNAgAAajIBAAAoaiUBAABo8SmBlH2UKGj0jA5oZWFkZXIudmVyc2lvbpRo'
-    '9mofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLBnViaiQFAABqJQEAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsOdWJqAQEAAGoEAQAAXZRq0AQAAGGFlFKUdWKGlGiMaPEpgZR9lCho9IwXaGVhZGVyLmZsYWdzLmNvbXByZXNzZWSUaPZqHwUAAClSlH2UKGg1ah8FAAApUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJAUAAGh+arcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwx1YmokBQAAaIxqtwEA'
-    'AGq6AQAAaP1LAWj+SwBo/0sBagABAABLF3ViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpRok2jxKYGUfZQoaPSMFmhlYWRlci5mbGFncy5hbGdvcml0aG2UaPZqHwUAAClSlH2UKGg1ah8FAAApUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJAUAAGh+arcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwx1YmokBQAAaJNqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLFnViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpRqPgEAAGjxKYGUfZQoaPRqHQUAAGj2ah8FAAAp'
-    'UpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJAUAAGo+AQAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASxR1YmoBAQAAagQBAABdlGrQBAAAYYWUUpR1YoaUapwCAABo8SmBlH2UKGj0jFsyIGlmIGhlYWRlci5mbGFncy5xdWFudGl6ZWQgYW5kIGhlYWRlci5mbGFncy5nYWNsIGVsc2UgKDEgaWYgaGVhZGVyLmZsYWdzLnF1YW50aXplZCBlbHNlIDAplGj2aPeMBUlmRXhwlJOUKVKUfZQojAR0ZXN0lGoIAwAAKVKUfZQoarwBAABqDQMAAGoPAwAAXZQoah8FAAApUpR9'
-    'lChoNWofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+SwVo/0sBagABAABLC3ViaiQFAABofmq3AQAAaroBAABo/UsBaP5LBWj/SwFqAAEAAEsRdWJqJAUAAGh1arcBAABqugEAAGj9SwFo/ksFaP9LAWoAAQAASxt1YmofBQAAKVKUfZQoaDVqHwUAAClSlH2UKGg1arMBAAApUpR9lChqtgEAAGrQBAAAarcBAABqugEAAGj9SwFo/ksgaP9LAWoAAQAASyZ1YmokBQAAaH5qtwEAAGq6AQAAaP1LAWj+SyBo/0sBagABAABLLHViaiQFAABon2q3AQAAaroBAABo/UsBaP5LIGj/SwFqAAEAAEsxdWJl'
-    'aP1LAWj+SwVo/0sBagABAABLMXViahAEAABo+SlSlH2UKGg1SwJo/E5o/UsBaP5LAGj/SwFqAAEAAEsBdWKMBm9yZWxzZZRqbwUAAClSlH2UKGpyBQAAah8FAAApUpR9lChoNWofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+Sz1o/0sBagABAABLQ3ViaiQFAABofmq3AQAAaroBAABo/UsBaP5LPWj/SwFqAAEAAEtJdWJqJAUAAGh1arcBAABqugEAAGj9SwFo/ks9aP9LAWoAAQAAS1N1YmoQBAAAaPkpUpR9lChoNUsBaPxOaP1LAWj+Szho/0sBagABAABLOXViaoQFAABo+SlSlH2UKGg1SwBo'
-    '/E5o/UsBaP5LWWj/SwFqAAEAAEtadWJo/UsBaP5LOGj/SwFqAAEAAEtadWJo/UsBaP5LAGj/SwFqAAEAAEtbdWJqAQEAAGoEAQAAXZRq0AQAAGGFlFKUdWKGlHSUajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNQgFqHgEAAIwacmVjb3Jkcy5odHRfZmlsZS5maWVsZHNbMl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAN3'
-    'YWyUaOlqLgEAACmBlH2UKGj8ansBAABqMQEAAGrKBAAAajIBAAAoauYEAABo8SmBlH2UKGj0jCFoZWFkZXIuZmxhZ3Mud2FsX2Jsb2NrX2NvbXByZXNzZWSUaPZqHwUAAClSlH2UKGg1ah8FAAApUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJAUAAGh+arcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwx1YmokBQAAaJtqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLIXViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpRok2jxKYGUfZQoaPRqVgUAAGj2ah8FAAApUpR9'
-    'lChoNWofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLBnViaiQFAABofmq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsMdWJqJAUAAGiTarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASxZ1YmoBAQAAagQBAABdlGrQBAAAYYWUUpR1YoaUaj4BAABo8SmBlH2UKGj0ah0FAABo9mofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLBnViaiQFAABqPgEAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsUdWJq'
-    'AQEAAGoEAQAAXZRq0AQAAGGFlFKUdWKGlGqcAgAAaPEpgZR9lCho9GptBQAAaPZqbwUAAClSlH2UKGpyBQAAaggDAAApUpR9lChqvAEAAGoNAwAAag8DAABdlChqHwUAAClSlH2UKGg1ah8FAAApUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LBWj/SwFqAAEAAEsLdWJqJAUAAGh+arcBAABqugEAAGj9SwFo/ksFaP9LAWoAAQAASxF1YmokBQAAaHVqtwEAAGq6AQAAaP1LAWj+SwVo/0sBagABAABLG3Viah8FAAApUpR9lChoNWofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6'
-    'AQAAaP1LAWj+SyBo/0sBagABAABLJnViaiQFAABofmq3AQAAaroBAABo/UsBaP5LIGj/SwFqAAEAAEssdWJqJAUAAGifarcBAABqugEAAGj9SwFo/ksgaP9LAWoAAQAASzF1YmVo/UsBaP5LBWj/SwFqAAEAAEsxdWJqEAQAAGj5KVKUfZQoaDVLAmj8Tmj9SwFo/ksAaP9LAWoAAQAASwF1YmqEBQAAam8FAAApUpR9lChqcgUAAGofBQAAKVKUfZQoaDVqHwUAAClSlH2UKGg1arMBAAApUpR9lChqtgEAAGrQBAAAarcBAABqugEAAGj9SwFo/ks9aP9LAWoAAQAAS0N1YmokBQAAaH5qtwEAAGq6AQAAaP1LAWj+Sz1o/0sBagABAABLSXVi'
-    'aiQFAABodWq3AQAAaroBAABo/UsBaP5LPWj/SwFqAAEAAEtTdWJqEAQAAGj5KVKUfZQoaDVLAWj8Tmj9SwFo/ks4aP9LAWoAAQAASzl1YmqEBQAAaPkpUpR9lChoNUsAaPxOaP1LAWj+S1lo/0sBagABAABLWnViaP1LAWj+Szho/0sBagABAABLWnViaP1LAWj+SwBo/0sBagABAABLW3ViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpR0lGozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsA'
-    'aA1OahsBAABowmocAQAAiWodAQAATmhHTUoBah4BAACMGnJlY29yZHMuaHR0X2ZpbGUuZmllbGRzWzNdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjExBIHdob2xlIC5odHQgZmlsZSwgc3RyaWN0bHkgZGVjb2RlZCAodGhlIHN0b3JlIHJ1bnRpbWUgcmVjb3ZlcnMgdG9ybiB0YWlscykulGgJjAPCpzGUamEBAAB9lGpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjiahEFAABqcwEAAE5qdAEAAH2UKGrQBAAASwBqogEAAEsgdWp2AQAAfZRq0AQAAEsgc2ozAQAATnViYWhHTTkBangBAABoEWgNTmp5AQAA'
-    'KWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijA9zaWRlY2FyX3NlZ21lbnSUaN8pgZR9lChoBWrwBQAAaOJdlCho5SmBlH2UKGgFaOho6WjrKYGUfZQoaO5o8SmBlH2UKGj0aPVo9mj5KVKUfZQoaDVLBGj8Tmj9SwFo/ksAaP9LAWoAAQAASwF1YmoBAQAAagQBAABdlIWUUpR1YmoIAQAATmoJAQAAiWoKAQAATmoLAQAATnViaAuMB2InSFRUSCeUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAAQwRIVFRIlGhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBo'
-    'DU5qGwEAAGjCahwBAACJah0BAABOaEdNWQFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWolAQAAaOloKCmBlH2UKGgrSwhoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNWgFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzFd'
-    'lGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWo+AQAAaOloKCmBlH2UKGgrSwhoLIloDWgOaC2IdWJoC4wfbXVzdCBtYXRjaCB0aGUgbWFpbiBmaWxlIGhlYWRlcpRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01bAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbMl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgF'
-    'jAZsYXlvdXSUaOlqLgEAACmBlH2UKGj8aH5qMQEAAGi6ajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAASwJqDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTVwBah4BAACMIXJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1szXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMCXJlc2VydmVkNpRo6WgoKYGUfZQoaCtLCGgsiWgNaA5oLYh1YmgLaMJoCWjCag0B'
-    'AABOag4BAABOag8BAABLAWoQAQAATmhBiGoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNXQFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzRdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwJcmVzZXJ2ZWQ3lGjpaCgpgZR9lChoK0sIaCyJaA1oDmgtiHViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYhqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5q'
-    'FgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTV4Bah4BAACMIXJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1s1XZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMCWZpcnN0X3NlcZRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjBdmaXJzdCBhcmNoaXZlZCBzZXF1ZW5jZZRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgN'
-    'TmobAQAAaMJqHAEAAIlqHQEAAE5oR01fAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbNl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAdlbmRfc2VxlGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAuMGWV4Y2x1c2l2ZSBlbmQgb2YgdGhlIHNwYW6UaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNYAFqHgEAAIwhcmVj'
-    'b3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzddlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwHcmF3X2xlbpRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjBh1bmNvbXByZXNzZWQgZW50cnkgYnl0ZXOUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAAaO5q1wIAAIaUahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01hAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNb'
-    'OF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFatcCAABo6WouAQAAKYGUfZQoaPxqewEAAGoxAQAAavYDAABqMgEAAGo+AQAAaPEpgZR9lCho9Go+AQAAaPZqswEAAClSlH2UKGq2AQAAaj4BAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLDXViagEBAABqBAEAAF2Uaj4BAABhhZRSlHVihpRqnAIAAGjxKYGUfZQoaPSMRSgyIGlmIGxheW91dC5nYWNsIGVsc2UgMSkgaWYgdmVyc2lvbiA+PSAyIGFuZCBsYXlvdXQucXVhbnRpemVkIGVsc2UgMJRo9mpvBQAAKVKUfZQoanIFAABqCAMAAClSlH2UKGq8AQAAag0D'
-    'AABqDwMAAF2UKGqsAgAAKVKUfZQoarEBAABqswEAAClSlH2UKGq2AQAAaiUBAABqtwEAAGq6AQAAaP1LAWj+Sx1o/0sBagABAABLJHViarECAABdlGj3jANHdEWUk5QpUpR9lGJharcCAABdlGj5KVKUfZQoaDVLAmj8Tmj9SwFo/ksoaP9LAWoAAQAASyl1YmFo/UsBaP5LHWj/SwFqAAEAAEspdWJqHwUAAClSlH2UKGg1arMBAAApUpR9lChqtgEAAGoPBgAAarcBAABqugEAAGj9SwFo/ksuaP9LAWoAAQAASzR1YmokBQAAaHVqtwEAAGq6AQAAaP1LAWj+Sy5o/0sBagABAABLPnViZWj9SwFo/ksdaP9LAWoAAQAASz51YmoQBAAAam8F'
-    'AAApUpR9lChqcgUAAGofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAag8GAABqtwEAAGq6AQAAaP1LAWj+SwZo/0sBagABAABLDHViaiQFAABon2q3AQAAaroBAABo/UsBaP5LBmj/SwFqAAEAAEsRdWJqEAQAAGj5KVKUfZQoaDVLAmj8Tmj9SwFo/ksBaP9LAWoAAQAASwJ1YmqEBQAAaPkpUpR9lChoNUsBaPxOaP1LAWj+Sxdo/0sBagABAABLGHViaP1LAWj+SwFo/0sBagABAABLGHViaoQFAABo+SlSlH2UKGg1SwBo/E5o/UsBaP5LRGj/SwFqAAEAAEtFdWJo/UsBaP5LAGj/SwFqAAEAAEtFdWJqAQEAAGoEAQAAXZQoag8GAABq'
-    'JQEAAGWFlFKUdWKGlIaUajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuaPEpgZR9lCho9GovBgAAaPZqswEAAClSlH2UKGq2AQAAai8GAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLB3ViagEBAABqBAEAAF2Uai8GAABhhZRSlHViahMBAABqpgEAACmBlH2UKGqpAQAATmoIAQAATmoJAQAAiGoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxq9gIAACmBlH2UKGiTaPEpgZR9lCho9IwGJ3pzdGQnlGj2aPkpUpR9lChoNWg0aPxOaP1LAWj+SwBo/0sBagABAABLBnViagEB'
-    'AABqBAEAAF2UhZRSlHViagADAABoKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJqAwMAAE5qHgMAAE5qHwMAAE5qJgMAAE51YmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNYgFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzldlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWpcAQAAaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC4wsQ1JDMzIgb2YgdGhlIHJhdyAodW5jb21wcmVzc2VkKSBlbnRyeSBieXRlcy6UaAlowmoN'
-    'AQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAAalkBAAApgZR9lChok2pcAQAAal0BAABq1wIAAIWUal4BAAApal8BAABOamABAABOamEBAAApaCtLIGgSiWpiAQAAKWpjAQAAaMJqZAEAAEsAaA8pamUBAAApdWJoNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTWoBah4BAACMInJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1sxMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMlEEgaGlzdG9yeSBzZWdtZW50IDxm'
-    'aWxlPi5oMDAwMDAxOiBhcmNoaXZlZCBwbGFpbiBXQUwgZW50cmllcywgYWx3YXlzIHpzdGQuIFZlcnNpb24gMiAocXVhbnRpemVkIG9yIEdBQ0wgZmlsZXMpIHJlY29yZHMgdGhlIHRhaWwgbGF5b3V0IGF0IG9mZnNldCA2LgqUaAmMDMKnNC4xLCDCpzcuM5RqYQEAAH2UamoBAABqJQEAAGprAQAAiWpsAQAASwFLAoaUam0BAABdlChqcAEAACmBlH2UKGgUSwGFlGjiXZQoavQFAABqAgYAAGoHBgAAahMGAABqGQYAAGofBgAAaiYGAABqLQYAAGo1BgAAaoAGAABlanMBAABOanQBAAB9lCho6EsAaiUBAABLBGo+AQAASwVqFQYAAEsG'
-    'ahsGAABLB2ohBgAASwhqKAYAAEsMai8GAABLEGrXAgAASxR1anYBAAB9lCho6EsEaiUBAABLAWo+AQAASwFqFQYAAEsBahsGAABLAWohBgAASwRqKAYAAEsEai8GAABLBGpcAQAASwR1ajMBAABOdWJqcAEAACmBlH2UKGgUSwKFlGjiXZQoavQFAABqAgYAAGoHBgAAag0GAABqGQYAAGofBgAAaiYGAABqLQYAAGo1BgAAaoAGAABlanMBAABOanQBAAB9lCho6EsAaiUBAABLBGo+AQAASwVqDwYAAEsGahsGAABLB2ohBgAASwhqKAYAAEsMai8GAABLEGrXAgAASxR1anYBAAB9lCho6EsEaiUBAABLAWo+AQAASwFqDwYAAEsBahsGAABL'
-    'AWohBgAASwRqKAYAAEsEai8GAABLBGpcAQAASwR1ajMBAABOdWJlaEdNUgFqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjCZieXRld3JpZ2h0LnJ1bnRpbWUuaHR0LmNvZGVjczpyZWdpc3RlcpRhjAZkZXRlY3SUXZQoaACMBkRldGVjdJSTlCmBlH2UKGp7AQAAag4FAABo6EMESFRUAJSMAmF0lEsAahMBAACJamEBAAApjAR0aGVulE6MBHRhZ3OUTnViaqQGAAApgZR9lChqewEAAGrwBQAAaOhDBEhUVEiUaqgGAABLAGoTAQAAiWphAQAAKWqpBgAATmqq'
-    'BgAATnViZYwLZW5kaWFuX2V4cHKUTnViLg=='
+    'KXViaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0tnah4BAACMHXJlY29yZHMuZmlsZV9oZWFkZXIuZmllbGRzWzddlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjB5UaGUgZml4ZWQgMzItYnl0ZSBmaWxlIGhlYWRlci6UaAmMA8KnMpRqYQEAAH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjARtYW55lE6MDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5o4mjjjApmaXhlZF9zaXpllEsgjAdvZmZzZXRzlH2UKGjoSwBqJQEA'
+    'AEsEaH5LBWo3AQAASwZqPgEAAEsHakUBAABLCGpNAQAASxhqVAEAAEscdYwFc2l6ZXOUfZQoaOhLBGolAQAASwFofksBajcBAABLAWo+AQAASwFqRQEAAEsQak0BAABLBGpUAQAASwR1ajMBAABOdWJhaEdLXIwEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZSMBnJlY29yZJSMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UdWKMCmJvdW5kX3BhaXKUaN8pgZR9lChoBWqBAQAAaOJdlCho5SmBlH2UKGgFjANtaW6UaOloAIwGRmxvYXRUlJOUKYGUfZQoaCtLQGgNaA5oLYh1YmgLaMJoCWjCag0BAABOag4BAABOag8BAABO'
+    'ahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0twah4BAACMHHJlY29yZHMuYm91bmRfcGFpci5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjANtYXiUaOlqiQEAACmBlH2UKGgrS0BoDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoa'
+    'AQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLcWoeAQAAjBxyZWNvcmRzLmJvdW5kX3BhaXIuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjDpHbG9iYWwgbm9ybWFsaXphdGlvbiByYW5nZSBvZiBvbmUgdXNlciBzZW1hbnRpYyBkaW1lbnNpb24ulGgJjBLCpzEsIMKnOSB2ZXJzaW9uIDOUamEBAAB9lGpqAQAATmprAQAAiWpsAQAATmptAQAATmpuAQAAXZRqcQEAACmBlH2UKGgUTmjiaoQBAABqdAEAAEsQanUBAAB9lChqhwEAAEsAao8BAABLCHVqdwEAAH2UKGqHAQAASwhqjwEAAEsIdWozAQAATnViYWhH'
+    'S2xqeQEAAGgRaA1OanoBAAApansBAABqfAEAAGp9AQAAXZRqfwEAAF2UdWKMDmJvdW5kc19zZWN0aW9ulGjfKYGUfZQoaAVqnQEAAGjiXZRo5SmBlH2UKGgFjAZib3VuZHOUaOlqLgEAACmBlH2UKGj8anwBAABqMQEAAGqBAQAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaACMBlJlcGVhdJSTlCmBlH2UKIwFY291bnSUaPEpgZR9lCho9IwSc2VtYW50aWNfZGltcyAtIDE2lGj2aPeMBUJpbk9wlJOUKVKUfZQojARsZWZ0lGj3jAROYW1llJOUKVKUfZQojAJpZJRq'
+    'PgEAAIwDY3R4lGj3jARMb2FklJOUKVKUfZRiaP1LAWj+SwBo/0sBagABAABLDXVijAJvcJRo94wDU3VilJOUKVKUfZRijAVyaWdodJRo+SlSlH2UKGg1SxBo/E5o/UsBaP5LEGj/SwFqAAEAAEsSdWJo/UsBaP5LAGj/SwFqAAEAAEsSdWJqAQEAAGoEAQAAXZRqPgEAAGGFlFKUdWJqCAEAAE5qCQEAAIlqDwEAAE6MCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS3lqHgEAAIwg'
+    'cmVjb3Jkcy5ib3VuZHNfc2VjdGlvbi5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJhaAuMQ1Blci11c2VyLWRpbWVuc2lvbiAobWluLCBtYXgpIGJvdW5kczsgcHJlc2VudCBvbmx5IHdpdGggZmxhZyBiaXQgNi6UaAlqlAEAAGphAQAAfZRqPgEAAGgAjAVQYXJhbZSTlCmBlH2UKGgFaj4BAABo6YwDaW50lGodAQAATmgLaMJ1YnNqagEAAE5qawEAAIlqbAEAAE5qbQEAAE5qbgEAAF2UanEBAAApgZR9lChoFE5o4mqgAQAAanQBAABOanUBAAB9lGqjAQAASwBzancBAAB9lGozAQAATnViYWhHS3NqeQEAAGgRaA1OanoB'
+    'AAApansBAABqfAEAAGp9AQAAXZRqfwEAAF2UdWKMCXRhaWxfZnVsbJRo3ymBlH2UKGgFatkBAABo4l2UaOUpgZR9lChoBYwEZGltc5Ro6WouAQAAKYGUfZQoaPxqSAEAAGoxAQAAaMlqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpwEAACmBlH2UKGqqAQAAaPEpgZR9lCho9Go+AQAAaPZqtAEAAClSlH2UKGq3AQAAaj4BAABquAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLDXViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViaggBAABOagkBAACJag8BAABOasgBAABO'
+    'askBAACJaiEBAABOdWJqFAEAAIwGcGFja2VklGiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLgWoeAQAAjBtyZWNvcmRzLnRhaWxfZnVsbC5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJhaAuMGUZ1bGwtd2lkdGggc2VtYW50aWMgdGFpbC6UaAmMA8KnN5RqYQEAAH2Uaj4BAABqzgEAACmBlH2UKGgFaj4BAABo6WrRAQAAah0BAABOaAtownVic2pqAQAATmprAQAAiWpsAQAATmptAQAATmpuAQAAXZRqcQEAACmBlH2UKGgUTmjiatwBAABq'
+    'dAEAAE5qdQEAAH2Uat8BAABLAHNqdwEAAH2UajMBAABOdWJhaEdLe2p5AQAAaBFoDU5qegEAAClqewEAAGp8AQAAan0BAABdlGp/AQAAXZR1YowOdGFpbF9xdWFudGl6ZWSUaN8pgZR9lChoBWr5AQAAaOJdlGjlKYGUfZQoaAWMBHVzZXKUaOlqLgEAACmBlH2UKGj8akgBAABqMQEAAGjUajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqcBAAApgZR9lChqqgEAAGjxKYGUfZQoaPRqrQEAAGj2aq8BAAApUpR9lChqsgEAAGq0AQAAKVKUfZQoarcBAABqPgEAAGq4AQAA'
+    'arsBAABo/UsBaP5LAGj/SwFqAAEAAEsNdWJqvQEAAGrAAQAAasIBAABo+SlSlH2UKGg1SxBo/E5o/UsBaP5LEGj/SwFqAAEAAEsSdWJo/UsBaP5LAGj/SwFqAAEAAEsSdWJqAQEAAGoEAQAAXZRqPgEAAGGFlFKUdWJqCAEAAE5qCQEAAIlqDwEAAE5qyAEAAE5qyQEAAIlqIQEAAE51YmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLiWoeAQAAjCByZWNvcmRzLnRhaWxfcXVhbnRpemVkLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1'
+    'YmFoC4w2UXVhbnRpemVkIHRhaWwsIHJlc2VydmVkIHJlZ2lvbiBlbGlkZWQgKGltcGxpZWQgemVybykulGgJaHxqYQEAAH2Uaj4BAABqzgEAACmBlH2UKGgFaj4BAABo6WrRAQAAah0BAABOaAtownVic2pqAQAATmprAQAAiWpsAQAATmptAQAATmpuAQAAXZRqcQEAACmBlH2UKGgUTmjiavwBAABqdAEAAE5qdQEAAH2Uav8BAABLAHNqdwEAAH2UajMBAABOdWJhaEdLg2p5AQAAaBFoDU5qegEAAClqewEAAGp8AQAAan0BAABdlGp/AQAAXZR1YowTdGFpbF9xdWFudGl6ZWRfZ2FjbJRo3ymBlH2UKGgFahsCAABo4l2UKGjlKYGUfZQo'
+    'aAVoQWjpai4BAAApgZR9lCho/GpIAQAAajEBAABoyWoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGqnAQAAKYGUfZQoaqoBAABo8SmBlH2UKGj0jBZtaW4oc2VtYW50aWNfZGltcywgMTYplGj2aPeMBENhbGyUk5QpUpR9lCiMBGZ1bmOUarQBAAApUpR9lChqtwEAAGqHAQAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwN1YmoyAQAAXZQoarQBAAApUpR9lChqtwEAAGo+AQAAargBAABquwEAAGj9SwFo/ksEaP9LAWoAAQAASxF1Ymj5KVKUfZQoaDVLEGj8Tmj9'
+    'SwFo/ksTaP9LAWoAAQAASxV1YmWMCGtleXdvcmRzlF2UaP1LAWj+SwBo/0sBagABAABLFnViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViaggBAABOagkBAACJag8BAABOasgBAABOaskBAACJaiEBAABOdWJqFAEAAGrrAQAAaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0uRah4BAACMJXJlY29yZHMudGFpbF9xdWFudGl6ZWRfZ2FjbC5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFav8BAABo6WouAQAAKYGUfZQoaPxqSAEA'
+    'AGoxAQAAaNRqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpwEAACmBlH2UKGqqAQAAaPEpgZR9lCho9GqtAQAAaPZqrwEAAClSlH2UKGqyAQAAarQBAAApUpR9lChqtwEAAGo+AQAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASw11Ymq9AQAAasABAABqwgEAAGj5KVKUfZQoaDVLEGj8Tmj9SwFo/ksQaP9LAWoAAQAASxJ1Ymj9SwFo/ksAaP9LAWoAAQAASxJ1YmoBAQAAagQBAABdlGo+AQAAYYWUUpR1YmoIAQAATmoJAQAAiWoPAQAATmrIAQAATmrJAQAAiWoh'
+    'AQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0uSah4BAACMJXJlY29yZHMudGFpbF9xdWFudGl6ZWRfZ2FjbC5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMPVF1YW50aXplZCB0YWlsIHdpdGggdGhlIEdBQ0wgcmVzZXJ2ZWQgcmVnaW9uIGtlcHQgZnVsbCB3aWR0aC6UaAlofGphAQAAfZRqPgEAAGrOAQAAKYGUfZQoaAVqPgEAAGjpatEBAABqHQEAAE5oC2jCdWJzamoBAABOamsBAACJamwBAABOam0BAABOam4B'
+    'AABdlGpxAQAAKYGUfZQoaBROaOJqHgIAAGp0AQAATmp1AQAAfZRoQUsAc2p3AQAAfZRqMwEAAE51YmFoR0uLankBAABoEWgNTmp6AQAAKWp7AQAAanwBAABqfQEAAF2Uan8BAABdlHVijAltZXRhX3BhaXKUaN8pgZR9lChoBWpXAgAAaOJdlCho5SmBlH2UKGgFjANrZXmUaOlo6ymBlH2UKGjuTmoIAQAAaCgpgZR9lChoK0sQaCyJaA1oDmgtiHViagkBAACJagoBAACMBXV0Zi04lGoLAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEA'
+    'AClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS5hqHgEAAIwbcmVjb3Jkcy5tZXRhX3BhaXIuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWg1aOlo6ymBlH2UKGjuTmoIAQAAaCgpgZR9lChoK0sQaCyJaA1oDmgtiHViagkBAACJagoBAABqYgIAAGoLAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmoc'
+    'AQAAiWodAQAATmhHS5lqHgEAAIwbcmVjb3Jkcy5tZXRhX3BhaXIuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjElPbmUgbWV0YWRhdGEga2V5L3ZhbHVlIHBhaXI7IGtleXMgc3RhcnRpbmcgd2l0aCAnXycgYmVsb25nIHRvIHRoZSBmb3JtYXQulGgJjBHCpzMgU25hcHNob3QgRGF0YZRqYQEAAH2UamoBAABOamsBAACJamwBAABOam0BAABOam4BAABdlGpxAQAAKYGUfZQoaBROaOJqWgIAAGp0AQAATmp1AQAAfZRqXQIAAEsAc2p3AQAAfZRqMwEAAE51YmFoR0uUankBAABoEWgNTmp6AQAAKWp7AQAAanwBAABq'
+    'fQEAAF2Uan8BAABdlHVijA5zbmFwc2hvdF9lbnRyeZRo3ymBlH2UKGgFanUCAABo4l2UKGjlKYGUfZQoaAVqXQIAAGjpaOspgZR9lCho7k5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoKAQAAamICAABqCwEAAE51YmgLjBdVVEYtOCBwYXRoLCBlLmcuIC9hL2IvY5RoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0uiah4BAACMIHJlY29yZHMu'
+    'c25hcHNob3RfZW50cnkuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwEZGF0YZRo6WjrKYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAE5qCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0ujah4BAACMIHJlY29yZHMuc25hcHNob3RfZW50cnkuZmllbGRzWzFdlGgrKWog'
+    'AQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwEbWV0YZRo6WouAQAAKYGUfZQoaPxqfAEAAGoxAQAAalcCAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpwEAACmBlH2UKGqqAQAATmoIAQAAaCgpgZR9lChoK0sQaCyJaA1oDmgtiHViagkBAACJag8BAABOasgBAABOaskBAACJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS6RqHgEAAIwgcmVjb3Jkcy5z'
+    'bmFwc2hvdF9lbnRyeS5maWVsZHNbMl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAR0YWlslGjpaACMB1N3aXRjaFSUk5QpgZR9lCiMAm9ulGjxKYGUfZQoaPSMC3RhaWxfbGF5b3V0lGj2arQBAAApUpR9lChqtwEAAGqdAgAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwt1YmoBAQAAagQBAABdlGqdAgAAYYWUUpR1YowFY2FzZXOUSwBocWrZAQAAh5RLAWh1avkBAACHlEsCaHlqGwIAAIeUh5RqHQEAAIwFZXJyb3KUajIBAAApaAWMBnN3aXRjaJRqMwEAAE51YmgLaMJoCWjCag0BAABo8SmBlH2UKGj0aJho'
+    '9mj3jAdDb21wYXJllJOUKVKUfZQoarIBAABqtAEAAClSlH2UKGq3AQAAaj4BAABquAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLDXVijANvcHOUXZRo94wCR3SUk5QpUpR9lGJhjAtjb21wYXJhdG9yc5RdlGj5KVKUfZQoaDVLAGj8Tmj9SwFo/ksQaP9LAWoAAQAASxF1YmFo/UsBaP5LAGj/SwFqAAEAAEsRdWJqAQEAAGoEAQAAXZRqPgEAAGGFlFKUdWJqDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmoc'
+    'AQAAiWodAQAATmhHS6VqHgEAAIwgcmVjb3Jkcy5zbmFwc2hvdF9lbnRyeS5maWVsZHNbM12UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMGU9uZSBub2RlIG9mIHRoZSBzbmFwc2hvdC6UaAmMA8KnM5RqYQEAAH2UKGo+AQAAas4BAAApgZR9lChoBWo+AQAAaOlq0QEAAGodAQAATmgLaMJ1YmqdAgAAas4BAAApgZR9lChoBWqdAgAAaOloaWodAQAATmgLaMJ1YnVqagEAAE5qawEAAIlqbAEAAE5qbQEAAE5qbgEAAF2UanEBAAApgZR9lChoFE5o4mp4AgAAanQBAABOanUBAAB9lGpdAgAASwBzancBAAB9lGozAQAATnViYWhHS5tq'
+    'eQEAAGgRaA1OanoBAAApansBAABqfAEAAGp9AQAAXZRqfwEAAF2UdWKMEHNuYXBzaG90X3NlY3Rpb26UaN8pgZR9lChoBWrOAgAAaOJdlCho5SmBlH2UKGgFjA1zbmFwX2J5dGVfbGVulGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAuMImJ5dGVzIG9mIChkZWNvbXByZXNzZWQpIGVudHJ5IGRhdGGUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAAaO6MB2VudHJpZXOUhpRqFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWod'
+    'AQAATmhHS7dqHgEAAIwicmVjb3Jkcy5zbmFwc2hvdF9zZWN0aW9uLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMD3NuYXBfbm9kZV9jb3VudJRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABqqgEAAGrYAgAAhpRqFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS7hqHgEAAIwicmVjb3Jkcy5zbmFwc2hvdF9zZWN0aW9uLmZp'
+    'ZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVq2AIAAGjpai4BAAApgZR9lCho/Gp8AQAAajEBAABqdQIAAGoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7mjxKYGUfZQoaPRq1AIAAGj2arQBAAApUpR9lChqtwEAAGrUAgAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASw11YmoBAQAAagQBAABdlGrUAgAAYYWUUpR1YmoTAQAAaqcBAAApgZR9lChqqgEAAGjxKYGUfZQoaPRq3QIAAGj2arQBAAApUpR9lChqtwEAAGrdAgAAargBAABquwEAAGj9SwFo'
+    '/ksAaP9LAWoAAQAASw91YmoBAQAAagQBAABdlGrdAgAAYYWUUpR1YmoIAQAATmoJAQAAiWoPAQAATmrIAQAATmrJAQAAiWohAQAATnViahQBAABOaIxoAIwKQ29tcHJlc3NlZJSTlCmBlH2UKGiTaPEpgZR9lCho9GiTaPZqtAEAAClSlH2UKGq3AQAAaJNquAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLCXViagEBAABqBAEAAF2UaJNhhZRSlHVijAZsZW5ndGiUaCgpgZR9lChoK0sgaCyJaA1oDmgtiHVijAR3aGVulGjxKYGUfZQoaPSMImNvbXByZXNzZWQgYW5kIHNuYXBfbm9kZV9jb3VudCA+IDCUaPZo94wGQm9vbE9wlJOUKVKU'
+    'fZQoar0BAABo94wDQW5klJOUKVKUfZRijAZ2YWx1ZXOUXZQoarQBAAApUpR9lChqtwEAAGiMargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwp1YmqtAgAAKVKUfZQoarIBAABqtAEAAClSlH2UKGq3AQAAat0CAABquAEAAGq7AQAAaP1LAWj+Sw9o/0sBagABAABLHnViarICAABdlGq2AgAAYWq4AgAAXZRo+SlSlH2UKGg1SwBo/E5o/UsBaP5LIWj/SwFqAAEAAEsidWJhaP1LAWj+Sw9o/0sBagABAABLInViZWj9SwFo/ksAaP9LAWoAAQAASyJ1YmoBAQAAagQBAABdlChojGrdAgAAZYWUUpR1YowFbGltaXSUTowGY29kZWNzlGg0'
+    'aDSGlGg5jAhodHRfemxpYpSGlGg9jAdodHRfbHo0lIaUh5SMBnN0b3JlZJROdWJqFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS7lqHgEAAIwicmVjb3Jkcy5zbmFwc2hvdF9zZWN0aW9uLmZpZWxkc1syXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMDHNuYXBzaG90X2NyY5Ro6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjEdDUkMzMiBvZiB0aGUgcmF3IChkZWNvbXByZXNzZWQpIGVudHJ5IGJ5dGVzOyBDUkMgb2Ygbm90aGluZyB3aGVu'
+    'IGVtcHR5LpRoCWjCag0BAABOag4BAABLAmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAAalkBAAApgZR9lChok2pcAQAAal0BAABq2AIAAIWUal4BAAApal8BAABOamABAABOamEBAAApaCtLIGgSiWpiAQAAKWpjAQAAaMJqZAEAAEsAaA8pamUBAAApdWJoNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS75qHgEAAIwicmVjb3Jkcy5zbmFwc2hvdF9zZWN0aW9uLmZpZWxkc1szXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4ycU25hcHNo'
+    'b3QgaGVhZGVyIGFuZCBlbnRyaWVzLiBDb21wcmVzc2VkIGZpbGVzIGhvbGQgb25lIGZyYW1lIChjb21wcmVzc2VkX2xlbiBmaXJzdCkgdW5sZXNzIHRoZSBzbmFwc2hvdCBpcyBlbXB0eTsgdjIrIGVuZHMgd2l0aCBhIENSQzMyIG9mIHRoZSByYXcgZW50cmllcy4KlGgJjAjCpzMsIMKnNZRqYQEAAH2UKGolAQAAas4BAAApgZR9lChoBWolAQAAaOlq0QEAAGodAQAATmgLaMJ1YmiMas4BAAApgZR9lChoBWiMaOmMBGJvb2yUah0BAABOaAtownViaJNqzgEAACmBlH2UKGgFaJNo6Wghah0BAABOaAtownViaj4BAABqzgEAACmBlH2U'
+    'KGgFaj4BAABo6WrRAQAAah0BAABOaAtownViap0CAABqzgEAACmBlH2UKGgFap0CAABo6Whpah0BAABOaAtownVidWpqAQAAaiUBAABqawEAAIlqbAEAAE5qbQEAAEsBSwSGlGpuAQAAXZQoanEBAAApgZR9lChoFEsBhZRo4l2UKGrSAgAAatsCAABq4gIAAGVqdAEAAE5qdQEAAH2UKGrUAgAASwBq3QIAAEsEatgCAABLCHVqdwEAAH2UKGrUAgAASwRq3QIAAEsEdWozAQAATnVianEBAAApgZR9lChoFEsCSwNLBIeUaOJdlChq0gIAAGrbAgAAauICAABqKQMAAGVqdAEAAE5qdQEAAH2UKGrUAgAASwBq3QIAAEsEatgCAABLCHVqdwEA'
+    'AH2UKGrUAgAASwRq3QIAAEsEaisDAABLBHVqMwEAAE51YmVoR0uqankBAABoEWgNTmp6AQAAKWp7AQAAanwBAABqfQEAAF2Uan8BAABdlHVijAtpbnNlcnRfYm9keZRo3ymBlH2UKGgFalEDAABo4l2UKGjlKYGUfZQoaAVqgwIAAGjpaOspgZR9lCho7k5qCAEAAGgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmoJAQAAiWoKAQAATmoLAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsB'
+    'AABowmocAQAAiWodAQAATmhHS8tqHgEAAIwdcmVjb3Jkcy5pbnNlcnRfYm9keS5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFaosCAABo6WouAQAAKYGUfZQoaPxqfAEAAGoxAQAAalcCAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpwEAACmBlH2UKGqqAQAATmoIAQAAaCgpgZR9lChoK0sQaCyJaA1oDmgtiHViagkBAACJag8BAABOasgBAABOaskBAACJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005q'
+    'GAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS8xqHgEAAIwdcmVjb3Jkcy5pbnNlcnRfYm9keS5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFapUCAABo6WqXAgAAKYGUfZQoapoCAABo8SmBlH2UKGj0ap0CAABo9mq0AQAAKVKUfZQoarcBAABqnQIAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsLdWJqAQEAAGoEAQAAXZRqnQIAAGGFlFKUdWJqowIAAEsAaHFq2QEAAIeUSwFodWr5AQAAh5RLAmh5ahsCAACHlIeUah0BAABqqAIAAGoyAQAAKWgFaqkCAABqMwEAAE51'
+    'YmgLaMJoCWjCag0BAABo8SmBlH2UKGj0aJho9mqtAgAAKVKUfZQoarIBAABqtAEAAClSlH2UKGq3AQAAaj4BAABquAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLDXViarICAABdlGq2AgAAYWq4AgAAXZRo+SlSlH2UKGg1SwBo/E5o/UsBaP5LEGj/SwFqAAEAAEsRdWJhaP1LAWj+SwBo/0sBagABAABLEXViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEA'
+    'AIlqHQEAAE5oR0vNah4BAACMHXJlY29yZHMuaW5zZXJ0X2JvZHkuZmllbGRzWzJdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjBJQYXlsb2FkIG9mIElOU0VSVC6UaAmMCsKnNCBJTlNFUlSUamEBAAB9lChqPgEAAGrOAQAAKYGUfZQoaAVqPgEAAGjpatEBAABqHQEAAE5oC2jCdWJqnQIAAGrOAQAAKYGUfZQoaAVqnQIAAGjpaGlqHQEAAE5oC2jCdWJ1amoBAABOamsBAACJamwBAABOam0BAABOam4BAABdlGpxAQAAKYGUfZQoaBROaOJqVAMAAGp0AQAATmp1AQAAfZRqgwIAAEsAc2p3AQAAfZRqMwEAAE51YmFoR0vEankBAABo'
+    'EWgNTmp6AQAAKWp7AQAAanwBAABqfQEAAF2Uan8BAABdlHVijAt1cGRhdGVfYm9keZRo3ymBlH2UKGgFapADAABo4l2UKGjlKYGUfZQoaAVqgwIAAGjpaOspgZR9lCho7k5qCAEAAGgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmoJAQAAiWoKAQAATmoLAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS9ZqHgEAAIwdcmVjb3Jkcy51cGRhdGVfYm9k'
+    'eS5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFaosCAABo6WouAQAAKYGUfZQoaPxqfAEAAGoxAQAAalcCAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpwEAACmBlH2UKGqqAQAATmoIAQAAaCgpgZR9lChoK0sQaCyJaA1oDmgtiHViagkBAACJag8BAABOasgBAABOaskBAACJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS9dq'
+    'HgEAAIwdcmVjb3Jkcy51cGRhdGVfYm9keS5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMLlBheWxvYWQgb2YgVVBEQVRFIChmdWxsIG1ldGFkYXRhIHJlcGxhY2VtZW50KS6UaAmMCsKnNCBVUERBVEWUamEBAAB9lGpqAQAATmprAQAAiWpsAQAATmptAQAATmpuAQAAXZRqcQEAACmBlH2UKGgUTmjiapMDAABqdAEAAE5qdQEAAH2UaoMCAABLAHNqdwEAAH2UajMBAABOdWJhaEdL0mp5AQAAaBFoDU5qegEAAClqewEAAGp8AQAAan0BAABdlGp/AQAAXZR1YowRc2V0X3NlbWFudGljX2JvZHmUaN8pgZR9lChoBWqu'
+    'AwAAaOJdlGjlKYGUfZQoaAVqlQIAAGjpapcCAAApgZR9lChqmgIAAGjxKYGUfZQoaPRqnQIAAGj2arQBAAApUpR9lChqtwEAAGqdAgAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwt1YmoBAQAAagQBAABdlGqdAgAAYYWUUpR1YmqjAgAASwBocWrZAQAAh5RLAWh1avkBAACHlEsCaHlqGwIAAIeUh5RqHQEAAGqoAgAAajIBAAApaAVqqQIAAGozAQAATnViaAtowmgJaMJqDQEAAGjxKYGUfZQoaPRomGj2aq0CAAApUpR9lChqsgEAAGq0AQAAKVKUfZQoarcBAABqPgEAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsNdWJq'
+    'sgIAAF2UarYCAABhargCAABdlGj5KVKUfZQoaDVLAGj8Tmj9SwFo/ksQaP9LAWoAAQAASxF1YmFo/UsBaP5LAGj/SwFqAAEAAEsRdWJqAQEAAGoEAQAAXZRqPgEAAGGFlFKUdWJqDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS+BqHgEAAIwjcmVjb3Jkcy5zZXRfc2VtYW50aWNfYm9keS5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJhaAuMP1BheWxvYWQgb2YgU0VU'
+    'X1NFTUFOVElDOyBhbiBhbGwtemVybyB0YWlsIGNsZWFycyB0aGUgcGxhY2VtZW50LpRoCYwQwqc0IFNFVF9TRU1BTlRJQ5RqYQEAAH2UKGo+AQAAas4BAAApgZR9lChoBWo+AQAAaOlq0QEAAGodAQAATmgLaMJ1YmqdAgAAas4BAAApgZR9lChoBWqdAgAAaOloaWodAQAATmgLaMJ1YnVqagEAAE5qawEAAIlqbAEAAE5qbQEAAE5qbgEAAF2UanEBAAApgZR9lChoFE5o4mqxAwAAanQBAABOanUBAAB9lGqVAgAASwBzancBAAB9lGozAQAATnViYWhHS9lqeQEAAGgRaA1OanoBAAApansBAABqfAEAAGp9AQAAXZRqfwEAAF2UdWKMCmVw'
+    'b2NoX2JvZHmUaN8pgZR9lChoBWrdAwAAaOJdlCho5SmBlH2UKGgFjAhlcG9jaF9pZJRo6WgoKYGUfZQoaCtLQGgsiWgNaA5oLYh1YmgLjB5sb2dpY2FsIGVwb2NoIGNvdW50ZXIsIDEtYmFzZWSUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdL6WoeAQAAjBxyZWNvcmRzLmVwb2NoX2JvZHkuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9'
+    'lChoBWh+aOlqLgEAACmBlH2UKGj8aH5qMQEAAGiqajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdL6moeAQAAjBxyZWNvcmRzLmVwb2NoX2JvZHkuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjBFQYXlsb2FkIG9mIEVQT0NILpRoCYwQwqc0IEVQT0NILCDCpzQuMZRqYQEAAH2UamoBAABOamsBAACJamwBAABO'
+    'am0BAABOam4BAABdlGpxAQAAKYGUfZQoaBROaOJq4AMAAGp0AQAASwlqdQEAAH2UKGrjAwAASwBofksIdWp3AQAAfZQoauMDAABLCGh+SwF1ajMBAABOdWJhaEdL5Wp5AQAAaBFoDU5qegEAAClqewEAAGp8AQAAan0BAABdlGp/AQAAXZR1YowJd2FsX2VudHJ5lGjfKYGUfZQoaAVq9wMAAGjiXZQoaOUpgZR9lChoBYwDc2VxlGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAuMGW1vbm90b25pYyBzZXF1ZW5jZSBudW1iZXKUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAA'
+    'Tmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdL9GoeAQAAjBtyZWNvcmRzLndhbF9lbnRyeS5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFar0BAABo6WouAQAAKYGUfZQoaPxoj2oxAQAAaEhqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5o'
+    'R0v1ah4BAACMG3JlY29yZHMud2FsX2VudHJ5LmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVqXQIAAGjpaOspgZR9lCho7k5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoKAQAAamICAABqCwEAAE51YmgLjBxVVEYtOCBwYXRoIChlbXB0eSBmb3IgRVBPQ0gplGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS/Zq'
+    'HgEAAIwbcmVjb3Jkcy53YWxfZW50cnkuZmllbGRzWzJdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwEYm9keZRo6WqXAgAAKYGUfZQoapoCAABo8SmBlH2UKGj0ar0BAABo9mq0AQAAKVKUfZQoarcBAABqvQEAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsCdWJqAQEAAGoEAQAAXZRqvQEAAGGFlFKUdWJqowIAAChLAWhQalEDAACHlEsCaFRqkAMAAIeUSwNoWE6HlEsEaFxqVwIAAIeUSwVoYGquAwAAh5RLBmhkat0DAACHlHSUah0BAABqqAIAAGoyAQAAKWgFaqkCAABqMwEAAE51YmgLaMJoCWjCag0BAABO'
+    'ag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0v3ah4BAACMG3JlY29yZHMud2FsX2VudHJ5LmZpZWxkc1szXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMCWVudHJ5X2NyY5Ro6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjDFDUkMzMiBmcm9tIHNlcSB0aHJvdWdoIHRoZSBsYXN0IG9wLXNwZWNpZmljIGJ5dGUulGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEA'
+    'AE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAGpZAQAAKYGUfZQoaJNqXAEAAGpdAQAATmpeAQAAKWpfAQAATmpgAQAATmphAQAAKWgrSyBoEolqYgEAAClqYwEAAGjCamQBAABLAGgPKWplAQAAKXViaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR00AAWoeAQAAjBtyZWNvcmRzLndhbF9lbnRyeS5maWVsZHNbNF2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMQk9uZSBXQUwgbXV0YXRpb247IHJlcGxheSBzdG9wcyBhdCB0aGUgZmlyc3QgZW50cnkgd2hv'
+    'c2UgQ1JDIGZhaWxzLpRoCYwPwqc0IFdBTCBFbnRyaWVzlGphAQAAfZQoaj4BAABqzgEAACmBlH2UKGgFaj4BAABo6WrRAQAAah0BAABOaAtownViap0CAABqzgEAACmBlH2UKGgFap0CAABo6Whpah0BAABOaAtownVidWpqAQAATmprAQAAiGpsAQAATmptAQAATmpuAQAAXZRqcQEAACmBlH2UKGgUTmjiavoDAABqdAEAAE5qdQEAAH2UKGr9AwAASwBqvQEAAEsEal0CAABLBXVqdwEAAH2UKGr9AwAASwRqvQEAAEsBaiUEAABLBHVqMwEAAE51YmFoR0vsankBAABoEWgNTmp6AQAAKWp7AQAAanwBAABqfQEAAF2Uan8BAABdlHVijAp3'
+    'YWxfaGVhZGVylGjfKYGUfZQoaAVqOgQAAGjiXZQoaOUpgZR9lChoBYwPd2FsX2VudHJ5X2NvdW50lGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTQkBah4BAACMHHJlY29yZHMud2FsX2hlYWRlci5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAx3YWxfYmFzZV9zZXGUaOlo'
+    'KCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNCgFqHgEAAIwccmVjb3Jkcy53YWxfaGVhZGVyLmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4wxV0FMIGhlYWRlcjsgdGhlIGVudHJ5IGNvdW50IGlzIGFkdmlzb3J5IHNpbmNlIHYyLpRoCYwOwqc0IFdBTCBIZWFkZXKUamEBAAB9lGpqAQAATmpr'
+    'AQAAiWpsAQAATmptAQAATmpuAQAAXZRqcQEAACmBlH2UKGgUTmjiaj0EAABqdAEAAEsIanUBAAB9lChqQAQAAEsAakYEAABLBHVqdwEAAH2UKGpABAAASwRqRgQAAEsEdWozAQAATnViYWhHTQUBankBAABoEWgNTmp6AQAAKWp7AQAAanwBAABqfQEAAF2Uan8BAABdlHVijAl3YWxfYmxvY2uUaN8pgZR9lChoBWpUBAAAaOJdlCho5SmBlH2UKGgFjBFibG9ja19lbnRyeV9jb3VudJRo6WgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABLAUtAhpRo7k5qEwEAAE5qFAEA'
+    'AE5ojE5qFQEAAE5oNU5qFgEAAGqqAQAAatgCAACGlGoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNFQFqHgEAAIwbcmVjb3Jkcy53YWxfYmxvY2suZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWrYAgAAaOlqLgEAACmBlH2UKGj8anwBAABqMQEAAGr3AwAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqcBAAApgZR9lChqqgEAAGjxKYGUfZQoaPRqWgQAAGj2arQBAAApUpR9lChqtwEA'
+    'AGpaBAAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASxF1YmoBAQAAagQBAABdlGpaBAAAYYWUUpR1YmoIAQAATmoJAQAAiWoPAQAATmrIAQAATmrJAQAAiWohAQAATnViahQBAABOaIxq9wIAACmBlH2UKGiTaPEpgZR9lCho9GiTaPZqtAEAAClSlH2UKGq3AQAAaJNquAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLCXViagEBAABqBAEAAF2UaJNhhZRSlHViagEDAABoKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJqBAMAAE5qHwMAAGjxKYGUfZQoaPSMC2Jsb2NrX2xpbWl0lGj2arQBAAApUpR9lChqtwEAAGp6BAAAargBAABquwEA'
+    'AGj9SwFo/ksAaP9LAWoAAQAASwt1YmoBAQAAagQBAABdlGp6BAAAYYWUUpR1YmogAwAAaDRoNIaUaDlqIgMAAIaUaD1qJAMAAIaUh5RqJwMAAE51YmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNFgFqHgEAAIwbcmVjb3Jkcy53YWxfYmxvY2suZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjExPbmUgaW5kZXBlbmRlbnQgY29tcHJlc3NlZCBmcmFtZSBvZiAxLTY0IHBsYWluIFdBTCBlbnRyaWVzOyBuZXZlciByZXdyaXR0ZW4ulGgJjBnC'
+    'pzUgV0FMIGJsb2NrIGNvbXByZXNzaW9ulGphAQAAfZQoaJNqzgEAACmBlH2UKGgFaJNo6Wghah0BAABOaAtownViaj4BAABqzgEAACmBlH2UKGgFaj4BAABo6WrRAQAAah0BAABOaAtownViap0CAABqzgEAACmBlH2UKGgFap0CAABo6Whpah0BAABOaAtownVianoEAABqzgEAACmBlH2UKGgFanoEAABo6WrRAQAAah0BAABKAAAABGgLjB9jYXAgb24gZGVjb21wcmVzc2VkIGJsb2NrIGJ5dGVzlHVidWpqAQAATmprAQAAiWpsAQAATmptAQAATmpuAQAAXZRqcQEAACmBlH2UKGgUTmjialcEAABqdAEAAE5qdQEAAH2UKGpaBAAASwBq'
+    '2AIAAEsCdWp3AQAAfZRqWgQAAEsCc2ozAQAATnViYWhHTQwBankBAABoEWgNTmp6AQAAKWp7AQAAanwBAABqfQEAAF2Uan8BAABdlHVijA93YWxfYmxvY2tfcGxhaW6UaN8pgZR9lChoBWqYBAAAaOJdlCho5SmBlH2UKGgFaloEAABo6WgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR00mAWoeAQAAjCFyZWNvcmRz'
+    'LndhbF9ibG9ja19wbGFpbi5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAVwbGFpbpRo6WjrKYGUfZQoaO5OaggBAABOagkBAACIagoBAABOagsBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMavcCAAApgZR9lChok2jxKYGUfZQoaPRok2j2arQBAAApUpR9lChqtwEAAGiTargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwl1YmoBAQAAagQBAABdlGiTYYWUUpR1YmoBAwAAaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViagQDAABOah8D'
+    'AABo8SmBlH2UKGj0anoEAABo9mq0AQAAKVKUfZQoarcBAABqegQAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsLdWJqAQEAAGoEAQAAXZRqegQAAGGFlFKUdWJqIAMAAGg0aDSGlGg5aiIDAACGlGg9aiQDAACGlIeUaicDAABOdWJqFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTScBah4BAACMIXJlY29yZHMud2FsX2Jsb2NrX3BsYWluLmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4z5VGhlIHNhbWUgYnl0ZXMgYXMgd2FsX2Jsb2Nr'
+    'LCB3aXRoIHRoZSBlbnRyaWVzIGxlZnQgYXMgdGhlIGZyYW1lJ3MgcGxhaW4gKGRlY29tcHJlc3NlZCkgYnl0ZXMuIFJlY292ZXJ5IHVzZXMgaXQgd2hlbiBhIGJsb2NrIGRvZXMgbm90IGRlY29kZSB3aG9sZSwgdG8ga2VlcCBldmVyeSBpbnRhY3QgZW50cnkgYmVmb3JlIHRoZSBiYWQgb25lIChwZXItZW50cnkgQ1JDIGFuZCBzZXF1ZW5jZSBydWxlcyBhcHBseSBpbnNpZGUgYmxvY2tzKS4KlGgJjCbCpzUgV0FMIGJsb2NrIGNvbXByZXNzaW9uOyBmYWN0cyDCpzMuNZRqYQEAAH2UKGiTas4BAAApgZR9lChoBWiTaOloIWodAQAA'
+    'TmgLaMJ1Ymp6BAAAas4BAAApgZR9lChoBWp6BAAAaOlq0QEAAGodAQAASgAAAARoC2qQBAAAdWJ1amoBAABOamsBAACJamwBAABOam0BAABOam4BAABdlGpxAQAAKYGUfZQoaBROaOJqmwQAAGp0AQAATmp1AQAAfZQoaloEAABLAGqjBAAASwJ1ancBAAB9lGpaBAAASwJzajMBAABOdWJhaEdNGwFqeQEAAGgRaA1OanoBAAApansBAABqfAEAAGp9AQAAXZRqfwEAAF2UdWKMC3dhbF9zZWN0aW9ulGjfKYGUfZQoaAVqywQAAGjiXZQoaOUpgZR9lChoBYwGaGVhZGVylGjpai4BAAApgZR9lCho/Gp8AQAAajEBAABqOgQAAGoyAQAAKWoz'
+    'AQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTTUBah4BAACMHXJlY29yZHMud2FsX3NlY3Rpb24uZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWrYAgAAaOlqLgEAACmBlH2UKGj8anwBAABqMQEAAGr3AwAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAAaPEpgZR9lCho9IwUbm90IGJsb2NrX2NvbXByZXNzZWSU'
+    'aPZo94wHVW5hcnlPcJSTlClSlH2UKGq9AQAAaPeMA05vdJSTlClSlH2UYowHb3BlcmFuZJRqtAEAAClSlH2UKGq3AQAAjBBibG9ja19jb21wcmVzc2VklGq4AQAAarsBAABo/UsBaP5LBGj/SwFqAAEAAEsUdWJo/UsBaP5LAGj/SwFqAAEAAEsUdWJqAQEAAGoEAQAAXZRq5wQAAGGFlFKUdWJqDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGqnAQAAKYGUfZQoaqoBAABOaggBAABOagkBAACIag8BAABOasgBAABOaskBAACJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5q'
+    'GgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTTYBah4BAACMHXJlY29yZHMud2FsX3NlY3Rpb24uZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwGYmxvY2tzlGjpai4BAAApgZR9lCho/Gp8AQAAajEBAABqVAQAAGoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAGjxKYGUfZQoaPRq5wQAAGj2arQBAAApUpR9lChqtwEAAGrnBAAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASxB1YmoBAQAAagQBAABdlGrnBAAAYYWUUpR1YmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqcB'
+    'AAApgZR9lChqqgEAAE5qCAEAAE5qCQEAAIhqDwEAAE5qyAEAAE5qyQEAAIlqIQEAAE51YmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNNwFqHgEAAIwdcmVjb3Jkcy53YWxfc2VjdGlvbi5maWVsZHNbMl2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMQ1dBTCBoZWFkZXIgdGhlbiBlbnRyaWVzIHRvIHRoZSBlbmQgb2YgdGhlIGZpbGUsIHBsYWluIG9yIGluIGJsb2Nrcy6UaAmMCMKnNCwgwqc1lGphAQAAfZQoaucEAABqzgEAACmBlH2U'
+    'KGgFaucEAABo6Wo6AwAAah0BAABOaAtownViaJNqzgEAACmBlH2UKGgFaJNo6Wghah0BAABOaAtownViaj4BAABqzgEAACmBlH2UKGgFaj4BAABo6WrRAQAAah0BAABOaAtownViap0CAABqzgEAACmBlH2UKGgFap0CAABo6Whpah0BAABOaAtownVidWpqAQAATmprAQAAiWpsAQAATmptAQAATmpuAQAAXZRqcQEAACmBlH2UKGgUTmjias4EAABqdAEAAE5qdQEAAH2UKGrRBAAASwBq2AIAAEsIdWp3AQAAfZRq0QQAAEsIc2ozAQAATnViYWhHTSwBankBAABoEWgNTmp6AQAAKWp7AQAAanwBAABqfQEAAF2Uan8BAABdlHVijAhodHRf'
+    'ZmlsZZRo3ymBlH2UKGgFag8FAABo4l2UKGjlKYGUfZQoaAVq0QQAAGjpai4BAAApgZR9lCho/Gp8AQAAajEBAABo3WoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTT0Bah4BAACMGnJlY29yZHMuaHR0X2ZpbGUuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWqjAQAAaOlqLgEAACmBlH2UKGj8anwB'
+    'AABqMQEAAGqdAQAAajIBAABqPgEAAGjxKYGUfZQoaPSMFGhlYWRlci5zZW1hbnRpY19kaW1zlGj2aPeMCUF0dHJpYnV0ZZSTlClSlH2UKGg1arQBAAApUpR9lChqtwEAAGrRBAAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwZ1YowEYXR0cpRqPgEAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsUdWJqAQEAAGoEAQAAXZRq0QQAAGGFlFKUdWKGlIWUajMBAABOdWJoC2jCaAlowmoNAQAAaPEpgZR9lCho9IweaGVhZGVyLmZsYWdzLm1lYW5pbmdfYWRkcmVzc2VklGj2aiAFAAApUpR9lChoNWogBQAAKVKUfZQoaDVqtAEA'
+    'AClSlH2UKGq3AQAAatEEAABquAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLBnViaiUFAABofmq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsMdWJqJQUAAGijargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASx51YmoBAQAAagQBAABdlGrRBAAAYYWUUpR1YmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNPgFqHgEAAIwacmVjb3Jkcy5odHRfZmlsZS5maWVsZHNbMV2UaCsp'
+    'aiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAhzbmFwc2hvdJRo6WouAQAAKYGUfZQoaPxqfAEAAGoxAQAAas4CAABqMgEAAChqJQEAAGjxKYGUfZQoaPSMDmhlYWRlci52ZXJzaW9ulGj2aiAFAAApUpR9lChoNWq0AQAAKVKUfZQoarcBAABq0QQAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJQUAAGolAQAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASw51YmoBAQAAagQBAABdlGrRBAAAYYWUUpR1YoaUaIxo8SmBlH2UKGj0jBdoZWFkZXIuZmxhZ3MuY29tcHJlc3NlZJRo9mogBQAAKVKUfZQoaDVqIAUA'
+    'AClSlH2UKGg1arQBAAApUpR9lChqtwEAAGrRBAAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwZ1YmolBQAAaH5quAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLDHViaiUFAABojGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsXdWJqAQEAAGoEAQAAXZRq0QQAAGGFlFKUdWKGlGiTaPEpgZR9lCho9IwWaGVhZGVyLmZsYWdzLmFsZ29yaXRobZRo9mogBQAAKVKUfZQoaDVqIAUAAClSlH2UKGg1arQBAAApUpR9lChqtwEAAGrRBAAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwZ1YmolBQAAaH5quAEAAGq7AQAAaP1L'
+    'AWj+SwBo/0sBagABAABLDHViaiUFAABok2q4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsWdWJqAQEAAGoEAQAAXZRq0QQAAGGFlFKUdWKGlGo+AQAAaPEpgZR9lCho9GoeBQAAaPZqIAUAAClSlH2UKGg1arQBAAApUpR9lChqtwEAAGrRBAAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwZ1YmolBQAAaj4BAABquAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLFHViagEBAABqBAEAAF2UatEEAABhhZRSlHVihpRqnQIAAGjxKYGUfZQoaPSMWzIgaWYgaGVhZGVyLmZsYWdzLnF1YW50aXplZCBhbmQgaGVhZGVyLmZsYWdzLmdh'
+    'Y2wgZWxzZSAoMSBpZiBoZWFkZXIuZmxhZ3MucXVhbnRpemVkIGVsc2UgMCmUaPZo94wFSWZFeHCUk5QpUpR9lCiMBHRlc3SUagkDAAApUpR9lChqvQEAAGoOAwAAahADAABdlChqIAUAAClSlH2UKGg1aiAFAAApUpR9lChoNWq0AQAAKVKUfZQoarcBAABq0QQAAGq4AQAAarsBAABo/UsBaP5LBWj/SwFqAAEAAEsLdWJqJQUAAGh+argBAABquwEAAGj9SwFo/ksFaP9LAWoAAQAASxF1YmolBQAAaHVquAEAAGq7AQAAaP1LAWj+SwVo/0sBagABAABLG3ViaiAFAAApUpR9lChoNWogBQAAKVKUfZQoaDVqtAEAAClSlH2UKGq3AQAAatEE'
+    'AABquAEAAGq7AQAAaP1LAWj+SyBo/0sBagABAABLJnViaiUFAABofmq4AQAAarsBAABo/UsBaP5LIGj/SwFqAAEAAEssdWJqJQUAAGifargBAABquwEAAGj9SwFo/ksgaP9LAWoAAQAASzF1YmVo/UsBaP5LBWj/SwFqAAEAAEsxdWJqEQQAAGj5KVKUfZQoaDVLAmj8Tmj9SwFo/ksAaP9LAWoAAQAASwF1YowGb3JlbHNllGpwBQAAKVKUfZQoanMFAABqIAUAAClSlH2UKGg1aiAFAAApUpR9lChoNWq0AQAAKVKUfZQoarcBAABq0QQAAGq4AQAAarsBAABo/UsBaP5LPWj/SwFqAAEAAEtDdWJqJQUAAGh+argBAABquwEAAGj9SwFo/ks9'
+    'aP9LAWoAAQAAS0l1YmolBQAAaHVquAEAAGq7AQAAaP1LAWj+Sz1o/0sBagABAABLU3ViahEEAABo+SlSlH2UKGg1SwFo/E5o/UsBaP5LOGj/SwFqAAEAAEs5dWJqhQUAAGj5KVKUfZQoaDVLAGj8Tmj9SwFo/ktZaP9LAWoAAQAAS1p1Ymj9SwFo/ks4aP9LAWoAAQAAS1p1Ymj9SwFo/ksAaP9LAWoAAQAAS1t1YmoBAQAAagQBAABdlGrRBAAAYYWUUpR1YoaUdJRqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABO'
+    'ahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01CAWoeAQAAjBpyZWNvcmRzLmh0dF9maWxlLmZpZWxkc1syXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMA3dhbJRo6WouAQAAKYGUfZQoaPxqfAEAAGoxAQAAassEAABqMgEAAChq5wQAAGjxKYGUfZQoaPSMIWhlYWRlci5mbGFncy53YWxfYmxvY2tfY29tcHJlc3NlZJRo9mogBQAAKVKUfZQoaDVqIAUAAClSlH2UKGg1arQBAAApUpR9lChqtwEAAGrRBAAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwZ1YmolBQAAaH5quAEAAGq7AQAAaP1L'
+    'AWj+SwBo/0sBagABAABLDHViaiUFAABom2q4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEshdWJqAQEAAGoEAQAAXZRq0QQAAGGFlFKUdWKGlGiTaPEpgZR9lCho9GpXBQAAaPZqIAUAAClSlH2UKGg1aiAFAAApUpR9lChoNWq0AQAAKVKUfZQoarcBAABq0QQAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJQUAAGh+argBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASwx1YmolBQAAaJNquAEAAGq7AQAAaP1LAWj+SwBo/0sBagABAABLFnViagEBAABqBAEAAF2UatEEAABhhZRSlHVihpRqPgEAAGjxKYGUfZQoaPRqHgUA'
+    'AGj2aiAFAAApUpR9lChoNWq0AQAAKVKUfZQoarcBAABq0QQAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJQUAAGo+AQAAargBAABquwEAAGj9SwFo/ksAaP9LAWoAAQAASxR1YmoBAQAAagQBAABdlGrRBAAAYYWUUpR1YoaUap0CAABo8SmBlH2UKGj0am4FAABo9mpwBQAAKVKUfZQoanMFAABqCQMAAClSlH2UKGq9AQAAag4DAABqEAMAAF2UKGogBQAAKVKUfZQoaDVqIAUAAClSlH2UKGg1arQBAAApUpR9lChqtwEAAGrRBAAAargBAABquwEAAGj9SwFo/ksFaP9LAWoAAQAASwt1YmolBQAAaH5quAEAAGq7AQAAaP1L'
+    'AWj+SwVo/0sBagABAABLEXViaiUFAABodWq4AQAAarsBAABo/UsBaP5LBWj/SwFqAAEAAEsbdWJqIAUAAClSlH2UKGg1aiAFAAApUpR9lChoNWq0AQAAKVKUfZQoarcBAABq0QQAAGq4AQAAarsBAABo/UsBaP5LIGj/SwFqAAEAAEsmdWJqJQUAAGh+argBAABquwEAAGj9SwFo/ksgaP9LAWoAAQAASyx1YmolBQAAaJ9quAEAAGq7AQAAaP1LAWj+SyBo/0sBagABAABLMXViZWj9SwFo/ksFaP9LAWoAAQAASzF1YmoRBAAAaPkpUpR9lChoNUsCaPxOaP1LAWj+SwBo/0sBagABAABLAXViaoUFAABqcAUAAClSlH2UKGpzBQAAaiAFAAAp'
+    'UpR9lChoNWogBQAAKVKUfZQoaDVqtAEAAClSlH2UKGq3AQAAatEEAABquAEAAGq7AQAAaP1LAWj+Sz1o/0sBagABAABLQ3ViaiUFAABofmq4AQAAarsBAABo/UsBaP5LPWj/SwFqAAEAAEtJdWJqJQUAAGh1argBAABquwEAAGj9SwFo/ks9aP9LAWoAAQAAS1N1YmoRBAAAaPkpUpR9lChoNUsBaPxOaP1LAWj+Szho/0sBagABAABLOXViaoUFAABo+SlSlH2UKGg1SwBo/E5o/UsBaP5LWWj/SwFqAAEAAEtadWJo/UsBaP5LOGj/SwFqAAEAAEtadWJo/UsBaP5LAGj/SwFqAAEAAEtbdWJqAQEAAGoEAQAAXZRq0QQAAGGFlFKUdWKGlHSU'
+    'ajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNSgFqHgEAAIwacmVjb3Jkcy5odHRfZmlsZS5maWVsZHNbM12UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMTEEgd2hvbGUgLmh0dCBmaWxlLCBzdHJpY3RseSBkZWNvZGVkICh0aGUgc3RvcmUgcnVudGltZSByZWNvdmVycyB0b3JuIHRhaWxzKS6UaAmMA8KnMZRqYQEAAH2UamoBAABOamsB'
+    'AACJamwBAABOam0BAABOam4BAABdlGpxAQAAKYGUfZQoaBROaOJqEgUAAGp0AQAATmp1AQAAfZQoatEEAABLAGqjAQAASyB1ancBAAB9lGrRBAAASyBzajMBAABOdWJhaEdNOQFqeQEAAGgRaA1OanoBAAApansBAABqfAEAAGp9AQAAXZRqfwEAAF2UdWKMD3NpZGVjYXJfc2VnbWVudJRo3ymBlH2UKGgFavEFAABo4l2UKGjlKYGUfZQoaAVo6GjpaOspgZR9lCho7mjxKYGUfZQoaPRo9Wj2aPkpUpR9lChoNUsEaPxOaP1LAWj+SwBo/0sBagABAABLAXViagEBAABqBAEAAF2UhZRSlHViaggBAABOagkBAACJagoBAABOagsBAABOdWJo'
+    'C4wHYidIVFRIJ5RoCWjCag0BAABOag4BAABOag8BAABOahABAABDBEhUVEiUaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01ZAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFaiUBAABo6WgoKYGUfZQoaCtLCGgsiWgNaA5oLYh1YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQB'
+    'AABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01aAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFaj4BAABo6WgoKYGUfZQoaCtLCGgsiWgNaA5oLYh1YmgLjB9tdXN0IG1hdGNoIHRoZSBtYWluIGZpbGUgaGVhZGVylGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEA'
+    'AE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTVsBah4BAACMIXJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1syXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMBmxheW91dJRo6WouAQAAKYGUfZQoaPxofmoxAQAAaLpqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABLAmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNXAFqHgEAAIwh'
+    'cmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzNdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwJcmVzZXJ2ZWQ2lGjpaCgpgZR9lChoK0sIaCyJaA1oDmgtiHViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAEsBahABAABOaEGIahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01dAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbNF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo'
+    '5SmBlH2UKGgFjAlyZXNlcnZlZDeUaOloKCmBlH2UKGgrSwhoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiGoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNXgFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzVdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwJZmlyc3Rfc2VxlGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAuMF2ZpcnN0IGFy'
+    'Y2hpdmVkIHNlcXVlbmNllGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTV8Bah4BAACMIXJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1s2XZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMB2VuZF9zZXGUaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC4wZZXhjbHVzaXZlIGVuZCBvZiB0aGUgc3BhbpRoCWjCag0BAABOag4BAABOag8B'
+    'AABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01gAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbN12UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAdyYXdfbGVulGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAuMGHVuY29tcHJlc3NlZCBlbnRyeSBieXRlc5RoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxO'
+    'ahUBAABOaDVOahYBAABo7mrYAgAAhpRqFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTWEBah4BAACMIXJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1s4XZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVq2AIAAGjpai4BAAApgZR9lCho/Gp8AQAAajEBAABq9wMAAGoyAQAAaj4BAABo8SmBlH2UKGj0aj4BAABo9mq0AQAAKVKUfZQoarcBAABqPgEAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsNdWJqAQEAAGoEAQAAXZRqPgEAAGGFlFKUdWKGlGqdAgAAaPEp'
+    'gZR9lCho9IxFKDIgaWYgbGF5b3V0LmdhY2wgZWxzZSAxKSBpZiB2ZXJzaW9uID49IDIgYW5kIGxheW91dC5xdWFudGl6ZWQgZWxzZSAwlGj2anAFAAApUpR9lChqcwUAAGoJAwAAKVKUfZQoar0BAABqDgMAAGoQAwAAXZQoaq0CAAApUpR9lChqsgEAAGq0AQAAKVKUfZQoarcBAABqJQEAAGq4AQAAarsBAABo/UsBaP5LHWj/SwFqAAEAAEskdWJqsgIAAF2UaPeMA0d0RZSTlClSlH2UYmFquAIAAF2UaPkpUpR9lChoNUsCaPxOaP1LAWj+Syho/0sBagABAABLKXViYWj9SwFo/ksdaP9LAWoAAQAASyl1YmogBQAAKVKUfZQoaDVqtAEA'
+    'AClSlH2UKGq3AQAAahAGAABquAEAAGq7AQAAaP1LAWj+Sy5o/0sBagABAABLNHViaiUFAABodWq4AQAAarsBAABo/UsBaP5LLmj/SwFqAAEAAEs+dWJlaP1LAWj+Sx1o/0sBagABAABLPnViahEEAABqcAUAAClSlH2UKGpzBQAAaiAFAAApUpR9lChoNWq0AQAAKVKUfZQoarcBAABqEAYAAGq4AQAAarsBAABo/UsBaP5LBmj/SwFqAAEAAEsMdWJqJQUAAGifargBAABquwEAAGj9SwFo/ksGaP9LAWoAAQAASxF1YmoRBAAAaPkpUpR9lChoNUsCaPxOaP1LAWj+SwFo/0sBagABAABLAnViaoUFAABo+SlSlH2UKGg1SwFo/E5o/UsBaP5L'
+    'F2j/SwFqAAEAAEsYdWJo/UsBaP5LAWj/SwFqAAEAAEsYdWJqhQUAAGj5KVKUfZQoaDVLAGj8Tmj9SwFo/ktEaP9LAWoAAQAAS0V1Ymj9SwFo/ksAaP9LAWoAAQAAS0V1YmoBAQAAagQBAABdlChqEAYAAGolAQAAZYWUUpR1YoaUhpRqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5o8SmBlH2UKGj0ajAGAABo9mq0AQAAKVKUfZQoarcBAABqMAYAAGq4AQAAarsBAABo/UsBaP5LAGj/SwFqAAEAAEsHdWJqAQEAAGoEAQAAXZRqMAYAAGGFlFKUdWJqEwEAAGqnAQAAKYGUfZQoaqoBAABOaggB'
+    'AABOagkBAACIag8BAABOasgBAABOaskBAACJaiEBAABOdWJqFAEAAE5ojGr3AgAAKYGUfZQoaJNo8SmBlH2UKGj0jAYnenN0ZCeUaPZo+SlSlH2UKGg1aDRo/E5o/UsBaP5LAGj/SwFqAAEAAEsGdWJqAQEAAGoEAQAAXZSFlFKUdWJqAQMAAGgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmoEAwAATmofAwAATmogAwAATmonAwAATnViahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01iAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbOV2UaCsp'
+    'aiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFalwBAABo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjCxDUkMzMiBvZiB0aGUgcmF3ICh1bmNvbXByZXNzZWQpIGVudHJ5IGJ5dGVzLpRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABqWQEAACmBlH2UKGiTalwBAABqXQEAAGrYAgAAhZRqXgEAAClqXwEAAE5qYAEAAE5qYQEAACloK0sgaBKJamIBAAApamMBAABowmpkAQAASwBoDylqZQEAACl1Ymg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBo'
+    'DU5qGwEAAGjCahwBAACJah0BAABOaEdNagFqHgEAAIwicmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzEwXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4yUQSBoaXN0b3J5IHNlZ21lbnQgPGZpbGU+LmgwMDAwMDE6IGFyY2hpdmVkIHBsYWluIFdBTCBlbnRyaWVzLCBhbHdheXMgenN0ZC4gVmVyc2lvbiAyIChxdWFudGl6ZWQgb3IgR0FDTCBmaWxlcykgcmVjb3JkcyB0aGUgdGFpbCBsYXlvdXQgYXQgb2Zmc2V0IDYuCpRoCYwMwqc0LjEsIMKnNy4zlGphAQAAfZRqagEAAGolAQAAamsBAACJamwBAABOam0BAABLAUsC'
+    'hpRqbgEAAF2UKGpxAQAAKYGUfZQoaBRLAYWUaOJdlChq9QUAAGoDBgAAaggGAABqFAYAAGoaBgAAaiAGAABqJwYAAGouBgAAajYGAABqgQYAAGVqdAEAAE5qdQEAAH2UKGjoSwBqJQEAAEsEaj4BAABLBWoWBgAASwZqHAYAAEsHaiIGAABLCGopBgAASwxqMAYAAEsQatgCAABLFHVqdwEAAH2UKGjoSwRqJQEAAEsBaj4BAABLAWoWBgAASwFqHAYAAEsBaiIGAABLBGopBgAASwRqMAYAAEsEalwBAABLBHVqMwEAAE51YmpxAQAAKYGUfZQoaBRLAoWUaOJdlChq9QUAAGoDBgAAaggGAABqDgYAAGoaBgAAaiAGAABqJwYAAGouBgAAajYG'
+    'AABqgQYAAGVqdAEAAE5qdQEAAH2UKGjoSwBqJQEAAEsEaj4BAABLBWoQBgAASwZqHAYAAEsHaiIGAABLCGopBgAASwxqMAYAAEsQatgCAABLFHVqdwEAAH2UKGjoSwRqJQEAAEsBaj4BAABLAWoQBgAASwFqHAYAAEsBaiIGAABLBGopBgAASwRqMAYAAEsEalwBAABLBHVqMwEAAE51YmVoR01SAWp5AQAAaBFoDU5qegEAAClqewEAAGp8AQAAan0BAABdlGp/AQAAXZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMJmJ5dGV3cmlnaHQucnVudGltZS5odHQuY29kZWNzOnJlZ2lzdGVylGGMBmRldGVjdJRdlChoAIwGRGV0ZWN0'
+    'lJOUKYGUfZQoanwBAABqDwUAAGjoQwRIVFQAlIwCYXSUSwBqEwEAAIlqYQEAACmMBHRoZW6UTowEdGFnc5ROdWJqpQYAACmBlH2UKGp8AQAAavEFAABo6EMESFRUSJRqqQYAAEsAahMBAACJamEBAAApaqoGAABOaqsGAABOdWJljAtlbmRpYW5fZXhwcpROdWIu'
 )

@@ -288,20 +288,20 @@ class JournalSeed:
 _new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
 _S0 = struct.Struct('<11sBHHIII16sI')
 _T1 = (('magic', 0, 11), ('log2_page_size', 11, 1), ('format_version', 12, 2), ('min_reader_version', 14, 2), ('root_allocation', 16, 4), ('schema_table', 20, 4), ('consolidator_state', 24, 4), ('root_fingerprint', 28, 16), ('journal_pointer', 44, 4))
-_S2 = struct.Struct('<B')
-_T3 = (('tag', 0, 1),)
-_EB4 = [_STATEMENTTAG_BY_VALUE.get(_i, _i) for _i in range(256)]
-_S5 = struct.Struct('<BQH')
-_T6 = (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))
-_EB7 = [_PAGEKIND_BY_VALUE.get(_i, _i) for _i in range(256)]
-_S8 = struct.Struct('<I')
-_T9 = (('crc', 0, 4),)
-_S10 = struct.Struct('<H')
-_S11 = struct.Struct('<11sBHHIII16sIBQH')
-_S12 = struct.Struct('<4088sII')
-_T13 = (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4))
-_S14 = struct.Struct('<Q')
-_T15 = (('segment_epoch', 0, 8),)
+_S2 = struct.Struct('<Q')
+_T3 = (('segment_epoch', 0, 8),)
+_S4 = struct.Struct('<4088sII')
+_T5 = (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4))
+_S6 = struct.Struct('<I')
+_T7 = (('crc', 0, 4),)
+_S8 = struct.Struct('<B')
+_T9 = (('tag', 0, 1),)
+_S10 = struct.Struct('<BQH')
+_T11 = (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))
+_EB12 = [_PAGEKIND_BY_VALUE.get(_i, _i) for _i in range(256)]
+_EB13 = [_STATEMENTTAG_BY_VALUE.get(_i, _i) for _i in range(256)]
+_S14 = struct.Struct('<H')
+_S15 = struct.Struct('<11sBHHIII16sIBQH')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -325,70 +325,10 @@ def _d_header_fields(mv, pos, end):
     _obj.journal_pointer = f_journal_pointer
     return _obj, pos
 
-def _u_header_fields(mv, pos, end):
-    f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0.unpack_from(mv, pos)
-    pos += 48
-    if f_magic != b'\x8bKLADDE\r\n\x1a\n':
-        raise ConstraintError('bad magic')
-    if f_log2_page_size != 12:
-        raise ConstraintError('bad magic')
-    _obj = _new(HeaderFields)
-    _obj.format_version = f_format_version
-    _obj.min_reader_version = f_min_reader_version
-    _obj.root_allocation = f_root_allocation
-    _obj.schema_table = f_schema_table
-    _obj.consolidator_state = f_consolidator_state
-    _obj.root_fingerprint = f_root_fingerprint
-    _obj.journal_pointer = f_journal_pointer
-    return (_obj, pos)
-
-def _m_header_fields(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S0_unpack_from = _S0.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0_unpack_from(mv, pos)
-            pos += 48
-            if f_magic != b'\x8bKLADDE\r\n\x1a\n':
-                raise ConstraintError('bad magic')
-            if f_log2_page_size != 12:
-                raise ConstraintError('bad magic')
-            _obj = _new(HeaderFields)
-            _obj.format_version = f_format_version
-            _obj.min_reader_version = f_min_reader_version
-            _obj.root_allocation = f_root_allocation
-            _obj.schema_table = f_schema_table
-            _obj.consolidator_state = f_consolidator_state
-            _obj.root_fingerprint = f_root_fingerprint
-            _obj.journal_pointer = f_journal_pointer
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_header_fields, 'header_fields', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_header_fields, 'header_fields', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_header_fields(out, v):
     if len(v.root_fingerprint) != 16:
         raise EncodeError('expected 16 bytes, found ' + str(len(v.root_fingerprint)), path='root_fingerprint')
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, v.format_version, v.min_reader_version, v.root_allocation, v.schema_table, v.consolidator_state, v.root_fingerprint, v.journal_pointer)
-
-def _em_header_fields(values):
-    out = bytearray()
-    _S0_pack = _S0.pack
-    for v in values:
-        if len(v.root_fingerprint) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.root_fingerprint)), path='root_fingerprint')
-        out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, v.format_version, v.min_reader_version, v.root_allocation, v.schema_table, v.consolidator_state, v.root_fingerprint, v.journal_pointer)
-    return bytes(out)
 
 def _d_ref_body(mv, pos, end):
     _at = pos
@@ -424,114 +364,10 @@ def _d_ref_body(mv, pos, end):
     _obj.address = f_address
     return _obj, pos
 
-def _u_ref_body(mv, pos, end):
-    f_offset_delta = mv[pos]
-    if f_offset_delta < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-    f_size = mv[pos]
-    if f_size < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_size = f_size & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_size, pos = _uleb128(mv, pos, end, 'size')
-    f_address = mv[pos]
-    if f_address < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_address = f_address & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_address, pos = _uleb128(mv, pos, end, 'address')
-    _obj = _new(RefBody)
-    _obj.offset_delta = f_offset_delta
-    _obj.size = f_size
-    _obj.address = f_address
-    return (_obj, pos)
-
-def _m_ref_body(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_offset_delta = mv[pos]
-            if f_offset_delta < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            f_size = mv[pos]
-            if f_size < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_size = f_size & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_size, pos = _uleb128(mv, pos, end, 'size')
-            f_address = mv[pos]
-            if f_address < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_address = f_address & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_address, pos = _uleb128(mv, pos, end, 'address')
-            _obj = _new(RefBody)
-            _obj.offset_delta = f_offset_delta
-            _obj.size = f_size
-            _obj.address = f_address
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_ref_body, 'ref_body', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_ref_body, 'ref_body', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_ref_body(out, v):
     out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.address).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-
-def _em_ref_body(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.address).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 def _d_zero_body(mv, pos, end):
     _at = pos
@@ -557,84 +393,9 @@ def _d_zero_body(mv, pos, end):
     _obj.size = f_size
     return _obj, pos
 
-def _u_zero_body(mv, pos, end):
-    f_offset_delta = mv[pos]
-    if f_offset_delta < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-    f_size = mv[pos]
-    if f_size < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_size = f_size & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_size, pos = _uleb128(mv, pos, end, 'size')
-    _obj = _new(ZeroBody)
-    _obj.offset_delta = f_offset_delta
-    _obj.size = f_size
-    return (_obj, pos)
-
-def _m_zero_body(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_offset_delta = mv[pos]
-            if f_offset_delta < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            f_size = mv[pos]
-            if f_size < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_size = f_size & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_size, pos = _uleb128(mv, pos, end, 'size')
-            _obj = _new(ZeroBody)
-            _obj.offset_delta = f_offset_delta
-            _obj.size = f_size
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_zero_body, 'zero_body', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_zero_body, 'zero_body', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_zero_body(out, v):
     out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-
-def _em_zero_body(values):
-    out = bytearray()
-    for v in values:
-        out += _uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-        out += _uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-    return bytes(out)
 
 def _d_shrink_body(mv, pos, end):
     _at = pos
@@ -650,60 +411,8 @@ def _d_shrink_body(mv, pos, end):
     _obj.offset_delta = f_offset_delta
     return _obj, pos
 
-def _u_shrink_body(mv, pos, end):
-    f_offset_delta = mv[pos]
-    if f_offset_delta < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-    _obj = _new(ShrinkBody)
-    _obj.offset_delta = f_offset_delta
-    return (_obj, pos)
-
-def _m_shrink_body(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_offset_delta = mv[pos]
-            if f_offset_delta < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            _obj = _new(ShrinkBody)
-            _obj.offset_delta = f_offset_delta
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_shrink_body, 'shrink_body', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_shrink_body, 'shrink_body', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_shrink_body(out, v):
     out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-
-def _em_shrink_body(values):
-    out = bytearray()
-    for v in values:
-        out += _uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-    return bytes(out)
 
 def _d_grow_body(mv, pos, end):
     _at = pos
@@ -719,60 +428,8 @@ def _d_grow_body(mv, pos, end):
     _obj.offset_delta = f_offset_delta
     return _obj, pos
 
-def _u_grow_body(mv, pos, end):
-    f_offset_delta = mv[pos]
-    if f_offset_delta < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-    _obj = _new(GrowBody)
-    _obj.offset_delta = f_offset_delta
-    return (_obj, pos)
-
-def _m_grow_body(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_offset_delta = mv[pos]
-            if f_offset_delta < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            _obj = _new(GrowBody)
-            _obj.offset_delta = f_offset_delta
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_grow_body, 'grow_body', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_grow_body, 'grow_body', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_grow_body(out, v):
     out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-
-def _em_grow_body(values):
-    out = bytearray()
-    for v in values:
-        out += _uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-    return bytes(out)
 
 def _d_inline_body(mv, pos, end, p_size_tag):
     _at = pos
@@ -796,82 +453,12 @@ def _d_inline_body(mv, pos, end, p_size_tag):
     _obj.payload = f_payload
     return _obj, pos
 
-def _u_inline_body(mv, pos, end, p_size_tag):
-    _isb = mv.__class__ is bytes
-    f_offset_delta = mv[pos]
-    if f_offset_delta < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-    _n = p_size_tag - 4
-    if _n < 0:
-        raise ConstraintError('negative size')
-    f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    pos += _n
-    _obj = _new(InlineBody)
-    _obj.offset_delta = f_offset_delta
-    _obj.payload = f_payload
-    return (_obj, pos)
-
-def _m_inline_body(mv, pos, end, p_size_tag, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_offset_delta = mv[pos]
-            if f_offset_delta < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            _n = p_size_tag - 4
-            if _n < 0:
-                raise ConstraintError('negative size')
-            f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            pos += _n
-            _obj = _new(InlineBody)
-            _obj.offset_delta = f_offset_delta
-            _obj.payload = f_payload
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_inline_body, 'inline_body', mv, _rs, _end, (p_size_tag, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_inline_body, 'inline_body', mv, _rs, _end, (p_size_tag, ), _out)
-    return _out
-
 def _e_inline_body(out, v, p_size_tag):
     out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _b = v.payload
     if len(_b) != (p_size_tag - 4):
         raise EncodeError('wrong length ' + str(len(_b)), path='payload')
     out += _b
-
-def _em_inline_body(values, p_size_tag):
-    out = bytearray()
-    for v in values:
-        out += _uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-        _b = v.payload
-        if len(_b) != p_size_tag - 4:
-            raise EncodeError('wrong length ' + str(len(_b)), path='payload')
-        out += _b
-    return bytes(out)
 
 def _d_statement(mv, pos, end):
     _at = pos
@@ -884,10 +471,10 @@ def _d_statement(mv, pos, end):
     else:
         f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
     if pos + 1 > end:
-        raise _short(pos, end, _T3)
+        raise _short(pos, end, _T9)
     f_tag = mv[pos]
     pos += 1
-    f_tag = _EB4[f_tag]
+    f_tag = _EB13[f_tag]
     _tag = f_tag
     if _tag == 0:
         try:
@@ -1030,7 +617,7 @@ def _u_statement(mv, pos, end):
     f_tag = mv[pos]
     pos += 1
     _tag = f_tag
-    f_tag = _EB4[f_tag]
+    f_tag = _EB13[f_tag]
     if _tag == 0:
         _ref_body__f_offset_delta = mv[pos]
         if _ref_body__f_offset_delta < 128:
@@ -1172,7 +759,7 @@ def _m_statement(mv, pos, end, _rest=_decode_many):
             f_tag = mv[pos]
             pos += 1
             _tag = f_tag
-            f_tag = _EB4[f_tag]
+            f_tag = _EB13[f_tag]
             if _tag == 0:
                 _ref_body__f_offset_delta = mv[pos]
                 if _ref_body__f_offset_delta < 128:
@@ -1299,7 +886,7 @@ def _m_statement(mv, pos, end, _rest=_decode_many):
 
 def _e_statement(out, v):
     out += (_uleb128_encode(_w) if (_w := v.id_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-    out += _S2.pack(v.tag)
+    out += _S8.pack(v.tag)
     _tag = v.tag
     if _tag == 0:
         if v.body.__class__ is not RefBody:
@@ -1340,13 +927,13 @@ def _em_statement(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S2_pack = _S2.pack
+    _S8_pack = _S8.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         _a(_uleb128_encode(_w) if (_w := v.id_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_S2_pack(v.tag))
+        _a(_S8_pack(v.tag))
         _tag = v.tag
         if _tag == 0:
             if v.body.__class__ is not RefBody:
@@ -1492,10 +1079,10 @@ def _d_table_content(mv, pos, end):
                 else:
                     _statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
                 if pos + 1 > end:
-                    raise _short(pos, end, _T3)
+                    raise _short(pos, end, _T9)
                 _statement__f_tag = mv[pos]
                 pos += 1
-                _statement__f_tag = _EB4[_statement__f_tag]
+                _statement__f_tag = _EB13[_statement__f_tag]
                 _statement___tag = _statement__f_tag
                 if _statement___tag == 0:
                     try:
@@ -1670,7 +1257,7 @@ def _u_table_content(mv, pos, end):
         _statement__f_tag = mv[pos]
         pos += 1
         _statement___tag = _statement__f_tag
-        _statement__f_tag = _EB4[_statement__f_tag]
+        _statement__f_tag = _EB13[_statement__f_tag]
         if _statement___tag == 0:
             _statement___ref_body__f_offset_delta = mv[pos]
             if _statement___ref_body__f_offset_delta < 128:
@@ -1795,184 +1382,6 @@ def _u_table_content(mv, pos, end):
     _obj.statements = f_statements
     return (_obj, pos)
 
-def _m_table_content(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_children = []
-            while True:
-                _x = mv[pos]
-                if _x < 128:
-                    pos += 1
-                elif mv[pos + 1] < 128:
-                    _x = _x & 127 | mv[pos + 1] << 7
-                    pos += 2
-                else:
-                    if pos > end:
-                        raise IndexError
-                    _x, pos = _uleb128(mv, pos, end, '')
-                if _x == 0:
-                    break
-                f_children.append(_x)
-            f_statements = []
-            while True:
-                if pos >= end:
-                    break
-                _ip = pos
-                _statement__f_id_delta = mv[pos]
-                if _statement__f_id_delta < 128:
-                    pos += 1
-                elif mv[pos + 1] < 128:
-                    _statement__f_id_delta = _statement__f_id_delta & 127 | mv[pos + 1] << 7
-                    pos += 2
-                else:
-                    if pos > end:
-                        raise IndexError
-                    _statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
-                _statement__f_tag = mv[pos]
-                pos += 1
-                _statement___tag = _statement__f_tag
-                _statement__f_tag = _EB4[_statement__f_tag]
-                if _statement___tag == 0:
-                    _statement___ref_body__f_offset_delta = mv[pos]
-                    if _statement___ref_body__f_offset_delta < 128:
-                        pos += 1
-                    elif mv[pos + 1] < 128:
-                        _statement___ref_body__f_offset_delta = _statement___ref_body__f_offset_delta & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        _statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                    _statement___ref_body__f_size = mv[pos]
-                    if _statement___ref_body__f_size < 128:
-                        pos += 1
-                    elif mv[pos + 1] < 128:
-                        _statement___ref_body__f_size = _statement___ref_body__f_size & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        _statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                    _statement___ref_body__f_address = mv[pos]
-                    if _statement___ref_body__f_address < 128:
-                        pos += 1
-                    elif mv[pos + 1] < 128:
-                        _statement___ref_body__f_address = _statement___ref_body__f_address & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        _statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
-                    _statement___ref_body___obj = _new(RefBody)
-                    _statement___ref_body___obj.offset_delta = _statement___ref_body__f_offset_delta
-                    _statement___ref_body___obj.size = _statement___ref_body__f_size
-                    _statement___ref_body___obj.address = _statement___ref_body__f_address
-                    _statement__f_body = _statement___ref_body___obj
-                elif _statement___tag == 1:
-                    _statement___zero_body__f_offset_delta = mv[pos]
-                    if _statement___zero_body__f_offset_delta < 128:
-                        pos += 1
-                    elif mv[pos + 1] < 128:
-                        _statement___zero_body__f_offset_delta = _statement___zero_body__f_offset_delta & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        _statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                    _statement___zero_body__f_size = mv[pos]
-                    if _statement___zero_body__f_size < 128:
-                        pos += 1
-                    elif mv[pos + 1] < 128:
-                        _statement___zero_body__f_size = _statement___zero_body__f_size & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        _statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                    _statement___zero_body___obj = _new(ZeroBody)
-                    _statement___zero_body___obj.offset_delta = _statement___zero_body__f_offset_delta
-                    _statement___zero_body___obj.size = _statement___zero_body__f_size
-                    _statement__f_body = _statement___zero_body___obj
-                elif _statement___tag == 2:
-                    _statement___shrink_body__f_offset_delta = mv[pos]
-                    if _statement___shrink_body__f_offset_delta < 128:
-                        pos += 1
-                    elif mv[pos + 1] < 128:
-                        _statement___shrink_body__f_offset_delta = _statement___shrink_body__f_offset_delta & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        _statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                    _statement___shrink_body___obj = _new(ShrinkBody)
-                    _statement___shrink_body___obj.offset_delta = _statement___shrink_body__f_offset_delta
-                    _statement__f_body = _statement___shrink_body___obj
-                elif _statement___tag == 3:
-                    _statement___grow_body__f_offset_delta = mv[pos]
-                    if _statement___grow_body__f_offset_delta < 128:
-                        pos += 1
-                    elif mv[pos + 1] < 128:
-                        _statement___grow_body__f_offset_delta = _statement___grow_body__f_offset_delta & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        _statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                    _statement___grow_body___obj = _new(GrowBody)
-                    _statement___grow_body___obj.offset_delta = _statement___grow_body__f_offset_delta
-                    _statement__f_body = _statement___grow_body___obj
-                elif _statement___tag == 4:
-                    _statement__f_body = None
-                else:
-                    _statement___inline_body__f_offset_delta = mv[pos]
-                    if _statement___inline_body__f_offset_delta < 128:
-                        pos += 1
-                    elif mv[pos + 1] < 128:
-                        _statement___inline_body__f_offset_delta = _statement___inline_body__f_offset_delta & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        if pos > end:
-                            raise IndexError
-                        _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                    _statement___inline_body___n = _statement__f_tag - 4
-                    if _statement___inline_body___n < 0:
-                        raise ConstraintError('negative size')
-                    _statement___inline_body__f_payload = mv[pos:pos + _statement___inline_body___n] if _isb else bytes(mv[pos:pos + _statement___inline_body___n])
-                    pos += _statement___inline_body___n
-                    _statement___inline_body___obj = _new(InlineBody)
-                    _statement___inline_body___obj.offset_delta = _statement___inline_body__f_offset_delta
-                    _statement___inline_body___obj.payload = _statement___inline_body__f_payload
-                    _statement__f_body = _statement___inline_body___obj
-                _statement___obj = _new(Statement)
-                _statement___obj.id_delta = _statement__f_id_delta
-                _statement___obj.tag = _statement__f_tag
-                _statement___obj.body = _statement__f_body
-                _x = _statement___obj
-                if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                f_statements.append(_x)
-            _obj = _new(TableContent)
-            _obj.children = f_children
-            _obj.statements = f_statements
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_table_content, 'table_content', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_table_content, 'table_content', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_table_content(out, v):
     for _x in v.children:
         if _x == 0:
@@ -1981,7 +1390,7 @@ def _e_table_content(out, v):
     out += (_uleb128_encode(_w) if (_w := 0).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     for _x in v.statements:
         out += _uleb128_encode(_statement___w) if (_statement___w := _x.id_delta).__class__ is not int or not -1 < _statement___w < 16384 else _uleb128_one[_statement___w] if _statement___w < 128 else bytes((_statement___w & 127 | 128, _statement___w >> 7))
-        out += _S2.pack(_x.tag)
+        out += _S8.pack(_x.tag)
         _statement___tag = _x.tag
         if _statement___tag == 0:
             if _x.body.__class__ is not RefBody:
@@ -2018,73 +1427,18 @@ def _e_table_content(out, v):
                 raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
             out += _statement___inline_body___b
 
-def _em_table_content(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S2_pack = _S2.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        for _x in v.children:
-            if _x == 0:
-                raise EncodeError('an item equals the terminator 0', path='children')
-            _a(_uleb128_encode(_w) if (_w := _x).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := 0).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        for _x in v.statements:
-            _a(_uleb128_encode(_statement___w) if (_statement___w := _x.id_delta).__class__ is not int or not -1 < _statement___w < 16384 else _uleb128_one[_statement___w] if _statement___w < 128 else bytes((_statement___w & 127 | 128, _statement___w >> 7)))
-            _a(_S2_pack(_x.tag))
-            _statement___tag = _x.tag
-            if _statement___tag == 0:
-                if _x.body.__class__ is not RefBody:
-                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_x.body).__name__, path='body')
-                _statement___ref_body__v = _x.body
-                _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
-                _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
-                _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
-            elif _statement___tag == 1:
-                if _x.body.__class__ is not ZeroBody:
-                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_x.body).__name__, path='body')
-                _statement___zero_body__v = _x.body
-                _a(_uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7)))
-                _a(_uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7)))
-            elif _statement___tag == 2:
-                if _x.body.__class__ is not ShrinkBody:
-                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_x.body).__name__, path='body')
-                _statement___shrink_body__v = _x.body
-                _a(_uleb128_encode(_statement___shrink_body___w) if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _statement___shrink_body___w < 16384 else _uleb128_one[_statement___shrink_body___w] if _statement___shrink_body___w < 128 else bytes((_statement___shrink_body___w & 127 | 128, _statement___shrink_body___w >> 7)))
-            elif _statement___tag == 3:
-                if _x.body.__class__ is not GrowBody:
-                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_x.body).__name__, path='body')
-                _statement___grow_body__v = _x.body
-                _a(_uleb128_encode(_statement___grow_body___w) if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _statement___grow_body___w < 16384 else _uleb128_one[_statement___grow_body___w] if _statement___grow_body___w < 128 else bytes((_statement___grow_body___w & 127 | 128, _statement___grow_body___w >> 7)))
-            elif _statement___tag == 4:
-                if _x.body is not None:
-                    raise EncodeError('case Tombstone carries no body', path='body')
-            else:
-                _statement___inline_body__v = _x.body
-                _statement___inline_body__p_size_tag = _x.tag
-                _a(_uleb128_encode(_statement___inline_body___w) if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _statement___inline_body___w < 16384 else _uleb128_one[_statement___inline_body___w] if _statement___inline_body___w < 128 else bytes((_statement___inline_body___w & 127 | 128, _statement___inline_body___w >> 7)))
-                _statement___inline_body___b = _statement___inline_body__v.payload
-                if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
-                    raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
-                _a(_statement___inline_body___b)
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
-
 def _d_page(mv, pos, end):
     start = pos
     if pos + 11 > end:
-        raise _short(pos, end, _T6)
-    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
-    _r5 = pos
+        raise _short(pos, end, _T11)
+    f_kind, f_epoch, f_content_size = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 11
-    _s_kind = _r5
-    f_kind = _EB7[f_kind]
-    _e_epoch = _r5 + 9
+    _s_kind = _r10
+    f_kind = _EB12[f_kind]
+    _e_epoch = _r10 + 9
     if f_content_size > 4081:
-        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+        raise ConstraintError('value out of range', offset=_r10 + 9, path='content_size', expected='None..4081', found=f_content_size)
     _s_content = pos
     _n = f_content_size
     if _n < 0:
@@ -2095,13 +1449,13 @@ def _d_page(mv, pos, end):
     pos += _n
     _e_content = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T9)
-    f_crc, = _S8.unpack_from(mv, pos)
-    _r8 = pos
+        raise _short(pos, end, _T7)
+    f_crc, = _S6.unpack_from(mv, pos)
+    _r6 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_kind:_e_epoch], mv[_s_content:_e_content],)))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
     _n = (-(pos - start)) % 4096
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
@@ -2115,11 +1469,11 @@ def _d_page(mv, pos, end):
 def _u_page(mv, pos, end):
     _isb = mv.__class__ is bytes
     start = pos
-    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
-    _r5 = pos
+    f_kind, f_epoch, f_content_size = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 11
-    f_kind = _EB7[f_kind]
-    _e_epoch = _r5 + 9
+    f_kind = _EB12[f_kind]
+    _e_epoch = _r10 + 9
     if f_content_size > 4081:
         raise ConstraintError('value out of range')
     _s_content = pos
@@ -2127,9 +1481,9 @@ def _u_page(mv, pos, end):
     f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_content = pos
-    f_crc, = _S8.unpack_from(mv, pos)
+    f_crc, = _S6.unpack_from(mv, pos)
     pos += 4
-    _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
+    _ck = _ck_crc32c(b''.join((mv[_r10:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
         raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
@@ -2146,19 +1500,19 @@ def _m_page(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S5_unpack_from = _S5.unpack_from
-    _S8_unpack_from = _S8.unpack_from
+    _S10_unpack_from = _S10.unpack_from
+    _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
             start = pos
-            f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
-            _r5 = pos
+            f_kind, f_epoch, f_content_size = _S10_unpack_from(mv, pos)
+            _r10 = pos
             pos += 11
-            f_kind = _EB7[f_kind]
-            _e_epoch = _r5 + 9
+            f_kind = _EB12[f_kind]
+            _e_epoch = _r10 + 9
             if f_content_size > 4081:
                 raise ConstraintError('value out of range')
             _s_content = pos
@@ -2166,9 +1520,9 @@ def _m_page(mv, pos, end, _rest=_decode_many):
             f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_content = pos
-            f_crc, = _S8_unpack_from(mv, pos)
+            f_crc, = _S6_unpack_from(mv, pos)
             pos += 4
-            _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
+            _ck = _ck_crc32c(b''.join((mv[_r10:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
                 raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
@@ -2191,38 +1545,38 @@ def _e_page(out, v):
     _s_kind = len(out)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
-    out += _S5.pack(v.kind, v.epoch, 0)
+    out += _S10.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
     _b = v.content
     out += _b
     _size_content = len(out) - _ps
-    _S10.pack_into(out, _at_content_size, _size_content)
+    _S14.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content],)))
-    out += _S8.pack(f_crc)
+    out += _S6.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
     if (_size_content > 4081):
         raise EncodeError('value ' + repr(_size_content) + ' out of range None..4081', path='content_size')
 
 def _em_page(values):
     out = bytearray()
-    _S5_pack = _S5.pack
-    _S8_pack = _S8.pack
+    _S10_pack = _S10.pack
+    _S6_pack = _S6.pack
     for v in values:
         start = len(out)
         _s_kind = len(out)
         _e_epoch = len(out) + 9
         _at_content_size = len(out) + 9
-        out += _S5_pack(v.kind, v.epoch, 0)
+        out += _S10_pack(v.kind, v.epoch, 0)
         _s_content = len(out)
         _ps = len(out)
         _b = v.content
         out += _b
         _size_content = len(out) - _ps
-        _S10.pack_into(out, _at_content_size, _size_content)
+        _S14.pack_into(out, _at_content_size, _size_content)
         _e_content = len(out)
-        out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content]))))
+        out += _S6_pack(_ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content]))))
         out += bytes(-(len(out) - start) % 4096)
         if _size_content > 4081:
             raise EncodeError('value ' + repr(_size_content) + ' out of range None..4081', path='content_size')
@@ -2253,14 +1607,14 @@ def _d_header_slot(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
-        raise _short(pos, end, _T6)
-    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
-    _r5 = pos
+        raise _short(pos, end, _T11)
+    f_kind, f_epoch, f_content_size = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 11
-    f_kind = _EB7[f_kind]
-    _e_epoch = _r5 + 9
+    f_kind = _EB12[f_kind]
+    _e_epoch = _r10 + 9
     if f_content_size > 4033:
-        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+        raise ConstraintError('value out of range', offset=_r10 + 9, path='content_size', expected='None..4033', found=f_content_size)
     _s_content = pos
     _n = f_content_size
     if _n < 0:
@@ -2271,13 +1625,13 @@ def _d_header_slot(mv, pos, end):
     pos += _n
     _e_content = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T9)
-    f_crc, = _S8.unpack_from(mv, pos)
-    _r8 = pos
+        raise _short(pos, end, _T7)
+    f_crc, = _S6.unpack_from(mv, pos)
+    _r6 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content],)))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
     _n = (-(pos - start)) % 4096
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
@@ -2293,7 +1647,7 @@ def _u_header_slot(mv, pos, end):
     _isb = mv.__class__ is bytes
     start = pos
     _s_header = pos
-    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
+    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S15.unpack_from(mv, pos)
     pos += 48
     if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
         raise ConstraintError('bad magic')
@@ -2307,10 +1661,10 @@ def _u_header_slot(mv, pos, end):
     _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
     _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
     _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-    _r5 = pos
+    _r10 = pos
     pos += 11
-    f_kind = _EB7[f_kind]
-    _e_epoch = _r5 + 9
+    f_kind = _EB12[f_kind]
+    _e_epoch = _r10 + 9
     if f_content_size > 4033:
         raise ConstraintError('value out of range')
     _s_content = pos
@@ -2318,7 +1672,7 @@ def _u_header_slot(mv, pos, end):
     f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_content = pos
-    f_crc, = _S8.unpack_from(mv, pos)
+    f_crc, = _S6.unpack_from(mv, pos)
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
@@ -2338,8 +1692,8 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S11_unpack_from = _S11.unpack_from
-    _S8_unpack_from = _S8.unpack_from
+    _S15_unpack_from = _S15.unpack_from
+    _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
@@ -2347,7 +1701,7 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             _rs = pos
             start = pos
             _s_header = pos
-            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11_unpack_from(mv, pos)
+            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S15_unpack_from(mv, pos)
             pos += 48
             if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
                 raise ConstraintError('bad magic')
@@ -2361,10 +1715,10 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
             _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
             _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-            _r5 = pos
+            _r10 = pos
             pos += 11
-            f_kind = _EB7[f_kind]
-            _e_epoch = _r5 + 9
+            f_kind = _EB12[f_kind]
+            _e_epoch = _r10 + 9
             if f_content_size > 4033:
                 raise ConstraintError('value out of range')
             _s_content = pos
@@ -2372,7 +1726,7 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_content = pos
-            f_crc, = _S8_unpack_from(mv, pos)
+            f_crc, = _S6_unpack_from(mv, pos)
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
@@ -2402,16 +1756,16 @@ def _e_header_slot(out, v):
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
-    out += _S5.pack(v.kind, v.epoch, 0)
+    out += _S10.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
     _b = v.content
     out += _b
     _size_content = len(out) - _ps
-    _S10.pack_into(out, _at_content_size, _size_content)
+    _S14.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content],)))
-    out += _S8.pack(f_crc)
+    out += _S6.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
     if (_size_content > 4033):
         raise EncodeError('value ' + repr(_size_content) + ' out of range None..4033', path='content_size')
@@ -2419,8 +1773,8 @@ def _e_header_slot(out, v):
 def _em_header_slot(values):
     out = bytearray()
     _S0_pack = _S0.pack
-    _S5_pack = _S5.pack
-    _S8_pack = _S8.pack
+    _S10_pack = _S10.pack
+    _S6_pack = _S6.pack
     for v in values:
         start = len(out)
         _s_header = len(out)
@@ -2430,15 +1784,15 @@ def _em_header_slot(values):
         out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
         _e_epoch = len(out) + 9
         _at_content_size = len(out) + 9
-        out += _S5_pack(v.kind, v.epoch, 0)
+        out += _S10_pack(v.kind, v.epoch, 0)
         _s_content = len(out)
         _ps = len(out)
         _b = v.content
         out += _b
         _size_content = len(out) - _ps
-        _S10.pack_into(out, _at_content_size, _size_content)
+        _S14.pack_into(out, _at_content_size, _size_content)
         _e_content = len(out)
-        out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content]))))
+        out += _S6_pack(_ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content]))))
         out += bytes(-(len(out) - start) % 4096)
         if _size_content > 4033:
             raise EncodeError('value ' + repr(_size_content) + ' out of range None..4033', path='content_size')
@@ -2447,15 +1801,15 @@ def _em_header_slot(values):
 def _d_table_page(mv, pos, end):
     start = pos
     if pos + 11 > end:
-        raise _short(pos, end, _T6)
-    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
-    _r5 = pos
+        raise _short(pos, end, _T11)
+    f_kind, f_epoch, f_content_size = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 11
-    _s_kind = _r5
-    f_kind = _EB7[f_kind]
-    _e_epoch = _r5 + 9
+    _s_kind = _r10
+    f_kind = _EB12[f_kind]
+    _e_epoch = _r10 + 9
     if f_content_size > 4081:
-        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+        raise ConstraintError('value out of range', offset=_r10 + 9, path='content_size', expected='None..4081', found=f_content_size)
     _s_content = pos
     _n = f_content_size
     if _n < 0:
@@ -2474,13 +1828,13 @@ def _d_table_page(mv, pos, end):
     end = _outer_end_content
     _e_content = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T9)
-    f_crc, = _S8.unpack_from(mv, pos)
-    _r8 = pos
+        raise _short(pos, end, _T7)
+    f_crc, = _S6.unpack_from(mv, pos)
+    _r6 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_kind:_e_epoch], mv[_s_content:_e_content],)))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
     _n = (-(pos - start)) % 4096
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
@@ -2493,11 +1847,11 @@ def _d_table_page(mv, pos, end):
 
 def _u_table_page(mv, pos, end):
     start = pos
-    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
-    _r5 = pos
+    f_kind, f_epoch, f_content_size = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 11
-    f_kind = _EB7[f_kind]
-    _e_epoch = _r5 + 9
+    f_kind = _EB12[f_kind]
+    _e_epoch = _r10 + 9
     if f_content_size > 4081:
         raise ConstraintError('value out of range')
     _s_content = pos
@@ -2513,9 +1867,9 @@ def _u_table_page(mv, pos, end):
         raise ConstraintError('section size mismatch')
     end = _outer_end_content
     _e_content = pos
-    f_crc, = _S8.unpack_from(mv, pos)
+    f_crc, = _S6.unpack_from(mv, pos)
     pos += 4
-    _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
+    _ck = _ck_crc32c(b''.join((mv[_r10:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
         raise ChecksumError('crc32c mismatch')
     _n = -(pos - start) % 4096
@@ -2531,19 +1885,19 @@ def _m_table_page(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S5_unpack_from = _S5.unpack_from
-    _S8_unpack_from = _S8.unpack_from
+    _S10_unpack_from = _S10.unpack_from
+    _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
             start = pos
-            f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
-            _r5 = pos
+            f_kind, f_epoch, f_content_size = _S10_unpack_from(mv, pos)
+            _r10 = pos
             pos += 11
-            f_kind = _EB7[f_kind]
-            _e_epoch = _r5 + 9
+            f_kind = _EB12[f_kind]
+            _e_epoch = _r10 + 9
             if f_content_size > 4081:
                 raise ConstraintError('value out of range')
             _s_content = pos
@@ -2559,9 +1913,9 @@ def _m_table_page(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('section size mismatch')
             end = _outer_end_content
             _e_content = pos
-            f_crc, = _S8_unpack_from(mv, pos)
+            f_crc, = _S6_unpack_from(mv, pos)
             pos += 4
-            _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
+            _ck = _ck_crc32c(b''.join((mv[_r10:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
                 raise ChecksumError('crc32c mismatch')
             _n = -(pos - start) % 4096
@@ -2584,7 +1938,7 @@ def _e_table_page(out, v):
     _s_kind = len(out)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
-    out += _S5.pack(v.kind, v.epoch, 0)
+    out += _S10.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
     _table_content__v = v.content
@@ -2595,7 +1949,7 @@ def _e_table_page(out, v):
     out += _uleb128_encode(_table_content___w) if (_table_content___w := 0).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
     for _table_content___x in _table_content__v.statements:
         out += _uleb128_encode(_table_content___statement___w) if (_table_content___statement___w := _table_content___x.id_delta).__class__ is not int or not -1 < _table_content___statement___w < 16384 else _uleb128_one[_table_content___statement___w] if _table_content___statement___w < 128 else bytes((_table_content___statement___w & 127 | 128, _table_content___statement___w >> 7))
-        out += _S2.pack(_table_content___x.tag)
+        out += _S8.pack(_table_content___x.tag)
         _table_content___statement___tag = _table_content___x.tag
         if _table_content___statement___tag == 0:
             if _table_content___x.body.__class__ is not RefBody:
@@ -2632,25 +1986,25 @@ def _e_table_page(out, v):
                 raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
             out += _table_content___statement___inline_body___b
     _size_content = len(out) - _ps
-    _S10.pack_into(out, _at_content_size, _size_content)
+    _S14.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content],)))
-    out += _S8.pack(f_crc)
+    out += _S6.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
     if (_size_content > 4081):
         raise EncodeError('value ' + repr(_size_content) + ' out of range None..4081', path='content_size')
 
 def _em_table_page(values):
     out = bytearray()
-    _S2_pack = _S2.pack
-    _S5_pack = _S5.pack
+    _S10_pack = _S10.pack
+    _S6_pack = _S6.pack
     _S8_pack = _S8.pack
     for v in values:
         start = len(out)
         _s_kind = len(out)
         _e_epoch = len(out) + 9
         _at_content_size = len(out) + 9
-        out += _S5_pack(v.kind, v.epoch, 0)
+        out += _S10_pack(v.kind, v.epoch, 0)
         _s_content = len(out)
         _ps = len(out)
         _table_content__v = v.content
@@ -2661,7 +2015,7 @@ def _em_table_page(values):
         out += _uleb128_encode(_table_content___w) if (_table_content___w := 0).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
         for _table_content___x in _table_content__v.statements:
             out += _uleb128_encode(_table_content___statement___w) if (_table_content___statement___w := _table_content___x.id_delta).__class__ is not int or not -1 < _table_content___statement___w < 16384 else _uleb128_one[_table_content___statement___w] if _table_content___statement___w < 128 else bytes((_table_content___statement___w & 127 | 128, _table_content___statement___w >> 7))
-            out += _S2_pack(_table_content___x.tag)
+            out += _S8_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
                 if _table_content___x.body.__class__ is not RefBody:
@@ -2698,9 +2052,9 @@ def _em_table_page(values):
                     raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
                 out += _table_content___statement___inline_body___b
         _size_content = len(out) - _ps
-        _S10.pack_into(out, _at_content_size, _size_content)
+        _S14.pack_into(out, _at_content_size, _size_content)
         _e_content = len(out)
-        out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content]))))
+        out += _S6_pack(_ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content]))))
         out += bytes(-(len(out) - start) % 4096)
         if _size_content > 4081:
             raise EncodeError('value ' + repr(_size_content) + ' out of range None..4081', path='content_size')
@@ -2731,14 +2085,14 @@ def _d_header_page(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
-        raise _short(pos, end, _T6)
-    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
-    _r5 = pos
+        raise _short(pos, end, _T11)
+    f_kind, f_epoch, f_content_size = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 11
-    f_kind = _EB7[f_kind]
-    _e_epoch = _r5 + 9
+    f_kind = _EB12[f_kind]
+    _e_epoch = _r10 + 9
     if f_content_size > 4033:
-        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+        raise ConstraintError('value out of range', offset=_r10 + 9, path='content_size', expected='None..4033', found=f_content_size)
     _s_content = pos
     _n = f_content_size
     if _n < 0:
@@ -2757,13 +2111,13 @@ def _d_header_page(mv, pos, end):
     end = _outer_end_content
     _e_content = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T9)
-    f_crc, = _S8.unpack_from(mv, pos)
-    _r8 = pos
+        raise _short(pos, end, _T7)
+    f_crc, = _S6.unpack_from(mv, pos)
+    _r6 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content],)))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
     _n = (-(pos - start)) % 4096
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
@@ -2778,7 +2132,7 @@ def _d_header_page(mv, pos, end):
 def _u_header_page(mv, pos, end):
     start = pos
     _s_header = pos
-    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
+    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S15.unpack_from(mv, pos)
     pos += 48
     if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
         raise ConstraintError('bad magic')
@@ -2792,10 +2146,10 @@ def _u_header_page(mv, pos, end):
     _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
     _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
     _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-    _r5 = pos
+    _r10 = pos
     pos += 11
-    f_kind = _EB7[f_kind]
-    _e_epoch = _r5 + 9
+    f_kind = _EB12[f_kind]
+    _e_epoch = _r10 + 9
     if f_content_size > 4033:
         raise ConstraintError('value out of range')
     _s_content = pos
@@ -2811,7 +2165,7 @@ def _u_header_page(mv, pos, end):
         raise ConstraintError('section size mismatch')
     end = _outer_end_content
     _e_content = pos
-    f_crc, = _S8.unpack_from(mv, pos)
+    f_crc, = _S6.unpack_from(mv, pos)
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
     if f_crc != _ck:
@@ -2830,8 +2184,8 @@ def _m_header_page(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S11_unpack_from = _S11.unpack_from
-    _S8_unpack_from = _S8.unpack_from
+    _S15_unpack_from = _S15.unpack_from
+    _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
@@ -2839,7 +2193,7 @@ def _m_header_page(mv, pos, end, _rest=_decode_many):
             _rs = pos
             start = pos
             _s_header = pos
-            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11_unpack_from(mv, pos)
+            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S15_unpack_from(mv, pos)
             pos += 48
             if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
                 raise ConstraintError('bad magic')
@@ -2853,10 +2207,10 @@ def _m_header_page(mv, pos, end, _rest=_decode_many):
             _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
             _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
             _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-            _r5 = pos
+            _r10 = pos
             pos += 11
-            f_kind = _EB7[f_kind]
-            _e_epoch = _r5 + 9
+            f_kind = _EB12[f_kind]
+            _e_epoch = _r10 + 9
             if f_content_size > 4033:
                 raise ConstraintError('value out of range')
             _s_content = pos
@@ -2872,7 +2226,7 @@ def _m_header_page(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('section size mismatch')
             end = _outer_end_content
             _e_content = pos
-            f_crc, = _S8_unpack_from(mv, pos)
+            f_crc, = _S6_unpack_from(mv, pos)
             pos += 4
             _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
             if f_crc != _ck:
@@ -2902,7 +2256,7 @@ def _e_header_page(out, v):
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
-    out += _S5.pack(v.kind, v.epoch, 0)
+    out += _S10.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
     _table_content__v = v.content
@@ -2913,7 +2267,7 @@ def _e_header_page(out, v):
     out += _uleb128_encode(_table_content___w) if (_table_content___w := 0).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
     for _table_content___x in _table_content__v.statements:
         out += _uleb128_encode(_table_content___statement___w) if (_table_content___statement___w := _table_content___x.id_delta).__class__ is not int or not -1 < _table_content___statement___w < 16384 else _uleb128_one[_table_content___statement___w] if _table_content___statement___w < 128 else bytes((_table_content___statement___w & 127 | 128, _table_content___statement___w >> 7))
-        out += _S2.pack(_table_content___x.tag)
+        out += _S8.pack(_table_content___x.tag)
         _table_content___statement___tag = _table_content___x.tag
         if _table_content___statement___tag == 0:
             if _table_content___x.body.__class__ is not RefBody:
@@ -2950,10 +2304,10 @@ def _e_header_page(out, v):
                 raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
             out += _table_content___statement___inline_body___b
     _size_content = len(out) - _ps
-    _S10.pack_into(out, _at_content_size, _size_content)
+    _S14.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content],)))
-    out += _S8.pack(f_crc)
+    out += _S6.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
     if (_size_content > 4033):
         raise EncodeError('value ' + repr(_size_content) + ' out of range None..4033', path='content_size')
@@ -2961,8 +2315,8 @@ def _e_header_page(out, v):
 def _em_header_page(values):
     out = bytearray()
     _S0_pack = _S0.pack
-    _S2_pack = _S2.pack
-    _S5_pack = _S5.pack
+    _S10_pack = _S10.pack
+    _S6_pack = _S6.pack
     _S8_pack = _S8.pack
     for v in values:
         start = len(out)
@@ -2973,7 +2327,7 @@ def _em_header_page(values):
         out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
         _e_epoch = len(out) + 9
         _at_content_size = len(out) + 9
-        out += _S5_pack(v.kind, v.epoch, 0)
+        out += _S10_pack(v.kind, v.epoch, 0)
         _s_content = len(out)
         _ps = len(out)
         _table_content__v = v.content
@@ -2984,7 +2338,7 @@ def _em_header_page(values):
         out += _uleb128_encode(_table_content___w) if (_table_content___w := 0).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
         for _table_content___x in _table_content__v.statements:
             out += _uleb128_encode(_table_content___statement___w) if (_table_content___statement___w := _table_content___x.id_delta).__class__ is not int or not -1 < _table_content___statement___w < 16384 else _uleb128_one[_table_content___statement___w] if _table_content___statement___w < 128 else bytes((_table_content___statement___w & 127 | 128, _table_content___statement___w >> 7))
-            out += _S2_pack(_table_content___x.tag)
+            out += _S8_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
                 if _table_content___x.body.__class__ is not RefBody:
@@ -3021,9 +2375,9 @@ def _em_header_page(values):
                     raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
                 out += _table_content___statement___inline_body___b
         _size_content = len(out) - _ps
-        _S10.pack_into(out, _at_content_size, _size_content)
+        _S14.pack_into(out, _at_content_size, _size_content)
         _e_content = len(out)
-        out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content]))))
+        out += _S6_pack(_ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content]))))
         out += bytes(-(len(out) - start) % 4096)
         if _size_content > 4033:
             raise EncodeError('value ' + repr(_size_content) + ' out of range None..4033', path='content_size')
@@ -3046,68 +2400,10 @@ def _d_journal_free(mv, pos, end):
     _obj.id = f_id
     return _obj, pos
 
-def _u_journal_free(mv, pos, end):
-    f_id = mv[pos]
-    if f_id < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_id = f_id & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_id, pos = _uleb128(mv, pos, end, 'id')
-    if not (f_id >= 1 and f_id <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id')
-    _obj = _new(JournalFree)
-    _obj.id = f_id
-    return (_obj, pos)
-
-def _m_journal_free(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_id = mv[pos]
-            if f_id < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_id = f_id & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_id, pos = _uleb128(mv, pos, end, 'id')
-            if not (f_id >= 1 and f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id')
-            _obj = _new(JournalFree)
-            _obj.id = f_id
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_journal_free, 'journal_free', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_journal_free, 'journal_free', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_journal_free(out, v):
     if not (((v.id >= 1) and (v.id <= 4294967295))):
         raise EncodeError('a journal record names an invalid id', path='id')
     out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-
-def _em_journal_free(values):
-    out = bytearray()
-    for v in values:
-        if not (v.id >= 1 and v.id <= 4294967295):
-            raise EncodeError('a journal record names an invalid id', path='id')
-        out += _uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-    return bytes(out)
 
 def _d_journal_resize(mv, pos, end):
     _a_id = pos
@@ -3139,82 +2435,6 @@ def _d_journal_resize(mv, pos, end):
     _obj.size = f_size
     return _obj, pos
 
-def _u_journal_resize(mv, pos, end):
-    f_id = mv[pos]
-    if f_id < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_id = f_id & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_id, pos = _uleb128(mv, pos, end, 'id')
-    if not (f_id >= 1 and f_id <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id')
-    f_size = mv[pos]
-    if f_size < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_size = f_size & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_size, pos = _uleb128(mv, pos, end, 'size')
-    if not f_size <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1')
-    _obj = _new(JournalResize)
-    _obj.id = f_id
-    _obj.size = f_size
-    return (_obj, pos)
-
-def _m_journal_resize(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_id = mv[pos]
-            if f_id < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_id = f_id & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_id, pos = _uleb128(mv, pos, end, 'id')
-            if not (f_id >= 1 and f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id')
-            f_size = mv[pos]
-            if f_size < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_size = f_size & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_size, pos = _uleb128(mv, pos, end, 'size')
-            if not f_size <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1')
-            _obj = _new(JournalResize)
-            _obj.id = f_id
-            _obj.size = f_size
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_journal_resize, 'journal_resize', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_journal_resize, 'journal_resize', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_journal_resize(out, v):
     if not (((v.id >= 1) and (v.id <= 4294967295))):
         raise EncodeError('a journal record names an invalid id', path='id')
@@ -3222,17 +2442,6 @@ def _e_journal_resize(out, v):
         raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
     out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-
-def _em_journal_resize(values):
-    out = bytearray()
-    for v in values:
-        if not (v.id >= 1 and v.id <= 4294967295):
-            raise EncodeError('a journal record names an invalid id', path='id')
-        if not v.size <= 4294967295:
-            raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
-        out += _uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-        out += _uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-    return bytes(out)
 
 def _d_journal_write(mv, pos, end):
     _a_id = pos
@@ -3281,116 +2490,6 @@ def _d_journal_write(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
-def _u_journal_write(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_id = mv[pos]
-    if f_id < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_id = f_id & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_id, pos = _uleb128(mv, pos, end, 'id')
-    if not (f_id >= 1 and f_id <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id')
-    f_offset = mv[pos]
-    if f_offset < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_offset = f_offset & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_offset, pos = _uleb128(mv, pos, end, 'offset')
-    f_length = mv[pos]
-    if f_length < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_length = f_length & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_length, pos = _uleb128(mv, pos, end, 'length')
-    if not f_offset + f_length <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1')
-    _n = f_length
-    if _n < 0:
-        raise ConstraintError('negative size')
-    f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    pos += _n
-    _obj = _new(JournalWrite)
-    _obj.id = f_id
-    _obj.offset = f_offset
-    _obj.data = f_data
-    return (_obj, pos)
-
-def _m_journal_write(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_id = mv[pos]
-            if f_id < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_id = f_id & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_id, pos = _uleb128(mv, pos, end, 'id')
-            if not (f_id >= 1 and f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id')
-            f_offset = mv[pos]
-            if f_offset < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_offset = f_offset & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_offset, pos = _uleb128(mv, pos, end, 'offset')
-            f_length = mv[pos]
-            if f_length < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_length = f_length & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_length, pos = _uleb128(mv, pos, end, 'length')
-            if not f_offset + f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1')
-            _n = f_length
-            if _n < 0:
-                raise ConstraintError('negative size')
-            f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            pos += _n
-            _obj = _new(JournalWrite)
-            _obj.id = f_id
-            _obj.offset = f_offset
-            _obj.data = f_data
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_journal_write, 'journal_write', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_journal_write, 'journal_write', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_journal_write(out, v):
     if not (((v.id >= 1) and (v.id <= 4294967295))):
         raise EncodeError('a journal record names an invalid id', path='id')
@@ -3403,28 +2502,6 @@ def _e_journal_write(out, v):
     if len(_b) != len(v.data):
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
     out += _b
-
-def _em_journal_write(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not (v.id >= 1 and v.id <= 4294967295):
-            raise EncodeError('a journal record names an invalid id', path='id')
-        if not v.offset + len(v.data) <= 4294967295:
-            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-        _a(_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := len(v.data)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _b = v.data
-        if len(_b) != len(v.data):
-            raise EncodeError('wrong length ' + str(len(_b)), path='data')
-        _a(_b)
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 def _d_journal_splice(mv, pos, end):
     _a_id = pos
@@ -3486,142 +2563,6 @@ def _d_journal_splice(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
-def _u_journal_splice(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_id = mv[pos]
-    if f_id < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_id = f_id & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_id, pos = _uleb128(mv, pos, end, 'id')
-    if not (f_id >= 1 and f_id <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id')
-    f_offset = mv[pos]
-    if f_offset < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_offset = f_offset & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_offset, pos = _uleb128(mv, pos, end, 'offset')
-    f_old_len = mv[pos]
-    if f_old_len < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_old_len = f_old_len & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
-    if not f_offset + f_old_len <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1')
-    f_length = mv[pos]
-    if f_length < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_length = f_length & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_length, pos = _uleb128(mv, pos, end, 'length')
-    if not f_offset + f_length <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1')
-    _n = f_length
-    if _n < 0:
-        raise ConstraintError('negative size')
-    f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    pos += _n
-    _obj = _new(JournalSplice)
-    _obj.id = f_id
-    _obj.offset = f_offset
-    _obj.old_len = f_old_len
-    _obj.data = f_data
-    return (_obj, pos)
-
-def _m_journal_splice(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_id = mv[pos]
-            if f_id < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_id = f_id & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_id, pos = _uleb128(mv, pos, end, 'id')
-            if not (f_id >= 1 and f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id')
-            f_offset = mv[pos]
-            if f_offset < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_offset = f_offset & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_offset, pos = _uleb128(mv, pos, end, 'offset')
-            f_old_len = mv[pos]
-            if f_old_len < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_old_len = f_old_len & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
-            if not f_offset + f_old_len <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1')
-            f_length = mv[pos]
-            if f_length < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_length = f_length & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_length, pos = _uleb128(mv, pos, end, 'length')
-            if not f_offset + f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1')
-            _n = f_length
-            if _n < 0:
-                raise ConstraintError('negative size')
-            f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            pos += _n
-            _obj = _new(JournalSplice)
-            _obj.id = f_id
-            _obj.offset = f_offset
-            _obj.old_len = f_old_len
-            _obj.data = f_data
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_journal_splice, 'journal_splice', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_journal_splice, 'journal_splice', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_journal_splice(out, v):
     if not (((v.id >= 1) and (v.id <= 4294967295))):
         raise EncodeError('a journal record names an invalid id', path='id')
@@ -3637,31 +2578,6 @@ def _e_journal_splice(out, v):
     if len(_b) != len(v.data):
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
     out += _b
-
-def _em_journal_splice(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not (v.id >= 1 and v.id <= 4294967295):
-            raise EncodeError('a journal record names an invalid id', path='id')
-        if not v.offset + v.old_len <= 4294967295:
-            raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
-        if not v.offset + len(v.data) <= 4294967295:
-            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-        _a(_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.old_len).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := len(v.data)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _b = v.data
-        if len(_b) != len(v.data):
-            raise EncodeError('wrong length ' + str(len(_b)), path='data')
-        _a(_b)
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 def _d_journal_copy(mv, pos, end):
     _a_src = pos
@@ -3729,156 +2645,6 @@ def _d_journal_copy(mv, pos, end):
     _obj.dst_offset = f_dst_offset
     return _obj, pos
 
-def _u_journal_copy(mv, pos, end):
-    f_src = mv[pos]
-    if f_src < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_src = f_src & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_src, pos = _uleb128(mv, pos, end, 'src')
-    if not (f_src >= 1 and f_src <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id')
-    f_src_offset = mv[pos]
-    if f_src_offset < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_src_offset = f_src_offset & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-    f_length = mv[pos]
-    if f_length < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_length = f_length & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_length, pos = _uleb128(mv, pos, end, 'length')
-    if not f_src_offset + f_length <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1')
-    f_dst = mv[pos]
-    if f_dst < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_dst = f_dst & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_dst, pos = _uleb128(mv, pos, end, 'dst')
-    if not (f_dst >= 1 and f_dst <= 4294967295):
-        raise ConstraintError('a journal record names an invalid id')
-    f_dst_offset = mv[pos]
-    if f_dst_offset < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_dst_offset = f_dst_offset & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
-    if not f_dst_offset + f_length <= 4294967295:
-        raise ConstraintError('a journal record reaches past 2**32 - 1')
-    _obj = _new(JournalCopy)
-    _obj.src = f_src
-    _obj.src_offset = f_src_offset
-    _obj.length = f_length
-    _obj.dst = f_dst
-    _obj.dst_offset = f_dst_offset
-    return (_obj, pos)
-
-def _m_journal_copy(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_src = mv[pos]
-            if f_src < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_src = f_src & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_src, pos = _uleb128(mv, pos, end, 'src')
-            if not (f_src >= 1 and f_src <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id')
-            f_src_offset = mv[pos]
-            if f_src_offset < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_src_offset = f_src_offset & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-            f_length = mv[pos]
-            if f_length < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_length = f_length & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_length, pos = _uleb128(mv, pos, end, 'length')
-            if not f_src_offset + f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1')
-            f_dst = mv[pos]
-            if f_dst < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_dst = f_dst & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_dst, pos = _uleb128(mv, pos, end, 'dst')
-            if not (f_dst >= 1 and f_dst <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id')
-            f_dst_offset = mv[pos]
-            if f_dst_offset < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_dst_offset = f_dst_offset & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
-            if not f_dst_offset + f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1')
-            _obj = _new(JournalCopy)
-            _obj.src = f_src
-            _obj.src_offset = f_src_offset
-            _obj.length = f_length
-            _obj.dst = f_dst
-            _obj.dst_offset = f_dst_offset
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_journal_copy, 'journal_copy', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_journal_copy, 'journal_copy', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_journal_copy(out, v):
     if not (((v.src >= 1) and (v.src <= 4294967295))):
         raise EncodeError('a journal record names an invalid id', path='src')
@@ -3894,39 +2660,15 @@ def _e_journal_copy(out, v):
     out += (_uleb128_encode(_w) if (_w := v.dst).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.dst_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
-def _em_journal_copy(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not (v.src >= 1 and v.src <= 4294967295):
-            raise EncodeError('a journal record names an invalid id', path='src')
-        if not v.src_offset + v.length <= 4294967295:
-            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-        if not (v.dst >= 1 and v.dst <= 4294967295):
-            raise EncodeError('a journal record names an invalid id', path='dst')
-        if not v.dst_offset + v.length <= 4294967295:
-            raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
-        _a(_uleb128_encode(_w) if (_w := v.src).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.src_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.length).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.dst).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_uleb128_encode(_w) if (_w := v.dst_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
-
 def _d_journal_record(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T3)
+        raise _short(pos, end, _T9)
     f_tag = mv[pos]
-    _r2 = pos
+    _r8 = pos
     pos += 1
     _v = _JOURNALTAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown journal_tag value', offset=_r2, path='tag', expected=[1, 2, 3, 4, 5, 6], found=f_tag)
+        raise ConstraintError('unknown journal_tag value', offset=_r8, path='tag', expected=[1, 2, 3, 4, 5, 6], found=f_tag)
     f_tag = _v
     _tag = f_tag
     if _tag == 1:
@@ -4837,7 +3579,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_record(out, v):
-    out += _S2.pack(_JOURNALTAG_BY_VALUE[v.tag])
+    out += _S8.pack(_JOURNALTAG_BY_VALUE[v.tag])
     _tag = v.tag
     if _tag == 1:
         if v.body.__class__ is not JournalFree:
@@ -4930,12 +3672,12 @@ def _em_journal_record(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S2_pack = _S2.pack
+    _S8_pack = _S8.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S2_pack(_JOURNALTAG_BY_VALUE[v.tag]))
+        _a(_S8_pack(_JOURNALTAG_BY_VALUE[v.tag]))
         _tag = v.tag
         if _tag == 1:
             if v.body.__class__ is not JournalFree:
@@ -5037,13 +3779,13 @@ def _d_journal_records(mv, pos, end):
             try:
                 _journal_record___re_pos, _journal_record___re_end = (pos, end)
                 if pos + 1 > end:
-                    raise _short(pos, end, _T3)
+                    raise _short(pos, end, _T9)
                 _journal_record__f_tag = mv[pos]
-                _journal_record___r2 = pos
+                _journal_record___r8 = pos
                 pos += 1
                 _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
                 if _journal_record___v is None:
-                    raise ConstraintError('unknown journal_tag value', offset=_journal_record___r2, path='tag', expected=[1, 2, 3, 4, 5, 6], found=_journal_record__f_tag)
+                    raise ConstraintError('unknown journal_tag value', offset=_journal_record___r8, path='tag', expected=[1, 2, 3, 4, 5, 6], found=_journal_record__f_tag)
                 _journal_record__f_tag = _journal_record___v
                 _journal_record___tag = _journal_record__f_tag
                 if _journal_record___tag == 1:
@@ -5196,7 +3938,7 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
 
 def _e_journal_records(out, v):
     for _x in v.records:
-        out += _S2.pack(_JOURNALTAG_BY_VALUE[_x.tag])
+        out += _S8.pack(_JOURNALTAG_BY_VALUE[_x.tag])
         _journal_record___tag = _x.tag
         if _journal_record___tag == 1:
             if _x.body.__class__ is not JournalFree:
@@ -5289,13 +4031,13 @@ def _em_journal_records(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S2_pack = _S2.pack
+    _S8_pack = _S8.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         for _x in v.records:
-            _a(_S2_pack(_JOURNALTAG_BY_VALUE[_x.tag]))
+            _a(_S8_pack(_JOURNALTAG_BY_VALUE[_x.tag]))
             _journal_record___tag = _x.tag
             if _journal_record___tag == 1:
                 if _x.body.__class__ is not JournalFree:
@@ -5407,8 +4149,8 @@ def _d_journal_transaction(mv, pos, end):
     f_records = bytes(mv[pos:pos + _n])
     pos += _n
     if pos + 4 > end:
-        raise _short(pos, end, _T9)
-    f_crc, = _S8.unpack_from(mv, pos)
+        raise _short(pos, end, _T7)
+    f_crc, = _S6.unpack_from(mv, pos)
     pos += 4
     _obj = _new(JournalTransaction)
     _obj.records = f_records
@@ -5434,7 +4176,7 @@ def _u_journal_transaction(mv, pos, end):
         raise ConstraintError('negative size')
     f_records = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
-    f_crc, = _S8.unpack_from(mv, pos)
+    f_crc, = _S6.unpack_from(mv, pos)
     pos += 4
     _obj = _new(JournalTransaction)
     _obj.records = f_records
@@ -5447,7 +4189,7 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S8_unpack_from = _S8.unpack_from
+    _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
@@ -5470,7 +4212,7 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('negative size')
             f_records = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
-            f_crc, = _S8_unpack_from(mv, pos)
+            f_crc, = _S6_unpack_from(mv, pos)
             pos += 4
             _obj = _new(JournalTransaction)
             _obj.records = f_records
@@ -5492,13 +4234,13 @@ def _e_journal_transaction(out, v):
     if len(_b) != len(v.records):
         raise EncodeError('wrong length ' + str(len(_b)), path='records')
     out += _b
-    out += _S8.pack(v.crc)
+    out += _S6.pack(v.crc)
 
 def _em_journal_transaction(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S8_pack = _S8.pack
+    _S6_pack = _S6.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
@@ -5510,14 +4252,14 @@ def _em_journal_transaction(values):
         if len(_b) != len(v.records):
             raise EncodeError('wrong length ' + str(len(_b)), path='records')
         _a(_b)
-        _a(_S8_pack(v.crc))
+        _a(_S6_pack(v.crc))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
 def _d_journal_page(mv, pos, end):
     if pos + 4096 > end:
-        raise _short(pos, end, _T13)
-    f_stream, f_next, f_crc = _S12.unpack_from(mv, pos)
+        raise _short(pos, end, _T5)
+    f_stream, f_next, f_crc = _S4.unpack_from(mv, pos)
     pos += 4096
     _obj = _new(JournalPage)
     _obj.stream = f_stream
@@ -5526,7 +4268,7 @@ def _d_journal_page(mv, pos, end):
     return _obj, pos
 
 def _u_journal_page(mv, pos, end):
-    f_stream, f_next, f_crc = _S12.unpack_from(mv, pos)
+    f_stream, f_next, f_crc = _S4.unpack_from(mv, pos)
     pos += 4096
     _obj = _new(JournalPage)
     _obj.stream = f_stream
@@ -5539,13 +4281,13 @@ def _m_journal_page(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S12_unpack_from = _S12.unpack_from
+    _S4_unpack_from = _S4.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_stream, f_next, f_crc = _S12_unpack_from(mv, pos)
+            f_stream, f_next, f_crc = _S4_unpack_from(mv, pos)
             pos += 4096
             _obj = _new(JournalPage)
             _obj.stream = f_stream
@@ -5563,28 +4305,28 @@ def _m_journal_page(mv, pos, end, _rest=_decode_many):
 def _e_journal_page(out, v):
     if len(v.stream) != 4088:
         raise EncodeError('expected 4088 bytes, found ' + str(len(v.stream)), path='stream')
-    out += _S12.pack(v.stream, v.next, v.crc)
+    out += _S4.pack(v.stream, v.next, v.crc)
 
 def _em_journal_page(values):
     out = bytearray()
-    _S12_pack = _S12.pack
+    _S4_pack = _S4.pack
     for v in values:
         if len(v.stream) != 4088:
             raise EncodeError('expected 4088 bytes, found ' + str(len(v.stream)), path='stream')
-        out += _S12_pack(v.stream, v.next, v.crc)
+        out += _S4_pack(v.stream, v.next, v.crc)
     return bytes(out)
 
 def _d_journal_seed(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T15)
-    f_segment_epoch, = _S14.unpack_from(mv, pos)
+        raise _short(pos, end, _T3)
+    f_segment_epoch, = _S2.unpack_from(mv, pos)
     pos += 8
     _obj = _new(JournalSeed)
     _obj.segment_epoch = f_segment_epoch
     return _obj, pos
 
 def _u_journal_seed(mv, pos, end):
-    f_segment_epoch, = _S14.unpack_from(mv, pos)
+    f_segment_epoch, = _S2.unpack_from(mv, pos)
     pos += 8
     _obj = _new(JournalSeed)
     _obj.segment_epoch = f_segment_epoch
@@ -5595,13 +4337,13 @@ def _m_journal_seed(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S14_unpack_from = _S14.unpack_from
+    _S2_unpack_from = _S2.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_segment_epoch, = _S14_unpack_from(mv, pos)
+            f_segment_epoch, = _S2_unpack_from(mv, pos)
             pos += 8
             _obj = _new(JournalSeed)
             _obj.segment_epoch = f_segment_epoch
@@ -5615,13 +4357,13 @@ def _m_journal_seed(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_seed(out, v):
-    out += _S14.pack(v.segment_epoch)
+    out += _S2.pack(v.segment_epoch)
 
 def _em_journal_seed(values):
     out = bytearray()
-    _S14_pack = _S14.pack
+    _S2_pack = _S2.pack
     for v in values:
-        out += _S14_pack(v.segment_epoch)
+        out += _S2_pack(v.segment_epoch)
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
@@ -5631,14 +4373,6 @@ def decode_header_fields(buf, offset: int = 0) -> tuple[HeaderFields, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_header_fields(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_header_fields(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5673,8 +4407,7 @@ def iter_header_fields(buf, offset: int = 0, end: int | None = None):
 def decode_many_header_fields(buf, offset: int = 0, end: int | None = None) -> list[HeaderFields]:
     """Decode consecutive `header_fields` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_header_fields``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_header_fields(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_header_fields, "header_fields", buf, offset, end, ())
 
 
 def decode_prefix_header_fields(buf, offset: int = 0, end: int | None = None) -> tuple[list[HeaderFields], int]:
@@ -5682,19 +4415,11 @@ def decode_prefix_header_fields(buf, offset: int = 0, end: int | None = None) ->
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_header_fields(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_header_fields, "header_fields", buf, offset, end, ())
 
 
 def encode_many_header_fields(values) -> bytes:
     """Encode consecutive `header_fields` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_header_fields(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_header_fields, "header_fields", values, ())
 
 
@@ -5712,14 +4437,6 @@ def decode_ref_body(buf, offset: int = 0) -> tuple[RefBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_ref_body(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_ref_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5754,8 +4471,7 @@ def iter_ref_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_ref_body(buf, offset: int = 0, end: int | None = None) -> list[RefBody]:
     """Decode consecutive `ref_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_ref_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_ref_body(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_ref_body, "ref_body", buf, offset, end, ())
 
 
 def decode_prefix_ref_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[RefBody], int]:
@@ -5763,19 +4479,11 @@ def decode_prefix_ref_body(buf, offset: int = 0, end: int | None = None) -> tupl
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_ref_body(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_ref_body, "ref_body", buf, offset, end, ())
 
 
 def encode_many_ref_body(values) -> bytes:
     """Encode consecutive `ref_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_ref_body(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_ref_body, "ref_body", values, ())
 
 
@@ -5793,14 +4501,6 @@ def decode_zero_body(buf, offset: int = 0) -> tuple[ZeroBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_zero_body(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_zero_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5835,8 +4535,7 @@ def iter_zero_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_zero_body(buf, offset: int = 0, end: int | None = None) -> list[ZeroBody]:
     """Decode consecutive `zero_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_zero_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_zero_body(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_zero_body, "zero_body", buf, offset, end, ())
 
 
 def decode_prefix_zero_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZeroBody], int]:
@@ -5844,19 +4543,11 @@ def decode_prefix_zero_body(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_zero_body(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_zero_body, "zero_body", buf, offset, end, ())
 
 
 def encode_many_zero_body(values) -> bytes:
     """Encode consecutive `zero_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_zero_body(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_zero_body, "zero_body", values, ())
 
 
@@ -5874,14 +4565,6 @@ def decode_shrink_body(buf, offset: int = 0) -> tuple[ShrinkBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_shrink_body(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_shrink_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5916,8 +4599,7 @@ def iter_shrink_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_shrink_body(buf, offset: int = 0, end: int | None = None) -> list[ShrinkBody]:
     """Decode consecutive `shrink_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_shrink_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_shrink_body(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_shrink_body, "shrink_body", buf, offset, end, ())
 
 
 def decode_prefix_shrink_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[ShrinkBody], int]:
@@ -5925,19 +4607,11 @@ def decode_prefix_shrink_body(buf, offset: int = 0, end: int | None = None) -> t
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_shrink_body(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_shrink_body, "shrink_body", buf, offset, end, ())
 
 
 def encode_many_shrink_body(values) -> bytes:
     """Encode consecutive `shrink_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_shrink_body(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_shrink_body, "shrink_body", values, ())
 
 
@@ -5955,14 +4629,6 @@ def decode_grow_body(buf, offset: int = 0) -> tuple[GrowBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_grow_body(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_grow_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5997,8 +4663,7 @@ def iter_grow_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_grow_body(buf, offset: int = 0, end: int | None = None) -> list[GrowBody]:
     """Decode consecutive `grow_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_grow_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_grow_body(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_grow_body, "grow_body", buf, offset, end, ())
 
 
 def decode_prefix_grow_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[GrowBody], int]:
@@ -6006,19 +4671,11 @@ def decode_prefix_grow_body(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_grow_body(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_grow_body, "grow_body", buf, offset, end, ())
 
 
 def encode_many_grow_body(values) -> bytes:
     """Encode consecutive `grow_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_grow_body(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_grow_body, "grow_body", values, ())
 
 
@@ -6036,14 +4693,6 @@ def decode_inline_body(buf, offset: int = 0, *, size_tag: int) -> tuple[InlineBo
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_inline_body(mv, offset, len(mv), size_tag)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_inline_body(mv, offset, len(mv), size_tag)
     except DecodeError as exc:
@@ -6078,8 +4727,7 @@ def iter_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: 
 def decode_many_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: int) -> list[InlineBody]:
     """Decode consecutive `inline_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_inline_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_inline_body(mv, offset, len(mv) if end is None else end, size_tag)
+    return _decode_many(_d_inline_body, "inline_body", buf, offset, end, (size_tag,))
 
 
 def decode_prefix_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: int) -> tuple[list[InlineBody], int]:
@@ -6087,19 +4735,11 @@ def decode_prefix_inline_body(buf, offset: int = 0, end: int | None = None, *, s
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_inline_body(mv, offset, end, size_tag, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_inline_body, "inline_body", buf, offset, end, (size_tag,))
 
 
 def encode_many_inline_body(values, *, size_tag: int) -> bytes:
     """Encode consecutive `inline_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_inline_body(values, size_tag)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_inline_body, "inline_body", values, (size_tag,))
 
 
@@ -6321,8 +4961,7 @@ def iter_table_content(buf, offset: int = 0, end: int | None = None):
 def decode_many_table_content(buf, offset: int = 0, end: int | None = None) -> list[TableContent]:
     """Decode consecutive `table_content` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_table_content``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_table_content(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_table_content, "table_content", buf, offset, end, ())
 
 
 def decode_prefix_table_content(buf, offset: int = 0, end: int | None = None) -> tuple[list[TableContent], int]:
@@ -6330,19 +4969,11 @@ def decode_prefix_table_content(buf, offset: int = 0, end: int | None = None) ->
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_table_content(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_table_content, "table_content", buf, offset, end, ())
 
 
 def encode_many_table_content(values) -> bytes:
     """Encode consecutive `table_content` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_table_content(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_table_content, "table_content", values, ())
 
 
@@ -6685,14 +5316,6 @@ def decode_journal_free(buf, offset: int = 0) -> tuple[JournalFree, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_journal_free(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_journal_free(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("journal_free") from None
@@ -6726,8 +5349,7 @@ def iter_journal_free(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_free(buf, offset: int = 0, end: int | None = None) -> list[JournalFree]:
     """Decode consecutive `journal_free` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_free``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_journal_free(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_journal_free, "journal_free", buf, offset, end, ())
 
 
 def decode_prefix_journal_free(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalFree], int]:
@@ -6735,19 +5357,11 @@ def decode_prefix_journal_free(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_journal_free(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_journal_free, "journal_free", buf, offset, end, ())
 
 
 def encode_many_journal_free(values) -> bytes:
     """Encode consecutive `journal_free` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_journal_free(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_free, "journal_free", values, ())
 
 
@@ -6765,14 +5379,6 @@ def decode_journal_resize(buf, offset: int = 0) -> tuple[JournalResize, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_journal_resize(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_journal_resize(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6807,8 +5413,7 @@ def iter_journal_resize(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_resize(buf, offset: int = 0, end: int | None = None) -> list[JournalResize]:
     """Decode consecutive `journal_resize` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_resize``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_journal_resize(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_journal_resize, "journal_resize", buf, offset, end, ())
 
 
 def decode_prefix_journal_resize(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalResize], int]:
@@ -6816,19 +5421,11 @@ def decode_prefix_journal_resize(buf, offset: int = 0, end: int | None = None) -
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_journal_resize(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_journal_resize, "journal_resize", buf, offset, end, ())
 
 
 def encode_many_journal_resize(values) -> bytes:
     """Encode consecutive `journal_resize` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_journal_resize(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_resize, "journal_resize", values, ())
 
 
@@ -6846,14 +5443,6 @@ def decode_journal_write(buf, offset: int = 0) -> tuple[JournalWrite, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_journal_write(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_journal_write(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6888,8 +5477,7 @@ def iter_journal_write(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_write(buf, offset: int = 0, end: int | None = None) -> list[JournalWrite]:
     """Decode consecutive `journal_write` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_write``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_journal_write(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_journal_write, "journal_write", buf, offset, end, ())
 
 
 def decode_prefix_journal_write(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalWrite], int]:
@@ -6897,19 +5485,11 @@ def decode_prefix_journal_write(buf, offset: int = 0, end: int | None = None) ->
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_journal_write(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_journal_write, "journal_write", buf, offset, end, ())
 
 
 def encode_many_journal_write(values) -> bytes:
     """Encode consecutive `journal_write` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_journal_write(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_write, "journal_write", values, ())
 
 
@@ -6927,14 +5507,6 @@ def decode_journal_splice(buf, offset: int = 0) -> tuple[JournalSplice, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_journal_splice(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_journal_splice(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6969,8 +5541,7 @@ def iter_journal_splice(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_splice(buf, offset: int = 0, end: int | None = None) -> list[JournalSplice]:
     """Decode consecutive `journal_splice` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_splice``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_journal_splice(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_journal_splice, "journal_splice", buf, offset, end, ())
 
 
 def decode_prefix_journal_splice(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalSplice], int]:
@@ -6978,19 +5549,11 @@ def decode_prefix_journal_splice(buf, offset: int = 0, end: int | None = None) -
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_journal_splice(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_journal_splice, "journal_splice", buf, offset, end, ())
 
 
 def encode_many_journal_splice(values) -> bytes:
     """Encode consecutive `journal_splice` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_journal_splice(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_splice, "journal_splice", values, ())
 
 
@@ -7008,14 +5571,6 @@ def decode_journal_copy(buf, offset: int = 0) -> tuple[JournalCopy, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_journal_copy(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_journal_copy(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7050,8 +5605,7 @@ def iter_journal_copy(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_copy(buf, offset: int = 0, end: int | None = None) -> list[JournalCopy]:
     """Decode consecutive `journal_copy` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_copy``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_journal_copy(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_journal_copy, "journal_copy", buf, offset, end, ())
 
 
 def decode_prefix_journal_copy(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalCopy], int]:
@@ -7059,19 +5613,11 @@ def decode_prefix_journal_copy(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_journal_copy(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_journal_copy, "journal_copy", buf, offset, end, ())
 
 
 def encode_many_journal_copy(values) -> bytes:
     """Encode consecutive `journal_copy` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_journal_copy(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_copy, "journal_copy", values, ())
 
 
@@ -9750,7 +8296,7 @@ CONSTRUCT_ENCODERS = {"header_fields": construct_encode_header_fields, "ref_body
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVLoIAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwGa2xhZGRllIwFdGl0bGWUjBRrbGFkZGUgYWRkcmVzcyB0YWJsZZSMBHNwZWOUjEFrbGFkZGUgZmlsZSBmb3JtYXQgYW5kIGFkZHJlc3MgdGFibGUgKHNwZWMudHh0OyBmYWN0cy5tZCDCpzEtwqc0KZSMA2RvY5RYpQEAAEZpeGVkIDQgS2lCIHBhZ2VzLiBFdmVyeSBwYWdlIGV4Y2VwdCBqb3VybmFsIHBhZ2VzIGNhcnJpZXMgMTUgYnl0ZXMgb2YgZnJhbWluZzoga2luZCwgZXBvY2gsIGNvbnRlbnRfc2l6ZSwgY29udGVu'
+    'gASVuoIAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwGa2xhZGRllIwFdGl0bGWUjBRrbGFkZGUgYWRkcmVzcyB0YWJsZZSMBHNwZWOUjEFrbGFkZGUgZmlsZSBmb3JtYXQgYW5kIGFkZHJlc3MgdGFibGUgKHNwZWMudHh0OyBmYWN0cy5tZCDCpzEtwqc0KZSMA2RvY5RYpQEAAEZpeGVkIDQgS2lCIHBhZ2VzLiBFdmVyeSBwYWdlIGV4Y2VwdCBqb3VybmFsIHBhZ2VzIGNhcnJpZXMgMTUgYnl0ZXMgb2YgZnJhbWluZzoga2luZCwgZXBvY2gsIGNvbnRlbnRfc2l6ZSwgY29udGVu'
     'dCwgdGhlbiBhIENSQy0zMkMgb3ZlciBldmVyeSBieXRlIGJlZm9yZSBjb250ZW50X3NpemUgcGx1cyB0aGUgY29udGVudDsgcGFkZGluZyB0byB0aGUgcGFnZSBlbmQgaXMgYXJiaXRyYXJ5LiBQYWdlcyAwIGFuZCAxIGFyZSBoZWFkZXIgc2xvdHM6IDQ4IGhlYWRlciBieXRlcyBiZWZvcmUgdGhlIGZyYW1pbmcsIGFuZCB0aGVpciBjb250ZW50IGlzIHRoZSByb290IGFkZHJlc3MgdGFibGUuIEFsbCBmaXhlZC13aWR0aCBpbnRlZ2VycyBhcmUgbGl0dGxlLWVuZGlhbjsgdmFyaWFibGUtd2lkdGggb25lcyBhcmUgdW5zaWduZWQg'
     'TEVCMTI4LgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UjBNzY2hlbWFzL2tsYWRkZS55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo2YzVmMDY4MWM3ZGI2YTExY2U1YTY0YjUwZTg2NWViOWQ4NTAzNjExOTMyMDNjZWY2OTBkMDFlNjhlNThhNWM5lIwIdmVyc2lvbnOUTowFZW51bXOUfZQojAlwYWdlX2tpbmSUaACMB0VudW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsIjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVtYmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjAxB'
     'ZGRyZXNzVGFibGWUjAV2YWx1ZZRLAWgLjC5hZGRyZXNzLXRhYmxlIHBhZ2UgKGhlYWRlciBwYWdlcyBhcmUgYWx3YXlzIDEplIwHY3VycmVudJROjAhhY2NlcHRlZJROdWJoJymBlH2UKGgFjAREYXRhlGgrSwJoC4wxZGF0YSBwYWdlOiByYXcgYnl0ZXMgcmVmZXJlbmNlZCBieSBSZWYgc3RhdGVtZW50c5RoLU5oLk51YmVoC4xJUGFnZSBraW5kIGJ5dGUuIE9wZW4sIHNvIHRoZSBsb2FkZXIgKG5vdCB0aGUgY29kZWMpIHJlcG9ydHMgYSB3cm9uZyBraW5kLpRoCYwLZmFjdHMgwqcxLjWUjARvcGVulIiMB3JldGlyZWSUXZSMBGxp'
@@ -9767,99 +8313,99 @@ _IR = (
     'H3JlY29yZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbNV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjBJjb25zb2xpZGF0b3Jfc3RhdGWUaIloHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wxaW1wbGVtZW50YXRpb24tcHJpdmF0ZSBzdGF0ZSBhbGxvY2F0aW9uLCAwID0gbm9uZZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtAaMKMH3JlY29yZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbNl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjBByb290'
     'X2ZpbmdlcnByaW50lGiJaIspgZR9lChojmiRKYGUfZQoaJSMAjE2lGiWaJkpUpR9lChoK0sQaJxOaJ1LAWieSwBon0sBaKBLAnViaKFopF2UhZRSlHViaKhOaKmJaKpOaKtOdWJoC4wjc2NoZW1hIGZpbmdlcnByaW50IG9mIHRoZSByb290IHR5cGWUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLQWjCjB9yZWNvcmRzLmhlYWRlcl9maWVsZHMuZmllbGRzWzddlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwPam91cm5hbF9wb2ludGVylGiJaB4p'
     'gZR9lChoIUsgaCKJaA1oDmgjiHViaAuMOWZpcnN0IHBhZ2Ugb2Ygam91cm5hbCBzZWdtZW50IEUrMSAoPj0gMjsgbWF5IGJlIHBhc3QgRU9GKZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtCaMKMH3JlY29yZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbOF2UaCEpaMROaMVOaMaJdWJlaAuMR1RoZSA0OCBoZWFkZXIgYnl0ZXMgYXQgdGhlIHN0YXJ0IG9mIHBhZ2VzIDAgYW5kIDEgKGJlZm9yZSB0aGUgZnJhbWluZykulGgJjAtmYWN0cyDCpzIu'
-    'MZSMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmiCaIOMCmZpeGVkX3NpemWUSzCMB29mZnNldHOUfZQoaIhLAGjJSwto0EsMaNdLDmjeSxBo5UsUaOxLGGjzSxxqAgEAAEssdYwFc2l6ZXOUfZQoaIhLC2jJSwFo0EsCaNdLAmjeSwRo5UsEaOxLBGjzSxBqAgEAAEsEdYwFb3JkZXKUTnViYWg4SzaMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUjAZyZWNvcmSUjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHVi'
-    'jAhyZWZfYm9keZRofymBlH2UKGgFaiIBAABogl2UKGiFKYGUfZQoaAWMDG9mZnNldF9kZWx0YZRoiWgAjAdWYXJpbnRUlJOUKYGUfZQojAltYXhfYnl0ZXOUSwponIwHdWxlYjEyOJRqCQEAACmMBWFsaWFzlE6MCWlzX3NpZ25lZJROjAVmaXhlZJROdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLSGjCjBpyZWNvcmRzLnJlZl9ib2R5LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVojmiJaioBAAApgZR9lChqLQEAAEsK'
-    'aJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S0lowowacmVjb3Jkcy5yZWZfYm9keS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjAdhZGRyZXNzlGiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9o'
-    'rWjAiWjBTmg4S0powowacmVjb3Jkcy5yZWZfYm9keS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJlaAuMQFJlZjogb2Zmc2V0X2RlbHRhLCBzaXplLCBhZGRyZXNzIChhbiBhYnNvbHV0ZSBmaWxlIGJ5dGUgb2Zmc2V0KS6UaAmMD3NwZWMgdGFnZ2VkX3JlZpRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqJQEAAGoUAQAATmoVAQAAfZRqKAEAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEtEahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijAl6ZXJvX2JvZHmUaH8pgZR9'
-    'lChoBWpIAQAAaIJdlChohSmBlH2UKGgFaigBAABoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtQaMKMG3JlY29yZHMuemVyb19ib2R5LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVojmiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5o'
-    'jk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S1FowowbcmVjb3Jkcy56ZXJvX2JvZHkuZmllbGRzWzFdlGghKWjETmjFTmjGiXViZWgLjBlaZXJvOiBvZmZzZXRfZGVsdGEsIHNpemUulGgJjBBzcGVjIHRhZ2dlZF96ZXJvlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmpLAQAAahQBAABOahUBAAB9lGooAQAASwBzahcBAAB9lGoZAQAATnViYWg4S0xqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMC3Nocmlua19ib2R5'
-    'lGh/KYGUfZQoaAVqYAEAAGiCXZRohSmBlH2UKGgFaigBAABoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtXaMKMHXJlY29yZHMuc2hyaW5rX2JvZHkuZmllbGRzWzBdlGghKWjETmjFTmjGiXViYWgLjDZTaHJpbms6IG9mZnNldF9kZWx0YTsgdGhlIG9mZnNldCBjdXJzb3IgYWZ0ZXIgaXQgaXMgbi6UaAmMEnNwZWMgdGFnZ2VkX3Nocmlua5Rq'
-    'CQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqYwEAAGoUAQAATmoVAQAAfZRqKAEAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEtTahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijAlncm93X2JvZHmUaH8pgZR9lChoBWpzAQAAaIJdlGiFKYGUfZQoaAVqKAEAAGiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1O'
-    'aL9orWjAiWjBTmg4S11owowbcmVjb3Jkcy5ncm93X2JvZHkuZmllbGRzWzBdlGghKWjETmjFTmjGiXViYWgLjDRHcm93OiBvZmZzZXRfZGVsdGE7IHRoZSBvZmZzZXQgY3Vyc29yIGFmdGVyIGl0IGlzIG4ulGgJjBBzcGVjIHRhZ2dlZF9ncm93lGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmp2AQAAahQBAABOahUBAAB9lGooAQAASwBzahcBAAB9lGoZAQAATnViYWg4S1lqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMC2lubGluZV9ib2R5lGh/KYGUfZQoaAVq'
-    'hgEAAGiCXZQoaIUpgZR9lChoBWooAQAAaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLZWjCjB1yZWNvcmRzLmlubGluZV9ib2R5LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMB3BheWxvYWSUaIloiymBlH2UKGiOaJEpgZR9lCholIwMc2l6ZV90YWcgLSA0lGiWaJeMBUJpbk9wlJOUKVKUfZQojARsZWZ0lGiXjAROYW1llJOU'
-    'KVKUfZQoaF+MCHNpemVfdGFnlIwDY3R4lGiXjARMb2FklJOUKVKUfZRiaJ1LAWieSwBon0sBaKBLCHVijAJvcJRol4wDU3VilJOUKVKUfZRijAVyaWdodJRomSlSlH2UKGgrSwRonE5onUsBaJ5LC2ifSwFooEsMdWJonUsBaJ5LAGifSwFooEsMdWJooWikXZRqoAEAAGGFlFKUdWJoqE5oqYloqk5oq051YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtmaMKMHXJlY29yZHMuaW5saW5lX2JvZHkuZmllbGRzWzFdlGghKWjETmjFTmjGiXVi'
-    'ZWgLjDpJbmxpbmU6IG9mZnNldF9kZWx0YSwgdGhlbiBzaXplX3RhZyAtIDQgcmF3IHBheWxvYWQgYnl0ZXMulGgJjAtzcGVjIGlubGluZZRqCQEAAH2UaqABAABoAIwFUGFyYW2Uk5QpgZR9lChoBWqgAQAAaImMA2ludJRowU5oC4whdGhlIHN0YXRlbWVudCdzIHRhZyBieXRlICg1Li4yNTUplHVic2oLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCaokBAABqFAEAAE5qFQEAAH2UaigBAABLAHNqFwEAAH2UahkBAABOdWJhaDhLX2oaAQAAaBFoDU5qGwEAAClqHAEAAGodAQAAah4BAABdlGogAQAAXZR1YowJ'
-    'c3RhdGVtZW50lGh/KYGUfZQoaAVqwgEAAGiCXZQoaIUpgZR9lChoBYwIaWRfZGVsdGGUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLbmjCjBtyZWNvcmRzLnN0YXRlbWVudC5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjAN0YWeUaIloAIwEUmVmVJSTlCmBlH2UKGicjARlbnVtlIwGdGFyZ2V0lGg5jARhcmdzlClqGQEAAE51'
-    'YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtvaMKMG3JlY29yZHMuc3RhdGVtZW50LmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMBGJvZHmUaIloAIwHU3dpdGNoVJSTlCmBlH2UKIwCb26UaJEpgZR9lCholGrOAQAAaJZqnQEAAClSlH2UKGhfas4BAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLA3ViaKFopF2Uas4BAABhhZRSlHVijAVjYXNlc5QoSwBoQWoiAQAAh5RLAWhFakgBAACHlEsCaElqYAEAAIeUSwNoTWpz'
-    'AQAAh5RLBGhRToeUdJRowWqGAQAAatUBAABqoAEAAGiRKYGUfZQoaJRqzgEAAGiWap0BAAApUpR9lChoX2rOAQAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwN1YmihaKRdlGrOAQAAYYWUUpR1YoaUhZRoBYwGc3dpdGNolGoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S3BowowbcmVjb3Jkcy5zdGF0ZW1lbnQuZmllbGRzWzJdlGghKWjETmjFTmjGiXViZWgLjJdPbmUgZGVsdGEtY29kZWQgc3RhdGVtZW50LiBUaGUgaWQg'
-    'aXMgdGhlIGlkIGN1cnNvciBwbHVzIGlkX2RlbHRhOyBhIG5vbi16ZXJvIGRlbHRhIHJlc2V0cyB0aGUgb2Zmc2V0IGN1cnNvciAocnVudGltZS9rbGFkZGUgYXBwbGllcyB0aGUgY3Vyc29yIHJ1bGVzKS4KlGgJjBtzcGVjIHN0YXRlbWVudDsgZmFjdHMgwqc0LjGUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCasUBAABqFAEAAE5qFQEAAH2UasgBAABLAHNqFwEAAH2Uas4BAABLAXNqGQEAAE51YmFoOEtoahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijAljaGls'
-    'ZF9yZWaUaH8pgZR9lChoBWoCAgAAaIJdlGiFKYGUfZQoaAWMCnBhZ2VfZGVsdGGUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC4wdbmV2ZXIgMDsgYSAwIGlzIHRoZSBkZWxpbWl0ZXKUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLfGjCjBtyZWNvcmRzLmNoaWxkX3JlZi5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJhaAuMo09uZSBjaGlsZCBwYWdlLW51bWJlciBkZWx0YSBvZiB0YWJsZV9j'
-    'b250ZW50J3MgY2hpbGQgbGlzdCwgYWxvbmU6IHdoYXQgbG9jYXRlcyB0aGUgaS10aCBjaGlsZCAoYW5kIHRoZSAwIGRlbGltaXRlciwgc28gdGhlIGZpcnN0IHN0YXRlbWVudCkgZm9yIGFuIGVycm9yJ3Mgb2Zmc2V0LgqUaAmMJHNwZWMgYWRkcmVzc190YWJsZV9wYWdlOyBmYWN0cyDCpzQuMZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqBQIAAGoUAQAATmoVAQAAfZRqCAIAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEt2ahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABd'
-    'lHVijA10YWJsZV9jb250ZW50lGh/KYGUfZQoaAVqFwIAAGiCXZQoaIUpgZR9lChoBYwIY2hpbGRyZW6UaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC4wacGFnZV9udW1iZXJfZGVsdGEsIG5ldmVyIDCUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1aACMBlJlcGVhdJSTlCmBlH2UKIwFY291bnSUTmioTmipiWiwSwCMCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJaMVOdWJotk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S4RowowfcmVj'
-    'b3Jkcy50YWJsZV9jb250ZW50LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMCnN0YXRlbWVudHOUaIlq0AEAACmBlH2UKGicah0BAABq1AEAAGrCAQAAatUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1aiICAAApgZR9lChqJQIAAE5oqE5oqYhosE5qJgIAAE5qJwIAAIloxU51Ymi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLhWjCjB9yZWNvcmRzLnRhYmxlX2NvbnRlbnQuZmllbGRzWzFdlGghKWjETmjFTmjGiXViZWgLjKNUaGUgY29udGVudCBv'
-    'ZiBhbiBhZGRyZXNzLXRhYmxlIHBhZ2UgKHRoZSBoZWFkZXIncyBpbmNsdWRlZCk6IGNoaWxkIHBhZ2UtbnVtYmVyIGRlbHRhcyB1cCB0byB0aGUgbWFuZGF0b3J5IDAgZGVsaW1pdGVyLCB0aGVuIHN0YXRlbWVudHMgdG8gdGhlIGVuZCBvZiB0aGUgY29udGVudC4KlGgJag4CAABqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqGgIAAGoUAQAATmoVAQAAfZRqHQIAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEt+ahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijARwYWdl'
-    'lGh/KYGUfZQoaAVqOgIAAGiCXZQoaIUpgZR9lChoBWicaIlq0AEAACmBlH2UKGicatMBAABq1AEAAGgXatUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLjWjCjBZyZWNvcmRzLnBhZ2UuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwFZXBvY2iUaIloHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC4wnZmx1c2ggY291bnRlciB3aGVuIHRoZSBwYWdlIHdhcyB3cml0dGVulGgJaK1ork5or05osE5osU5o'
-    's4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S45owowWcmVjb3Jkcy5wYWdlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMDGNvbnRlbnRfc2l6ZZRoiWgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLjB0xMSArIGNvbnRlbnRfc2l6ZSArIDQgPD0gNDA5NpRoCWitaK5OaK9OaLBOaLFOaLOJaLROTfEPhpRojk5otU5otk5ot05ouE5oK05ouWiOjAdjb250ZW50lIaUaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuPaMKMFnJlY29yZHMucGFnZS5maWVs'
-    'ZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFalECAABoiWiLKYGUfZQoaI5okSmBlH2UKGiUakwCAABolmqdAQAAKVKUfZQoaF9qTAIAAGqhAQAAaqQBAABonUsBaJ5LAGifSwFooEsMdWJooWikXZRqTAIAAGGFlFKUdWJoqE5oqYloqk5oq051YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuQaMKMFnJlY29yZHMucGFnZS5maWVsZHNbM12UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjANjcmOUaIloHimBlH2UKGghSyBoIoloDWgO'
-    'aCOIdWJoC4wpQ1JDLTMyQyBvZiBieXRlcyBbMCwgOSkgdGhlbiB0aGUgY29udGVudC6UaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4aACMCENoZWNrc3VtlJOUKYGUfZQojAlhbGdvcml0aG2UjAZjcmMzMmOUjAZjb3ZlcnOUTowIZXhjbHVkZWSUakwCAACFlIwKc3RvcmVfYml0c5ROjARzZWVklE5qCQEAACloIUsgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaK2MBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuRaMKMFnJlY29yZHMucGFnZS5maWVsZHNb'
-    'NF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjAdwYWRkaW5nlGiJaACMCFBhZGRpbmdUlJOUKYGUfZQojAVhbGlnbpRNABBoBWp4AgAAjAlhcmJpdHJhcnmUiHViaAuMIW5vdCBjaGVja3N1bW1lZDsgd3JpdHRlbiBhcyB6ZXJvc5RoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuVaMKMFnJlY29yZHMucGFnZS5maWVsZHNbNV2UaCEpaMROaMVOaMaJdWJlaAuMpEFuIG9yZGluYXJ5IGZyYW1lZCBwYWdlIHdpdGggaXRzIGNvbnRlbnQga2VwdCBv'
-    'cGFxdWUgKGRhdGEgcGFnZXMsIGFuZCB0aGUgZnJhbWluZyBjaGVjayBvZiBhbnkgcGFnZSkuIFRoZSBDUkMtMzJDIGNvdmVycyBraW5kLCBlcG9jaCBhbmQgY29udGVudCwgbm90IGNvbnRlbnRfc2l6ZS4KlGgJjBFmYWN0cyDCpzEuMS3CpzEuM5RqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqPQIAAGoUAQAATmoVAQAAfZQoaJxLAGpFAgAASwFqTAIAAEsJalECAABLC3VqFwEAAH2UKGicSwFqRQIAAEsIakwCAABLAmpiAgAASwR1ahkBAABOdWJhaDhLh2oaAQAAaBFoDU5qGwEAAClqHAEA'
-    'AGodAQAAah4BAABdlGogAQAAXZR1YowLaGVhZGVyX3Nsb3SUaH8pgZR9lChoBWqLAgAAaIJdlChohSmBlH2UKGgFjAZoZWFkZXKUaIlq0AEAACmBlH2UKGicah0BAABq1AEAAGh9atUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLnWjCjB1yZWNvcmRzLmhlYWRlcl9zbG90LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVonGiJatABAAApgZR9lChonGrTAQAAatQBAABoF2rVAQAAKWoZAQAATnViaAto'
-    'rWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S55owowdcmVjb3Jkcy5oZWFkZXJfc2xvdC5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakUCAABoiWgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEufaMKMHXJlY29yZHMuaGVhZGVyX3Nsb3QuZmllbGRzWzJdlGghKWjETmjFTmjGiXViaIUpgZR9'
-    'lChoBWpMAgAAaIloHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0Tk3BD4aUaI5OaLVOaLZOaLdOaLhOaCtOaLlojmpRAgAAhpRouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S6BowowdcmVjb3Jkcy5oZWFkZXJfc2xvdC5maWVsZHNbM12UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFalECAABoiWiLKYGUfZQoaI5okSmBlH2UKGiUakwCAABolmqdAQAAKVKUfZQoaF9qTAIAAGqhAQAAaqQBAABonUsBaJ5LAGifSwFooEsMdWJooWikXZRqTAIAAGGFlFKUdWJoqE5oqYloqk5oq051YmgL'
-    'aK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuhaMKMHXJlY29yZHMuaGVhZGVyX3Nsb3QuZmllbGRzWzRdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWpiAgAAaIloHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4amcCAAApgZR9lChqagIAAGprAgAAamwCAABOam0CAABqTAIAAIWUam8CAABOanACAABOagkBAAApaCFLIGgSiWpxAgAAKWpyAgAAaK1qcwIAAEsAaA8panQCAAAp'
-    'dWJoK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S6JowowdcmVjb3Jkcy5oZWFkZXJfc2xvdC5maWVsZHNbNV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFangCAABoiWp6AgAAKYGUfZQoan0CAABNABBoBWp4AgAAan4CAACIdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLpWjCjB1yZWNvcmRzLmhlYWRlcl9zbG90LmZpZWxkc1s2XZRoISloxE5oxU5oxol1YmVoC4yjQSBoZWFkZXIgc2xvdCB3aXRoIGl0cyBjb250'
-    'ZW50IGtlcHQgb3BhcXVlOiB3aGF0IHRoZSBoZWFkZXItc2xvdCBjaG9pY2UgZGVjb2RlcyAoZnJhbWluZywgQ1JDLCBtYWdpYywgcGFnZSBzaXplKSwgYmVmb3JlIHRoZSBjaG9zZW4gc2xvdCdzIGNvbnRlbnQgaXMgaW50ZXJwcmV0ZWQuCpRoCYwSZmFjdHMgwqcxLjEsIMKnMi4ylGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmqOAgAAahQBAABOahUBAAB9lChqkQIAAEsAaJxLMGpFAgAASzFqTAIAAEs5alECAABLO3VqFwEAAH2UKGqRAgAASzBonEsBakUCAABLCGpMAgAASwJqYgIAAEsE'
-    'dWoZAQAATnViYWg4S5dqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMCnRhYmxlX3BhZ2WUaH8pgZR9lChoBWrJAgAAaIJdlChohSmBlH2UKGgFaJxoiWrQAQAAKYGUfZQoaJxq0wEAAGrUAQAAaBdq1QEAAClqGQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuraMKMHHJlY29yZHMudGFibGVfcGFnZS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakUCAABoiWgeKYGUfZQoaCFLQGgi'
-    'iWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEusaMKMHHJlY29yZHMudGFibGVfcGFnZS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakwCAABoiWgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROTfEPhpRojk5otU5otk5ot05ouE5oK05ouWiOalECAACGlGi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLrWjCjBxyZWNvcmRzLnRhYmxlX3BhZ2UuZmllbGRz'
-    'WzJdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWpRAgAAaIlq0AEAACmBlH2UKGicah0BAABq1AEAAGoXAgAAatUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOaJEpgZR9lCholGpMAgAAaJZqnQEAAClSlH2UKGhfakwCAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLDHViaKFopF2UakwCAABhhZRSlHViaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuuaMKMHHJlY29yZHMudGFibGVfcGFnZS5maWVsZHNbM12UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFamICAABo'
-    'iWgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhqZwIAACmBlH2UKGpqAgAAamsCAABqbAIAAE5qbQIAAGpMAgAAhZRqbwIAAE5qcAIAAE5qCQEAACloIUsgaBKJanECAAApanICAABorWpzAgAASwBoDylqdAIAACl1YmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLr2jCjBxyZWNvcmRzLnRhYmxlX3BhZ2UuZmllbGRzWzRdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWp4AgAAaIlqegIAACmBlH2UKGp9AgAATQAQaAVqeAIAAGp+AgAAiHViaAto'
-    'rWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S7JowowccmVjb3Jkcy50YWJsZV9wYWdlLmZpZWxkc1s1XZRoISloxE5oxU5oxol1YmVoC4xBQSBub24taGVhZGVyIEFkZHJlc3NUYWJsZSBwYWdlIChraW5kIDEpIHdpdGggaXRzIGNvbnRlbnQgZGVjb2RlZC6UaAmMEGZhY3RzIMKnMS4xLCDCpzSUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCaswCAABqFAEAAE5qFQEAAH2UKGicSwBqRQIAAEsBakwCAABL'
-    'CWpRAgAASwt1ahcBAAB9lChonEsBakUCAABLCGpMAgAASwJqYgIAAEsEdWoZAQAATnViYWg4S6dqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMC2hlYWRlcl9wYWdllGh/KYGUfZQoaAVqAQMAAGiCXZQoaIUpgZR9lChoBWqRAgAAaIlq0AEAACmBlH2UKGicah0BAABq1AEAAGh9atUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLumjCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZpZWxkc1sw'
-    'XZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVonGiJatABAAApgZR9lChonGrTAQAAatQBAABoF2rVAQAAKWoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S7towowdcmVjb3Jkcy5oZWFkZXJfcGFnZS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakUCAABoiWgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjCt0aGUgaGVhZGVyJ3MgZXBvY2g6IHBhZ2UgMCBldmVuLCBwYWdlIDEgb2RklGgJaK1ork5or05osE5o'
-    'sU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S7xowowdcmVjb3Jkcy5oZWFkZXJfcGFnZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakwCAABoiWgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLjB01OSArIGNvbnRlbnRfc2l6ZSArIDQgPD0gNDA5NpRoCWitaK5OaK9OaLBOaLFOaLOJaLROTcEPhpRojk5otU5otk5ot05ouE5oK05ouWiOalECAACGlGi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLvWjCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZp'
-    'ZWxkc1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqUQIAAGiJatABAAApgZR9lChonGodAQAAatQBAABqFwIAAGrVAQAAKWoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojmiRKYGUfZQoaJRqTAIAAGiWap0BAAApUpR9lChoX2pMAgAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwx1YmihaKRdlGpMAgAAYYWUUpR1Ymi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLvmjCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZpZWxkc1s0XZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVq'
-    'YgIAAGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMKkNSQy0zMkMgb2YgYnl0ZXMgWzAsIDU3KSB0aGVuIHRoZSBjb250ZW50LpRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhqZwIAACmBlH2UKGpqAgAAamsCAABqbAIAAE5qbQIAAGpMAgAAhZRqbwIAAE5qcAIAAE5qCQEAACloIUsgaBKJanECAAApanICAABorWpzAgAASwBoDylqdAIAACl1YmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLv2jCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZpZWxkc1s1XZRoISloxE5oxU5oxol1YmiFKYGU'
-    'fZQoaAVqeAIAAGiJanoCAAApgZR9lChqfQIAAE0AEGgFangCAABqfgIAAIh1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvDaMKMHXJlY29yZHMuaGVhZGVyX3BhZ2UuZmllbGRzWzZdlGghKWjETmjFTmjGiXViZWgLjIxBIGhlYWRlciBzbG90IChwYWdlIDAgb3IgMSk6IHRoZSA0OCBoZWFkZXIgYnl0ZXMsIHRoZW4gdGhlIGZyYW1pbmcgb2YgdGhlIHJvb3QgYWRkcmVzcyB0YWJsZS4gVGhlIENSQyBjb3ZlcnMgYnl0ZXMgWzAsIDU3'
-    'KSBhbmQgdGhlIGNvbnRlbnQuCpRoCYwQZmFjdHMgwqcxLjEsIMKnMpRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqBAMAAGoUAQAATmoVAQAAfZQoapECAABLAGicSzBqRQIAAEsxakwCAABLOWpRAgAASzt1ahcBAAB9lChqkQIAAEswaJxLAWpFAgAASwhqTAIAAEsCamICAABLBHVqGQEAAE51YmFoOEu0ahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijAxqb3VybmFsX2ZyZWWUaH8pgZR9lChoBWpBAwAAaIJdlGiFKYGUfZQoaAVoX2iJaioBAAApgZR9lChqLQEA'
-    'AEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAuMIGFsbG9jYXRpb24gaWQgKG5vbi16ZXJvLCAzMi1iaXQplGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5oumgAjAZBc3NlcnSUk5QpgZR9lCiMBWNoZWNrlGiRKYGUfZQoaJSMHGlkID49IDEgYW5kIGlkIDw9IDQyOTQ5NjcyOTWUaJZol4wGQm9vbE9wlJOUKVKUfZQoaqYBAABol4wDQW5klJOUKVKUfZRijAZ2YWx1ZXOUXZQoaJeMB0NvbXBhcmWUk5QpUpR9lChqmwEAAGqdAQAAKVKUfZQoaF9oX2qhAQAAaqQBAABonUsBaJ5LAGif'
-    'SwFooEsCdWKMA29wc5RdlGiXjANHdEWUk5QpUpR9lGJhjAtjb21wYXJhdG9yc5RdlGiZKVKUfZQoaCtLAWicTmidSwFonksGaJ9LAWigSwd1YmFonUsBaJ5LAGifSwFooEsHdWJqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2hfaqEBAABqpAEAAGidSwFonksMaJ9LAWigSw51YmpiAwAAXZRol4wDTHRFlJOUKVKUfZRiYWpoAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksSaJ9LAWigSxx1YmFonUsBaJ5LDGifSwFooEscdWJlaJ1LAWieSwBon0sBaKBLHHViaKFopF2UaF9hhZRSlHVijAdtZXNzYWdllIwkYSBqb3Vy'
-    'bmFsIHJlY29yZCBuYW1lcyBhbiBpbnZhbGlkIGlklIwFZXJyb3KUjApjb25zdHJhaW50lGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvQaMKMHnJlY29yZHMuam91cm5hbF9mcmVlLmZpZWxkc1swXZRoISloxE5oxU5oxol1YmFoC4wdRnJlZTogdGhlIGlkIGNlYXNlcyB0byBleGlzdC6UaAmMDmZhY3RzIMKnOCBGcmVllGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmpEAwAAahQBAABOahUBAAB9lGhfSwBzahcBAAB9lGoZAQAATnViYWg4S8xqGgEAAGgRaA1OahsBAAAp'
-    'ahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMDmpvdXJuYWxfcmVzaXpllGh/KYGUfZQoaAVqiwMAAGiCXZQoaIUpgZR9lChoBWhfaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJRqUQMAAGiWalMDAAApUpR9lChqpgEAAGpYAwAAaloDAABdlChqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2hfaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwJ1Ympi'
-    'AwAAXZRqZgMAAGFqaAMAAF2UaJkpUpR9lChoK0sBaJxOaJ1LAWieSwZon0sBaKBLB3ViYWidSwFonksAaJ9LAWigSwd1YmpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfaF9qoQEAAGqkAQAAaJ1LAWieSwxon0sBaKBLDnViamIDAABdlGpzAwAAYWpoAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksSaJ9LAWigSxx1YmFonUsBaJ5LDGifSwFooEscdWJlaJ1LAWieSwBon0sBaKBLHHViaKFopF2UaF9hhZRSlHViansDAABqfAMAAGp9AwAAan4DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL1mjC'
-    'jCByZWNvcmRzLmpvdXJuYWxfcmVzaXplLmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVojmiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5oumpLAwAAKYGUfZQoak4DAABokSmBlH2UKGiUjBJzaXplIDw9IDQyOTQ5NjcyOTWUaJZqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2iOaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwR1YmpiAwAAXZRqcwMAAGFqaAMAAF2UaJkpUpR9lCho'
-    'K4oF/////wBonE5onUsBaJ5LCGifSwFooEsSdWJhaJ1LAWieSwBon0sBaKBLEnViaKFopF2UaI5hhZRSlHViansDAACMJ2Egam91cm5hbCByZWNvcmQgcmVhY2hlcyBwYXN0IDIqKjMyIC0gMZRqfQMAAGp+AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S9dowowgcmVjb3Jkcy5qb3VybmFsX3Jlc2l6ZS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJlaAuMUVJlc2l6ZTogYnJpbmcgdGhlIGlkIGludG8gZXhpc3RlbmNlIGFuZCB0cnVuY2F0ZSBvciB6ZXJvLWV4dGVuZCBpdCB0byBzaXplIGJ5dGVzLpRoCYwQ'
-    'ZmFjdHMgwqc4IFJlc2l6ZZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqjgMAAGoUAQAATmoVAQAAfZRoX0sAc2oXAQAAfZRqGQEAAE51YmFoOEvSahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijA1qb3VybmFsX3dyaXRllGh/KYGUfZQoaAVq0AMAAGiCXZQoaIUpgZR9lChoBWhfaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6'
-    'aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJRqUQMAAGiWalMDAAApUpR9lChqpgEAAGpYAwAAaloDAABdlChqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2hfaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwJ1YmpiAwAAXZRqZgMAAGFqaAMAAF2UaJkpUpR9lChoK0sBaJxOaJ1LAWieSwZon0sBaKBLB3ViYWidSwFonksAaJ9LAWigSwd1YmpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfaF9qoQEAAGqkAQAAaJ1LAWieSwxon0sBaKBLDnViamIDAABdlGpzAwAAYWpoAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksS'
-    'aJ9LAWigSxx1YmFonUsBaJ5LDGifSwFooEscdWJlaJ1LAWieSwBon0sBaKBLHHViaKFopF2UaF9hhZRSlHViansDAABqfAMAAGp9AwAAan4DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL3WjCjB9yZWNvcmRzLmpvdXJuYWxfd3JpdGUuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwGb2Zmc2V0lGiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5o'
-    'vU5ovksAaA1OaL9orWjAiWjBTmg4S95owowfcmVjb3Jkcy5qb3VybmFsX3dyaXRlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMBmxlbmd0aJRoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtokSmBlH2UKGiUjAlsZW4oZGF0YSmUaJZol4wEQ2FsbJSTlClSlH2UKIwEZnVuY5RqnQEAAClSlH2UKGhfjANsZW6UaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwN1YmrVAQAAXZRqnQEAAClSlH2U'
-    'KGhfjARkYXRhlGqhAQAAaqQBAABonUsBaJ5LBGifSwFooEsIdWJhjAhrZXl3b3Jkc5RdlGidSwFonksAaJ9LAWigSwl1YmihaKRdlGoNBAAAYYWUUpR1Ymi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJSMHW9mZnNldCArIGxlbmd0aCA8PSA0Mjk0OTY3Mjk1lGiWal0DAAApUpR9lChqmwEAAGqYAQAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfavYDAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLBnViaqYBAABol4wDQWRklJOUKVKUfZRiaqsBAABqnQEAAClSlH2UKGhfavwDAABqoQEAAGqkAQAAaJ1LAWieSwlon0sBaKBL'
-    'D3ViaJ1LAWieSwBon0sBaKBLD3ViamIDAABdlGpzAwAAYWpoAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksTaJ9LAWigSx11YmFonUsBaJ5LAGifSwFooEsddWJooWikXZQoavwDAABq9gMAAGWFlFKUdWJqewMAAGrDAwAAan0DAABqfgMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvfaMKMH3JlY29yZHMuam91cm5hbF93cml0ZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFag0EAABoiWiLKYGUfZQoaI5okSmBlH2UKGiUavwDAABolmqdAQAAKVKUfZQoaF9q/AMAAGqhAQAAaqQB'
-    'AABonUsBaJ5LAGifSwFooEsGdWJooWikXZRq/AMAAGGFlFKUdWJoqE5oqYloqk5oq051YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvkaMKMH3JlY29yZHMuam91cm5hbF93cml0ZS5maWVsZHNbM12UaCEpaMROaMVOaMaJdWJlaAuMU1dyaXRlOiBzZXQgW29mZnNldCwgb2Zmc2V0K2xlbikgdG8gdGhlIHJhdyBieXRlcywgZ3Jvd2luZyB0aGUgYWxsb2NhdGlvbiBhcyBuZWVkZWQulGgJjA9mYWN0cyDCpzggV3JpdGWUagkBAAB9lGoL'
-    'AQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCatMDAABqFAEAAE5qFQEAAH2UaF9LAHNqFwEAAH2UahkBAABOdWJhaDhL2WoaAQAAaBFoDU5qGwEAAClqHAEAAGodAQAAah4BAABdlGogAQAAXZR1YowOam91cm5hbF9zcGxpY2WUaH8pgZR9lChoBWpDBAAAaIJdlChohSmBlH2UKGgFaF9oiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqSwMAACmBlH2UKGpOAwAAaJEpgZR9lCho'
-    'lGpRAwAAaJZqUwMAAClSlH2UKGqmAQAAalgDAABqWgMAAF2UKGpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfaF9qoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLAnViamIDAABdlGpmAwAAYWpoAwAAXZRomSlSlH2UKGgrSwFonE5onUsBaJ5LBmifSwFooEsHdWJhaJ1LAWieSwBon0sBaKBLB3Vial0DAAApUpR9lChqmwEAAGqdAQAAKVKUfZQoaF9oX2qhAQAAaqQBAABonUsBaJ5LDGifSwFooEsOdWJqYgMAAF2UanMDAABhamgDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxJon0sBaKBLHHViYWidSwFonksMaJ9LAWig'
-    'Sxx1YmVonUsBaJ5LAGifSwFooEscdWJooWikXZRoX2GFlFKUdWJqewMAAGp8AwAAan0DAABqfgMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvqaMKMIHJlY29yZHMuam91cm5hbF9zcGxpY2UuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWr2AwAAaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL62jCjCBy'
-    'ZWNvcmRzLmpvdXJuYWxfc3BsaWNlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMB29sZF9sZW6UaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJSMHm9mZnNldCArIG9sZF9sZW4gPD0gNDI5NDk2NzI5NZRolmpdAwAAKVKUfZQoapsBAABqmAEAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2r2AwAAaqEBAABqpAEAAGidSwFonksAaJ9L'
-    'AWigSwZ1YmqmAQAAaiAEAABqqwEAAGqdAQAAKVKUfZQoaF9qbgQAAGqhAQAAaqQBAABonUsBaJ5LCWifSwFooEsQdWJonUsBaJ5LAGifSwFooEsQdWJqYgMAAF2UanMDAABhamgDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxRon0sBaKBLHnViYWidSwFonksAaJ9LAWigSx51YmihaKRdlChq9gMAAGpuBAAAZYWUUpR1Ymp7AwAAasMDAABqfQMAAGp+AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S+xowowgcmVjb3Jkcy5qb3VybmFsX3NwbGljZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmB'
-    'lH2UKGgFavwDAABoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtokSmBlH2UKGiUagEEAABolmoDBAAAKVKUfZQoagYEAABqnQEAAClSlH2UKGhfagkEAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLA3ViatUBAABdlGqdAQAAKVKUfZQoaF9qDQQAAGqhAQAAaqQBAABonUsBaJ5LBGifSwFooEsIdWJhag4EAABdlGidSwFonksAaJ9LAWigSwl1YmihaKRdlGoNBAAAYYWUUpR1Ymi5Tmi6aksDAAApgZR9lChq'
-    'TgMAAGiRKYGUfZQoaJRqFwQAAGiWal0DAAApUpR9lChqmwEAAGqYAQAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfavYDAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLBnViaqYBAABqIAQAAGqrAQAAap0BAAApUpR9lChoX2r8AwAAaqEBAABqpAEAAGidSwFonksJaJ9LAWigSw91YmidSwFonksAaJ9LAWigSw91YmpiAwAAXZRqcwMAAGFqaAMAAF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LE2ifSwFooEsddWJhaJ1LAWieSwBon0sBaKBLHXViaKFopF2UKGr8AwAAavYDAABlhZRSlHViansDAABqwwMAAGp9AwAAan4DAABo'
-    'wmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL8GjCjCByZWNvcmRzLmpvdXJuYWxfc3BsaWNlLmZpZWxkc1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqDQQAAGiJaIspgZR9lChojmiRKYGUfZQoaJRq/AMAAGiWap0BAAApUpR9lChoX2r8AwAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwZ1YmihaKRdlGr8AwAAYYWUUpR1YmioTmipiWiqTmirTnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S/VowowgcmVjb3Jk'
-    'cy5qb3VybmFsX3NwbGljZS5maWVsZHNbNF2UaCEpaMROaMVOaMaJdWJlaAuMT1NwbGljZTogcmVwbGFjZSBbb2Zmc2V0LCBvZmZzZXQrb2xkX2xlbikgd2l0aCBsZW4gcmF3IGJ5dGVzLCBzaGlmdGluZyB0aGUgdGFpbC6UaAmMEGZhY3RzIMKnOCBTcGxpY2WUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCakYEAABqFAEAAE5qFQEAAH2UaF9LAHNqFwEAAH2UahkBAABOdWJhaDhL5moaAQAAaBFoDU5qGwEAAClqHAEAAGodAQAAah4BAABdlGogAQAAXZR1YowMam91cm5hbF9jb3B5lGh/KYGU'
-    'fZQoaAVqwwQAAGiCXZQoaIUpgZR9lChoBYwDc3JjlGiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5oumpLAwAAKYGUfZQoak4DAABokSmBlH2UKGiUjB5zcmMgPj0gMSBhbmQgc3JjIDw9IDQyOTQ5NjcyOTWUaJZqUwMAAClSlH2UKGqmAQAAalgDAABqWgMAAF2UKGpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfaskEAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLA3ViamIDAABdlGpmAwAAYWpo'
-    'AwAAXZRomSlSlH2UKGgrSwFonE5onUsBaJ5LB2ifSwFooEsIdWJhaJ1LAWieSwBon0sBaKBLCHVial0DAAApUpR9lChqmwEAAGqdAQAAKVKUfZQoaF9qyQQAAGqhAQAAaqQBAABonUsBaJ5LDWifSwFooEsQdWJqYgMAAF2UanMDAABhamgDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxRon0sBaKBLHnViYWidSwFonksNaJ9LAWigSx51YmVonUsBaJ5LAGifSwFooEsedWJooWikXZRqyQQAAGGFlFKUdWJqewMAAGp8AwAAan0DAABqfgMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEv9aMKMHnJlY29y'
-    'ZHMuam91cm5hbF9jb3B5LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMCnNyY19vZmZzZXSUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL/mjCjB5yZWNvcmRzLmpvdXJuYWxfY29weS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFavwDAABoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5q'
-    'MAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqSwMAACmBlH2UKGpOAwAAaJEpgZR9lCholIwhc3JjX29mZnNldCArIGxlbmd0aCA8PSA0Mjk0OTY3Mjk1lGiWal0DAAApUpR9lChqmwEAAGqYAQAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfausEAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLCnViaqYBAABqIAQAAGqrAQAAap0BAAApUpR9lChoX2r8AwAAaqEBAABqpAEAAGidSwFonksNaJ9LAWigSxN1YmidSwFonksAaJ9LAWigSxN1YmpiAwAAXZRqcwMAAGFqaAMA'
-    'AF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LF2ifSwFooEshdWJhaJ1LAWieSwBon0sBaKBLIXViaKFopF2UKGr8AwAAausEAABlhZRSlHViansDAABqwwMAAGp9AwAAan4DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL/2jCjB5yZWNvcmRzLmpvdXJuYWxfY29weS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjANkc3SUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4'
-    'TmgrTmi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJSMHmRzdCA+PSAxIGFuZCBkc3QgPD0gNDI5NDk2NzI5NZRolmpTAwAAKVKUfZQoaqYBAABqWAMAAGpaAwAAXZQoal0DAAApUpR9lChqmwEAAGqdAQAAKVKUfZQoaF9qCwUAAGqhAQAAaqQBAABonUsBaJ5LAGifSwFooEsDdWJqYgMAAF2UamYDAABhamgDAABdlGiZKVKUfZQoaCtLAWicTmidSwFonksHaJ9LAWigSwh1YmFonUsBaJ5LAGifSwFooEsIdWJqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2oLBQAAaqEBAABqpAEAAGidSwFonksNaJ9LAWigSxB1YmpiAwAA'
-    'XZRqcwMAAGFqaAMAAF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LFGifSwFooEsedWJhaJ1LAWieSw1on0sBaKBLHnViZWidSwFonksAaJ9LAWigSx51YmihaKRdlGoLBQAAYYWUUpR1Ymp7AwAAanwDAABqfQMAAGp+AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TQMBaMKMHnJlY29yZHMuam91cm5hbF9jb3B5LmZpZWxkc1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMCmRzdF9vZmZzZXSUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlo'
-    'rWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJSMIWRzdF9vZmZzZXQgKyBsZW5ndGggPD0gNDI5NDk2NzI5NZRolmpdAwAAKVKUfZQoapsBAABqmAEAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2otBQAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwp1YmqmAQAAaiAEAABqqwEAAGqdAQAAKVKUfZQoaF9q/AMAAGqhAQAAaqQBAABonUsBaJ5LDWifSwFooEsTdWJonUsBaJ5LAGifSwFooEsTdWJqYgMAAF2UanMDAABhamgDAABdlGiZKVKUfZQoaCuKBf////8A'
-    'aJxOaJ1LAWieSxdon0sBaKBLIXViYWidSwFonksAaJ9LAWigSyF1YmihaKRdlChqLQUAAGr8AwAAZYWUUpR1Ymp7AwAAasMDAABqfQMAAGp+AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TQQBaMKMHnJlY29yZHMuam91cm5hbF9jb3B5LmZpZWxkc1s0XZRoISloxE5oxU5oxol1YmVoC4yZQ29weSAoYW5kIE1vdmUsIHdoaWNoIHRoZW4gemVyb2VzIHRoZSB2YWNhdGVkIHNvdXJjZSByYW5nZSk6IGxlbiBieXRlcyBmcm9tIHNyYyBhdCBzcmNfb2Zmc2V0IHRvIGRzdCBhdCBkc3Rfb2Zmc2V0OyB1bndyaXR0'
-    'ZW4gc291cmNlIGJ5dGVzIHJlYWQgYXMgemVyby4KlGgJjBRmYWN0cyDCpzggQ29weSwgTW92ZZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqxgQAAGoUAQAATmoVAQAAfZRqyQQAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEv3ahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijA5qb3VybmFsX3JlY29yZJRofymBlH2UKGgFalAFAABogl2UKGiFKYGUfZQoaAVqzgEAAGiJatABAAApgZR9lChonGrTAQAAatQBAABoVmrVAQAAKWoZAQAATnViaAtorWgJaK1ork5or05o'
-    'sE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TQ0BaMKMIHJlY29yZHMuam91cm5hbF9yZWNvcmQuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWrZAQAAaIlq2wEAACmBlH2UKGreAQAAaJEpgZR9lCholGrOAQAAaJZqnQEAAClSlH2UKGhfas4BAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLA3ViaKFopF2Uas4BAABhhZRSlHViauYBAAAoSwFoXmpBAwAAh5RLAmhiaosDAACHlEsDaGZq0AMAAIeUSwRoampDBAAAh5RLBWhuasMEAACHlEsGaHJqwwQA'
-    'AIeUdJRowWp9AwAAatUBAAApaAVq9gEAAGoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TQ4BaMKMIHJlY29yZHMuam91cm5hbF9yZWNvcmQuZmllbGRzWzFdlGghKWjETmjFTmjGiXViZWgLjEpPbmUgam91cm5hbCByZWNvcmQ7IGV2ZXJ5IHJlY29yZCBleGNlcHQgRnJlZSBicmluZ3MgaXRzIGlkIGludG8gZXhpc3RlbmNlLpRoCWh1agkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCalMF'
-    'AABqFAEAAE5qFQEAAH2UKGrOAQAASwBq2QEAAEsBdWoXAQAAfZRqzgEAAEsBc2oZAQAATnViYWg4TQkBahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijA9qb3VybmFsX3JlY29yZHOUaH8pgZR9lChoBWp1BQAAaIJdlGiFKYGUfZQoaAVoe2iJatABAAApgZR9lChonGodAQAAatQBAABqUAUAAGrVAQAAKWoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otWoiAgAAKYGUfZQoaiUCAABOaKhOaKmIaLBOaiYCAABOaicCAACJaMVOdWJotk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksA'
-    'aA1OaL9orWjAiWjBTmg4TRkBaMKMIXJlY29yZHMuam91cm5hbF9yZWNvcmRzLmZpZWxkc1swXZRoISloxE5oxU5oxol1YmFoC4ygQSB0cmFuc2FjdGlvbidzIHJlY29yZCBieXRlczogcmVjb3JkcyB0byB0aGUgZW5kLiBBIHRyYW5zYWN0aW9uIHdob3NlIGNyYyBtYXRjaGVzIGJ1dCB3aG9zZSByZWNvcmRzIGRvIG5vdCBkZWNvZGUgaXMgQ29ycnVwdCAoYSB3cml0ZXIgYnVnKSwgbmV2ZXIgYSB0b3JuIHRhaWwuCpRoCYwJZmFjdHMgwqc4lGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmp4'
-    'BQAAahQBAABOahUBAAB9lGh7SwBzahcBAAB9lGoZAQAATnViYWg4TRMBahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijBNqb3VybmFsX3RyYW5zYWN0aW9ulGh/KYGUfZQoaAVqigUAAGiCXZQoaIUpgZR9lChoBWr8AwAAaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC4wZcmVjb3JkIGJ5dGVzICg8PSAyKiozMi0xKZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtokSmBlH2UKGiUjAxsZW4ocmVjb3JkcymUaJZqAwQAAClSlH2U'
-    'KGoGBAAAap0BAAApUpR9lChoX2oJBAAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwN1YmrVAQAAXZRqnQEAAClSlH2UKGhfaHtqoQEAAGqkAQAAaJ1LAWieSwRon0sBaKBLC3ViYWoOBAAAXZRonUsBaJ5LAGifSwFooEsMdWJooWikXZRoe2GFlFKUdWJouU5oumpLAwAAKYGUfZQoak4DAABokSmBlH2UKGiUjBRsZW5ndGggPD0gNDI5NDk2NzI5NZRolmpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfavwDAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLBnViamIDAABdlGpzAwAAYWpoAwAAXZRomSlSlH2UKGgrigX/////AGic'
-    'TmidSwFonksKaJ9LAWigSxR1YmFonUsBaJ5LAGifSwFooEsUdWJooWikXZRq/AMAAGGFlFKUdWJqewMAAIwpYSB0cmFuc2FjdGlvbiBsb25nZXIgdGhhbiAyKiozMiAtIDEgYnl0ZXOUan0DAABqfgMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOE0jAWjCjCVyZWNvcmRzLmpvdXJuYWxfdHJhbnNhY3Rpb24uZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWh7aIloiymBlH2UKGiOaJEpgZR9lCholGr8AwAAaJZqnQEAAClSlH2UKGhfavwDAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLBnViaKFo'
-    'pF2UavwDAABhhZRSlHViaKhOaKmJaKpOaKtOdWJoC4wddGhlIHJlY29yZHMgKGpvdXJuYWxfcmVjb3JkcymUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNJAFowowlcmVjb3Jkcy5qb3VybmFsX3RyYW5zYWN0aW9uLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqYgIAAGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMOHRoZSBjaGFpbiBDUkMtMzJDIChjaGVja2VkIGJ5IHJ1bnRpbWUva2xhZGRlL2pvdXJuYWwucHkplGgJ'
-    'aK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TSUBaMKMJXJlY29yZHMuam91cm5hbF90cmFuc2FjdGlvbi5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJlaAtYKgEAAE9uZSB0cmFuc2FjdGlvbiBhcyBpdCBzaXRzIGluIHRoZSBqb3VybmFsIHN0cmVhbTogdGhlIHJlY29yZCBieXRlcycgbGVuZ3RoLCB0aGUgcmVjb3JkcywgdGhlbiB0aGUgc2VnbWVudCdzIHJ1bm5pbmcgQ1JDLTMyQyB1cCB0byB0aGlzIHBvaW50ICh0aGUgY2hhaW4gaW5wdXQgaXMg'
-    'dGhlIHNlZ21lbnQgZXBvY2ggYXMgOCBMRSBieXRlcywgZXZlcnkgc3RyZWFtIGJ5dGUgZXhjZXB0IHN0b3JlZCBDUkNzLCBhbmQgZXZlcnkgdHJhaWxlciBuZXh0IGZpZWxkKS4gQ29tbWl0dGVkIG9uY2UgdGhlIGNyYyBpcyB3cml0dGVuLgqUaAmMHWZhY3RzIMKnOCBUcmFuc2FjdGlvbiBmcmFtaW5nlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmqNBQAAahQBAABOahUBAAB9lGr8AwAASwBzahcBAAB9lGpiAgAASwRzahkBAABOdWJhaDhNGwFqGgEAAGgRaA1OahsBAAApahwBAABqHQEA'
-    'AGoeAQAAXZRqIAEAAF2UdWKMDGpvdXJuYWxfcGFnZZRofymBlH2UKGgFatEFAABogl2UKGiFKYGUfZQoaAWMBnN0cmVhbZRoiWiLKYGUfZQoaI5okSmBlH2UKGiUjAQ0MDg4lGiWaJkpUpR9lChoK034D2icTmidSwFonksAaJ9LAWigSwR1YmihaKRdlIWUUpR1YmioTmipiWiqTmirTnViaAuMMHRyYW5zYWN0aW9uIHN0cmVhbSBieXRlcyAoY29udGludWUgYWNyb3NzIHBhZ2VzKZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOE0uAWjCjB5yZWNv'
-    'cmRzLmpvdXJuYWxfcGFnZS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjARuZXh0lGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMF3RoZSBzZWdtZW50J3MgbmV4dCBwYWdllGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TS8BaMKMHnJlY29yZHMuam91cm5hbF9wYWdlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqYgIAAGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMJ2NoYWluIENSQy0zMkMgaW5j'
-    'bHVkaW5nIHRoaXMgbmV4dCBmaWVsZJRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOE0wAWjCjB5yZWNvcmRzLmpvdXJuYWxfcGFnZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJlaAuM90Egam91cm5hbCBwYWdlOiBubyBmcmFtaW5nOyBzdHJlYW0gYnl0ZXMsIHRoZW4gdGhlIHRyYWlsZXIuIFRoZSB0cmFpbGVyIGlzIHdyaXR0ZW4gb25seSB3aGVuIHRoZSBzdHJlYW0gY29udGludWVzIG9udG8gYW5vdGhlciBwYWdlOyBhIHJlYWRlciBmb2xs'
-    'b3dzIG5leHQgb25seSBpZiB0aGUgY3JjIG1hdGNoZXMgdGhlIGNoYWluIGFuZCBuZXh0IGlzID49IDIsIGluc2lkZSB0aGUgZmlsZSBhbmQgbmV3IHRvIHRoZSBzZWdtZW50LgqUaAmMF2ZhY3RzIMKnOCBKb3VybmFsIHBhZ2VzlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmrUBQAAahQBAABNABBqFQEAAH2UKGrXBQAASwBq5gUAAE34D2piAgAATfwPdWoXAQAAfZQoatcFAABN+A9q5gUAAEsEamICAABLBHVqGQEAAE51YmFoOE0nAWoaAQAAaBFoDU5qGwEAAClqHAEAAGodAQAAah4BAABd'
-    'lGogAQAAXZR1YowMam91cm5hbF9zZWVklGh/KYGUfZQoaAVq+wUAAGiCXZRohSmBlH2UKGgFjA1zZWdtZW50X2Vwb2NolGiJaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAuMFnRoZSBoZWFkZXIncyBlcG9jaCArIDGUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNNgFowowecmVjb3Jkcy5qb3VybmFsX3NlZWQuZmllbGRzWzBdlGghKWjETmjFTmjGiXViYWgLjEtUaGUgZmlyc3QgY2hhaW4gaW5wdXQgb2YgYSBzZWdtZW50OyB0aGUgY2hhaW4g'
-    'aXMgc2VlZGVkIHdpdGggdGhlc2UgOCBieXRlcy6UaAmME2ZhY3RzIMKnOCBDUkMgY2hhaW6UagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCav4FAABqFAEAAEsIahUBAAB9lGoBBgAASwBzahcBAAB9lGoBBgAASwhzahkBAABOdWJhaDhNMgFqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoah0BAABqAQMAAGiIQwuLS0xBRERFDQoaCpSMAmF0lEsAaLWJagkBAAAp'
-    'jAR0aGVulE6MBHRhZ3OUTnViYYwLZW5kaWFuX2V4cHKUTnViLg=='
+    'MZSMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwEbWFueZROjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaIJog4wKZml4ZWRfc2l6ZZRLMIwHb2Zmc2V0c5R9lChoiEsAaMlLC2jQSwxo10sOaN5LEGjlSxRo7EsYaPNLHGoCAQAASyx1jAVzaXplc5R9lChoiEsLaMlLAWjQSwJo10sCaN5LBGjlSwRo7EsEaPNLEGoCAQAASwR1jAVvcmRlcpROdWJhaDhLNowEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZSMBnJlY29yZJSMCHZpcnR1YWxzlF2UjAdsb2Nh'
+    'dGVklF2UdWKMCHJlZl9ib2R5lGh/KYGUfZQoaAVqIwEAAGiCXZQoaIUpgZR9lChoBYwMb2Zmc2V0X2RlbHRhlGiJaACMB1ZhcmludFSUk5QpgZR9lCiMCW1heF9ieXRlc5RLCmicjAd1bGViMTI4lGoJAQAAKYwFYWxpYXOUTowJaXNfc2lnbmVklE6MBWZpeGVklE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtIaMKMGnJlY29yZHMucmVmX2JvZHkuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWiOaIlqKwEAACmBlH2U'
+    'KGouAQAASwponGovAQAAagkBAAApajABAABOajEBAABOajIBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLSWjCjBpyZWNvcmRzLnJlZl9ib2R5LmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMB2FkZHJlc3OUaIlqKwEAACmBlH2UKGouAQAASwponGovAQAAagkBAAApajABAABOajEBAABOajIBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+'
+    'SwBoDU5ov2itaMCJaMFOaDhLSmjCjBpyZWNvcmRzLnJlZl9ib2R5LmZpZWxkc1syXZRoISloxE5oxU5oxol1YmVoC4xAUmVmOiBvZmZzZXRfZGVsdGEsIHNpemUsIGFkZHJlc3MgKGFuIGFic29sdXRlIGZpbGUgYnl0ZSBvZmZzZXQpLpRoCYwPc3BlYyB0YWdnZWRfcmVmlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAE5qDwEAAF2UahIBAAApgZR9lChoFE5ogmomAQAAahUBAABOahYBAAB9lGopAQAASwBzahgBAAB9lGoaAQAATnViYWg4S0RqGwEAAGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2UdWKMCXpl'
+    'cm9fYm9keZRofymBlH2UKGgFakkBAABogl2UKGiFKYGUfZQoaAVqKQEAAGiJaisBAAApgZR9lChqLgEAAEsKaJxqLwEAAGoJAQAAKWowAQAATmoxAQAATmoyAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S1BowowbcmVjb3Jkcy56ZXJvX2JvZHkuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWiOaIlqKwEAACmBlH2UKGouAQAASwponGovAQAAagkBAAApajABAABOajEBAABOajIBAABOdWJoC2itaAlorWiuTmiv'
+    'TmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLUWjCjBtyZWNvcmRzLnplcm9fYm9keS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJlaAuMGVplcm86IG9mZnNldF9kZWx0YSwgc2l6ZS6UaAmMEHNwZWMgdGFnZ2VkX3plcm+UagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAATmoPAQAAXZRqEgEAACmBlH2UKGgUTmiCakwBAABqFQEAAE5qFgEAAH2UaikBAABLAHNqGAEAAH2UahoBAABOdWJhaDhLTGobAQAAaBFoDU5qHAEAAClqHQEAAGoeAQAAah8BAABdlGoh'
+    'AQAAXZR1YowLc2hyaW5rX2JvZHmUaH8pgZR9lChoBWphAQAAaIJdlGiFKYGUfZQoaAVqKQEAAGiJaisBAAApgZR9lChqLgEAAEsKaJxqLwEAAGoJAQAAKWowAQAATmoxAQAATmoyAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S1dowowdcmVjb3Jkcy5zaHJpbmtfYm9keS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJhaAuMNlNocmluazogb2Zmc2V0X2RlbHRhOyB0aGUgb2Zmc2V0IGN1cnNvciBhZnRlciBpdCBpcyBuLpRoCYwS'
+    'c3BlYyB0YWdnZWRfc2hyaW5rlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAE5qDwEAAF2UahIBAAApgZR9lChoFE5ogmpkAQAAahUBAABOahYBAAB9lGopAQAASwBzahgBAAB9lGoaAQAATnViYWg4S1NqGwEAAGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2UdWKMCWdyb3dfYm9keZRofymBlH2UKGgFanQBAABogl2UaIUpgZR9lChoBWopAQAAaIlqKwEAACmBlH2UKGouAQAASwponGovAQAAagkBAAApajABAABOajEBAABOajIBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4'
+    'TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLXWjCjBtyZWNvcmRzLmdyb3dfYm9keS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJhaAuMNEdyb3c6IG9mZnNldF9kZWx0YTsgdGhlIG9mZnNldCBjdXJzb3IgYWZ0ZXIgaXQgaXMgbi6UaAmMEHNwZWMgdGFnZ2VkX2dyb3eUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAATmoPAQAAXZRqEgEAACmBlH2UKGgUTmiCancBAABqFQEAAE5qFgEAAH2UaikBAABLAHNqGAEAAH2UahoBAABOdWJhaDhLWWobAQAAaBFoDU5qHAEAAClqHQEAAGoeAQAAah8BAABdlGoh'
+    'AQAAXZR1YowLaW5saW5lX2JvZHmUaH8pgZR9lChoBWqHAQAAaIJdlChohSmBlH2UKGgFaikBAABoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtlaMKMHXJlY29yZHMuaW5saW5lX2JvZHkuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwHcGF5bG9hZJRoiWiLKYGUfZQoaI5okSmBlH2UKGiUjAxzaXplX3RhZyAtIDSUaJZol4wF'
+    'QmluT3CUk5QpUpR9lCiMBGxlZnSUaJeMBE5hbWWUk5QpUpR9lChoX4wIc2l6ZV90YWeUjANjdHiUaJeMBExvYWSUk5QpUpR9lGJonUsBaJ5LAGifSwFooEsIdWKMAm9wlGiXjANTdWKUk5QpUpR9lGKMBXJpZ2h0lGiZKVKUfZQoaCtLBGicTmidSwFonksLaJ9LAWigSwx1YmidSwFonksAaJ9LAWigSwx1YmihaKRdlGqhAQAAYYWUUpR1YmioTmipiWiqTmirTnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S2ZowowdcmVjb3Jkcy5pbmxp'
+    'bmVfYm9keS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJlaAuMOklubGluZTogb2Zmc2V0X2RlbHRhLCB0aGVuIHNpemVfdGFnIC0gNCByYXcgcGF5bG9hZCBieXRlcy6UaAmMC3NwZWMgaW5saW5llGoJAQAAfZRqoQEAAGgAjAVQYXJhbZSTlCmBlH2UKGgFaqEBAABoiYwDaW50lGjBTmgLjCF0aGUgc3RhdGVtZW50J3MgdGFnIGJ5dGUgKDUuLjI1NSmUdWJzagsBAABOagwBAACJag0BAABOag4BAABOag8BAABdlGoSAQAAKYGUfZQoaBROaIJqigEAAGoVAQAATmoWAQAAfZRqKQEAAEsAc2oYAQAAfZRqGgEAAE51YmFoOEtfahsBAABo'
+    'EWgNTmocAQAAKWodAQAAah4BAABqHwEAAF2UaiEBAABdlHVijAlzdGF0ZW1lbnSUaH8pgZR9lChoBWrDAQAAaIJdlChohSmBlH2UKGgFjAhpZF9kZWx0YZRoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtuaMKMG3JlY29yZHMuc3RhdGVtZW50LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMA3RhZ5RoiWgAjARSZWZUlJOUKYGU'
+    'fZQoaJyMBGVudW2UjAZ0YXJnZXSUaDmMBGFyZ3OUKWoaAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S29owowbcmVjb3Jkcy5zdGF0ZW1lbnQuZmllbGRzWzFdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwEYm9keZRoiWgAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRokSmBlH2UKGiUas8BAABolmqeAQAAKVKUfZQoaF9qzwEAAGqiAQAAaqUBAABonUsBaJ5LAGifSwFooEsDdWJooWikXZRqzwEAAGGFlFKUdWKMBWNhc2VzlChL'
+    'AGhBaiMBAACHlEsBaEVqSQEAAIeUSwJoSWphAQAAh5RLA2hNanQBAACHlEsEaFFOh5R0lGjBaocBAABq1gEAAGqhAQAAaJEpgZR9lCholGrPAQAAaJZqngEAAClSlH2UKGhfas8BAABqogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLA3ViaKFopF2Uas8BAABhhZRSlHVihpSFlGgFjAZzd2l0Y2iUahoBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLcGjCjBtyZWNvcmRzLnN0YXRlbWVudC5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJl'
+    'aAuMl09uZSBkZWx0YS1jb2RlZCBzdGF0ZW1lbnQuIFRoZSBpZCBpcyB0aGUgaWQgY3Vyc29yIHBsdXMgaWRfZGVsdGE7IGEgbm9uLXplcm8gZGVsdGEgcmVzZXRzIHRoZSBvZmZzZXQgY3Vyc29yIChydW50aW1lL2tsYWRkZSBhcHBsaWVzIHRoZSBjdXJzb3IgcnVsZXMpLgqUaAmMG3NwZWMgc3RhdGVtZW50OyBmYWN0cyDCpzQuMZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABOag8BAABdlGoSAQAAKYGUfZQoaBROaIJqxgEAAGoVAQAATmoWAQAAfZRqyQEAAEsAc2oYAQAAfZRqzwEAAEsBc2oaAQAATnViYWg4S2hqGwEA'
+    'AGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2UdWKMCWNoaWxkX3JlZpRofymBlH2UKGgFagMCAABogl2UaIUpgZR9lChoBYwKcGFnZV9kZWx0YZRoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLjB1uZXZlciAwOyBhIDAgaXMgdGhlIGRlbGltaXRlcpRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEt8aMKMG3JlY29yZHMuY2hpbGRfcmVmLmZpZWxkc1swXZRoISloxE5oxU5oxol1'
+    'YmFoC4yjT25lIGNoaWxkIHBhZ2UtbnVtYmVyIGRlbHRhIG9mIHRhYmxlX2NvbnRlbnQncyBjaGlsZCBsaXN0LCBhbG9uZTogd2hhdCBsb2NhdGVzIHRoZSBpLXRoIGNoaWxkIChhbmQgdGhlIDAgZGVsaW1pdGVyLCBzbyB0aGUgZmlyc3Qgc3RhdGVtZW50KSBmb3IgYW4gZXJyb3IncyBvZmZzZXQuCpRoCYwkc3BlYyBhZGRyZXNzX3RhYmxlX3BhZ2U7IGZhY3RzIMKnNC4xlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAE5qDwEAAF2UahIBAAApgZR9lChoFE5ogmoGAgAAahUBAABOahYBAAB9lGoJAgAASwBzahgBAAB9lGoa'
+    'AQAATnViYWg4S3ZqGwEAAGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2UdWKMDXRhYmxlX2NvbnRlbnSUaH8pgZR9lChoBWoYAgAAaIJdlChohSmBlH2UKGgFjAhjaGlsZHJlbpRoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLjBpwYWdlX251bWJlcl9kZWx0YSwgbmV2ZXIgMJRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVoAIwGUmVwZWF0lJOUKYGUfZQojAVjb3VudJROaKhOaKmJaLBLAIwKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIloxU51Ymi2Tmi3'
+    'Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLhGjCjB9yZWNvcmRzLnRhYmxlX2NvbnRlbnQuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwKc3RhdGVtZW50c5RoiWrRAQAAKYGUfZQoaJxqHgEAAGrVAQAAasMBAABq1gEAAClqGgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVqIwIAACmBlH2UKGomAgAATmioTmipiGiwTmonAgAATmooAgAAiWjFTnViaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuFaMKMH3JlY29yZHMudGFibGVf'
+    'Y29udGVudC5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJlaAuMo1RoZSBjb250ZW50IG9mIGFuIGFkZHJlc3MtdGFibGUgcGFnZSAodGhlIGhlYWRlcidzIGluY2x1ZGVkKTogY2hpbGQgcGFnZS1udW1iZXIgZGVsdGFzIHVwIHRvIHRoZSBtYW5kYXRvcnkgMCBkZWxpbWl0ZXIsIHRoZW4gc3RhdGVtZW50cyB0byB0aGUgZW5kIG9mIHRoZSBjb250ZW50LgqUaAlqDwIAAGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAE5qDwEAAF2UahIBAAApgZR9lChoFE5ogmobAgAAahUBAABOahYBAAB9lGoeAgAASwBzahgBAAB9lGoaAQAA'
+    'TnViYWg4S35qGwEAAGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2UdWKMBHBhZ2WUaH8pgZR9lChoBWo7AgAAaIJdlChohSmBlH2UKGgFaJxoiWrRAQAAKYGUfZQoaJxq1AEAAGrVAQAAaBdq1gEAAClqGgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuNaMKMFnJlY29yZHMucGFnZS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjAVlcG9jaJRoiWgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjCdm'
+    'bHVzaCBjb3VudGVyIHdoZW4gdGhlIHBhZ2Ugd2FzIHdyaXR0ZW6UaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLjmjCjBZyZWNvcmRzLnBhZ2UuZmllbGRzWzFdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwMY29udGVudF9zaXpllGiJaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAuMHTExICsgY29udGVudF9zaXplICsgNCA8PSA0MDk2lGgJaK1ork5or05osE5osU5os4lotE5N8Q+GlGiOTmi1Tmi2Tmi3Tmi4TmgrTmi5aI6MB2NvbnRlbnSU'
+    'hpRouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S49owowWcmVjb3Jkcy5wYWdlLmZpZWxkc1syXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqUgIAAGiJaIspgZR9lChojmiRKYGUfZQoaJRqTQIAAGiWap4BAAApUpR9lChoX2pNAgAAaqIBAABqpQEAAGidSwFonksAaJ9LAWigSwx1YmihaKRdlGpNAgAAYYWUUpR1YmioTmipiWiqTmirTnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S5BowowWcmVjb3Jkcy5wYWdlLmZpZWxk'
+    'c1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMA2NyY5RoiWgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjClDUkMtMzJDIG9mIGJ5dGVzIFswLCA5KSB0aGVuIHRoZSBjb250ZW50LpRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhoAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMBmNyYzMyY5SMBmNvdmVyc5ROjAhleGNsdWRlZJRqTQIAAIWUjApzdG9yZV9iaXRzlE6MBHNlZWSUTmoJAQAAKWghSyBoEomMBnJhbmdlc5QpjAVzY29wZZRorYwGZmlsbGVylEsAaA8pjAVzcGFuc5QpdWJoK05ouU5o'
+    'uilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S5FowowWcmVjb3Jkcy5wYWdlLmZpZWxkc1s0XZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMB3BhZGRpbmeUaIloAIwIUGFkZGluZ1SUk5QpgZR9lCiMBWFsaWdulE0AEGgFankCAACMCWFyYml0cmFyeZSIdWJoC4whbm90IGNoZWNrc3VtbWVkOyB3cml0dGVuIGFzIHplcm9zlGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S5VowowWcmVjb3Jkcy5wYWdlLmZpZWxkc1s1XZRoISloxE5oxU5o'
+    'xol1YmVoC4ykQW4gb3JkaW5hcnkgZnJhbWVkIHBhZ2Ugd2l0aCBpdHMgY29udGVudCBrZXB0IG9wYXF1ZSAoZGF0YSBwYWdlcywgYW5kIHRoZSBmcmFtaW5nIGNoZWNrIG9mIGFueSBwYWdlKS4gVGhlIENSQy0zMkMgY292ZXJzIGtpbmQsIGVwb2NoIGFuZCBjb250ZW50LCBub3QgY29udGVudF9zaXplLgqUaAmMEWZhY3RzIMKnMS4xLcKnMS4zlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAE5qDwEAAF2UahIBAAApgZR9lChoFE5ogmo+AgAAahUBAABOahYBAAB9lChonEsAakYCAABLAWpNAgAASwlqUgIAAEsLdWoYAQAA'
+    'fZQoaJxLAWpGAgAASwhqTQIAAEsCamMCAABLBHVqGgEAAE51YmFoOEuHahsBAABoEWgNTmocAQAAKWodAQAAah4BAABqHwEAAF2UaiEBAABdlHVijAtoZWFkZXJfc2xvdJRofymBlH2UKGgFaowCAABogl2UKGiFKYGUfZQoaAWMBmhlYWRlcpRoiWrRAQAAKYGUfZQoaJxqHgEAAGrVAQAAaH1q1gEAAClqGgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEudaMKMHXJlY29yZHMuaGVhZGVyX3Nsb3QuZmllbGRzWzBdlGghKWjETmjF'
+    'TmjGiXViaIUpgZR9lChoBWicaIlq0QEAACmBlH2UKGicatQBAABq1QEAAGgXatYBAAApahoBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLnmjCjB1yZWNvcmRzLmhlYWRlcl9zbG90LmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqRgIAAGiJaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjA'
+    'iWjBTmg4S59owowdcmVjb3Jkcy5oZWFkZXJfc2xvdC5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFak0CAABoiWgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROTcEPhpRojk5otU5otk5ot05ouE5oK05ouWiOalICAACGlGi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLoGjCjB1yZWNvcmRzLmhlYWRlcl9zbG90LmZpZWxkc1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqUgIAAGiJaIspgZR9lChojmiRKYGUfZQoaJRqTQIAAGiWap4BAAApUpR9lChoX2pNAgAA'
+    'aqIBAABqpQEAAGidSwFonksAaJ9LAWigSwx1YmihaKRdlGpNAgAAYYWUUpR1YmioTmipiWiqTmirTnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S6FowowdcmVjb3Jkcy5oZWFkZXJfc2xvdC5maWVsZHNbNF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFamMCAABoiWgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhqaAIAACmBlH2UKGprAgAAamwCAABqbQIAAE5qbgIA'
+    'AGpNAgAAhZRqcAIAAE5qcQIAAE5qCQEAACloIUsgaBKJanICAAApanMCAABorWp0AgAASwBoDylqdQIAACl1YmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLomjCjB1yZWNvcmRzLmhlYWRlcl9zbG90LmZpZWxkc1s1XZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqeQIAAGiJansCAAApgZR9lChqfgIAAE0AEGgFankCAABqfwIAAIh1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEulaMKMHXJlY29yZHMuaGVhZGVy'
+    'X3Nsb3QuZmllbGRzWzZdlGghKWjETmjFTmjGiXViZWgLjKNBIGhlYWRlciBzbG90IHdpdGggaXRzIGNvbnRlbnQga2VwdCBvcGFxdWU6IHdoYXQgdGhlIGhlYWRlci1zbG90IGNob2ljZSBkZWNvZGVzIChmcmFtaW5nLCBDUkMsIG1hZ2ljLCBwYWdlIHNpemUpLCBiZWZvcmUgdGhlIGNob3NlbiBzbG90J3MgY29udGVudCBpcyBpbnRlcnByZXRlZC4KlGgJjBJmYWN0cyDCpzEuMSwgwqcyLjKUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAATmoPAQAAXZRqEgEAACmBlH2UKGgUTmiCao8CAABqFQEAAE5qFgEAAH2UKGqSAgAA'
+    'SwBonEswakYCAABLMWpNAgAASzlqUgIAAEs7dWoYAQAAfZQoapICAABLMGicSwFqRgIAAEsIak0CAABLAmpjAgAASwR1ahoBAABOdWJhaDhLl2obAQAAaBFoDU5qHAEAAClqHQEAAGoeAQAAah8BAABdlGohAQAAXZR1YowKdGFibGVfcGFnZZRofymBlH2UKGgFasoCAABogl2UKGiFKYGUfZQoaAVonGiJatEBAAApgZR9lChonGrUAQAAatUBAABoF2rWAQAAKWoaAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S6towowccmVjb3Jk'
+    'cy50YWJsZV9wYWdlLmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqRgIAAGiJaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S6xowowccmVjb3Jkcy50YWJsZV9wYWdlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqTQIAAGiJaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtorWgJaK1ork5or05osE5osU5os4lotE5N8Q+GlGiOTmi1Tmi2Tmi3Tmi4TmgrTmi5aI5q'
+    'UgIAAIaUaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEutaMKMHHJlY29yZHMudGFibGVfcGFnZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFalICAABoiWrRAQAAKYGUfZQoaJxqHgEAAGrVAQAAahgCAABq1gEAAClqGgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5okSmBlH2UKGiUak0CAABolmqeAQAAKVKUfZQoaF9qTQIAAGqiAQAAaqUBAABonUsBaJ5LAGifSwFooEsMdWJooWikXZRqTQIAAGGFlFKUdWJotU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjB'
+    'Tmg4S65owowccmVjb3Jkcy50YWJsZV9wYWdlLmZpZWxkc1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqYwIAAGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouGpoAgAAKYGUfZQoamsCAABqbAIAAGptAgAATmpuAgAAak0CAACFlGpwAgAATmpxAgAATmoJAQAAKWghSyBoEolqcgIAAClqcwIAAGitanQCAABLAGgPKWp1AgAAKXViaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuvaMKMHHJlY29yZHMudGFibGVfcGFnZS5maWVsZHNbNF2U'
+    'aCEpaMROaMVOaMaJdWJohSmBlH2UKGgFankCAABoiWp7AgAAKYGUfZQoan4CAABNABBoBWp5AgAAan8CAACIdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLsmjCjBxyZWNvcmRzLnRhYmxlX3BhZ2UuZmllbGRzWzVdlGghKWjETmjFTmjGiXViZWgLjEFBIG5vbi1oZWFkZXIgQWRkcmVzc1RhYmxlIHBhZ2UgKGtpbmQgMSkgd2l0aCBpdHMgY29udGVudCBkZWNvZGVkLpRoCYwQZmFjdHMgwqcxLjEsIMKnNJRqCQEAAH2UagsBAABOagwB'
+    'AACJag0BAABOag4BAABOag8BAABdlGoSAQAAKYGUfZQoaBROaIJqzQIAAGoVAQAATmoWAQAAfZQoaJxLAGpGAgAASwFqTQIAAEsJalICAABLC3VqGAEAAH2UKGicSwFqRgIAAEsIak0CAABLAmpjAgAASwR1ahoBAABOdWJhaDhLp2obAQAAaBFoDU5qHAEAAClqHQEAAGoeAQAAah8BAABdlGohAQAAXZR1YowLaGVhZGVyX3BhZ2WUaH8pgZR9lChoBWoCAwAAaIJdlChohSmBlH2UKGgFapICAABoiWrRAQAAKYGUfZQoaJxqHgEAAGrVAQAAaH1q1gEAAClqGgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdO'
+    'aLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEu6aMKMHXJlY29yZHMuaGVhZGVyX3BhZ2UuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWicaIlq0QEAACmBlH2UKGicatQBAABq1QEAAGgXatYBAAApahoBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLu2jCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqRgIAAGiJaB4pgZR9lChoIUtA'
+    'aCKJaA1oDmgjiHViaAuMK3RoZSBoZWFkZXIncyBlcG9jaDogcGFnZSAwIGV2ZW4sIHBhZ2UgMSBvZGSUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLvGjCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZpZWxkc1syXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqTQIAAGiJaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAuMHTU5ICsgY29udGVudF9zaXplICsgNCA8PSA0MDk2lGgJaK1ork5or05osE5osU5os4lotE5NwQ+GlGiOTmi1Tmi2Tmi3Tmi4'
+    'TmgrTmi5aI5qUgIAAIaUaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEu9aMKMHXJlY29yZHMuaGVhZGVyX3BhZ2UuZmllbGRzWzNdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWpSAgAAaIlq0QEAACmBlH2UKGicah4BAABq1QEAAGoYAgAAatYBAAApahoBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOaJEpgZR9lCholGpNAgAAaJZqngEAAClSlH2UKGhfak0CAABqogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLDHViaKFopF2Uak0CAABhhZRSlHViaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgN'
+    'Tmi/aK1owIlowU5oOEu+aMKMHXJlY29yZHMuaGVhZGVyX3BhZ2UuZmllbGRzWzRdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWpjAgAAaIloHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wqQ1JDLTMyQyBvZiBieXRlcyBbMCwgNTcpIHRoZW4gdGhlIGNvbnRlbnQulGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouGpoAgAAKYGUfZQoamsCAABqbAIAAGptAgAATmpuAgAAak0CAACFlGpwAgAATmpxAgAATmoJAQAAKWghSyBoEolqcgIAAClqcwIAAGitanQCAABLAGgPKWp1AgAAKXViaCtOaLlOaLopaLtOaLxOaL1O'
+    'aL5LAGgNTmi/aK1owIlowU5oOEu/aMKMHXJlY29yZHMuaGVhZGVyX3BhZ2UuZmllbGRzWzVdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWp5AgAAaIlqewIAACmBlH2UKGp+AgAATQAQaAVqeQIAAGp/AgAAiHViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S8NowowdcmVjb3Jkcy5oZWFkZXJfcGFnZS5maWVsZHNbNl2UaCEpaMROaMVOaMaJdWJlaAuMjEEgaGVhZGVyIHNsb3QgKHBhZ2UgMCBvciAxKTogdGhlIDQ4IGhlYWRlciBieXRl'
+    'cywgdGhlbiB0aGUgZnJhbWluZyBvZiB0aGUgcm9vdCBhZGRyZXNzIHRhYmxlLiBUaGUgQ1JDIGNvdmVycyBieXRlcyBbMCwgNTcpIGFuZCB0aGUgY29udGVudC4KlGgJjBBmYWN0cyDCpzEuMSwgwqcylGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAE5qDwEAAF2UahIBAAApgZR9lChoFE5ogmoFAwAAahUBAABOahYBAAB9lChqkgIAAEsAaJxLMGpGAgAASzFqTQIAAEs5alICAABLO3VqGAEAAH2UKGqSAgAASzBonEsBakYCAABLCGpNAgAASwJqYwIAAEsEdWoaAQAATnViYWg4S7RqGwEAAGgRaA1OahwBAAApah0BAABqHgEA'
+    'AGofAQAAXZRqIQEAAF2UdWKMDGpvdXJuYWxfZnJlZZRofymBlH2UKGgFakIDAABogl2UaIUpgZR9lChoBWhfaIlqKwEAACmBlH2UKGouAQAASwponGovAQAAagkBAAApajABAABOajEBAABOajIBAABOdWJoC4wgYWxsb2NhdGlvbiBpZCAobm9uLXplcm8sIDMyLWJpdCmUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6aACMBkFzc2VydJSTlCmBlH2UKIwFY2hlY2uUaJEpgZR9lCholIwcaWQgPj0gMSBhbmQgaWQgPD0gNDI5NDk2NzI5NZRolmiXjAZCb29sT3CUk5QpUpR9lChqpwEAAGiXjANBbmSU'
+    'k5QpUpR9lGKMBnZhbHVlc5RdlChol4wHQ29tcGFyZZSTlClSlH2UKGqcAQAAap4BAAApUpR9lChoX2hfaqIBAABqpQEAAGidSwFonksAaJ9LAWigSwJ1YowDb3BzlF2UaJeMA0d0RZSTlClSlH2UYmGMC2NvbXBhcmF0b3JzlF2UaJkpUpR9lChoK0sBaJxOaJ1LAWieSwZon0sBaKBLB3ViYWidSwFonksAaJ9LAWigSwd1YmpeAwAAKVKUfZQoapwBAABqngEAAClSlH2UKGhfaF9qogEAAGqlAQAAaJ1LAWieSwxon0sBaKBLDnViamMDAABdlGiXjANMdEWUk5QpUpR9lGJhamkDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxJo'
+    'n0sBaKBLHHViYWidSwFonksMaJ9LAWigSxx1YmVonUsBaJ5LAGifSwFooEscdWJooWikXZRoX2GFlFKUdWKMB21lc3NhZ2WUjCRhIGpvdXJuYWwgcmVjb3JkIG5hbWVzIGFuIGludmFsaWQgaWSUjAVlcnJvcpSMCmNvbnN0cmFpbnSUaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S9BowowecmVjb3Jkcy5qb3VybmFsX2ZyZWUuZmllbGRzWzBdlGghKWjETmjFTmjGiXViYWgLjB1GcmVlOiB0aGUgaWQgY2Vhc2VzIHRvIGV4aXN0LpRoCYwOZmFjdHMgwqc4IEZyZWWUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoO'
+    'AQAATmoPAQAAXZRqEgEAACmBlH2UKGgUTmiCakUDAABqFQEAAE5qFgEAAH2UaF9LAHNqGAEAAH2UahoBAABOdWJhaDhLzGobAQAAaBFoDU5qHAEAAClqHQEAAGoeAQAAah8BAABdlGohAQAAXZR1YowOam91cm5hbF9yZXNpemWUaH8pgZR9lChoBWqMAwAAaIJdlChohSmBlH2UKGgFaF9oiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqTAMAACmBlH2UKGpPAwAAaJEpgZR9lCholGpSAwAAaJZqVAMA'
+    'AClSlH2UKGqnAQAAalkDAABqWwMAAF2UKGpeAwAAKVKUfZQoapwBAABqngEAAClSlH2UKGhfaF9qogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLAnViamMDAABdlGpnAwAAYWppAwAAXZRomSlSlH2UKGgrSwFonE5onUsBaJ5LBmifSwFooEsHdWJhaJ1LAWieSwBon0sBaKBLB3Vial4DAAApUpR9lChqnAEAAGqeAQAAKVKUfZQoaF9oX2qiAQAAaqUBAABonUsBaJ5LDGifSwFooEsOdWJqYwMAAF2UanQDAABhamkDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxJon0sBaKBLHHViYWidSwFonksMaJ9LAWigSxx1YmVonUsBaJ5L'
+    'AGifSwFooEscdWJooWikXZRoX2GFlFKUdWJqfAMAAGp9AwAAan4DAABqfwMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvWaMKMIHJlY29yZHMuam91cm5hbF9yZXNpemUuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWiOaIlqKwEAACmBlH2UKGouAQAASwponGovAQAAagkBAAApajABAABOajEBAABOajIBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6akwDAAApgZR9lChqTwMAAGiRKYGUfZQoaJSMEnNpemUgPD0gNDI5NDk2NzI5NZRolmpe'
+    'AwAAKVKUfZQoapwBAABqngEAAClSlH2UKGhfaI5qogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLBHViamMDAABdlGp0AwAAYWppAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksIaJ9LAWigSxJ1YmFonUsBaJ5LAGifSwFooEsSdWJooWikXZRojmGFlFKUdWJqfAMAAIwnYSBqb3VybmFsIHJlY29yZCByZWFjaGVzIHBhc3QgMioqMzIgLSAxlGp+AwAAan8DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL12jCjCByZWNvcmRzLmpvdXJuYWxfcmVzaXplLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmVoC4xR'
+    'UmVzaXplOiBicmluZyB0aGUgaWQgaW50byBleGlzdGVuY2UgYW5kIHRydW5jYXRlIG9yIHplcm8tZXh0ZW5kIGl0IHRvIHNpemUgYnl0ZXMulGgJjBBmYWN0cyDCpzggUmVzaXpllGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAE5qDwEAAF2UahIBAAApgZR9lChoFE5ogmqPAwAAahUBAABOahYBAAB9lGhfSwBzahgBAAB9lGoaAQAATnViYWg4S9JqGwEAAGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2UdWKMDWpvdXJuYWxfd3JpdGWUaH8pgZR9lChoBWrRAwAAaIJdlChohSmBlH2UKGgFaF9oiWorAQAAKYGU'
+    'fZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqTAMAACmBlH2UKGpPAwAAaJEpgZR9lCholGpSAwAAaJZqVAMAAClSlH2UKGqnAQAAalkDAABqWwMAAF2UKGpeAwAAKVKUfZQoapwBAABqngEAAClSlH2UKGhfaF9qogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLAnViamMDAABdlGpnAwAAYWppAwAAXZRomSlSlH2UKGgrSwFonE5onUsBaJ5LBmifSwFooEsHdWJhaJ1LAWieSwBon0sBaKBLB3Vial4DAAApUpR9lChqnAEA'
+    'AGqeAQAAKVKUfZQoaF9oX2qiAQAAaqUBAABonUsBaJ5LDGifSwFooEsOdWJqYwMAAF2UanQDAABhamkDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxJon0sBaKBLHHViYWidSwFonksMaJ9LAWigSxx1YmVonUsBaJ5LAGifSwFooEscdWJooWikXZRoX2GFlFKUdWJqfAMAAGp9AwAAan4DAABqfwMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvdaMKMH3JlY29yZHMuam91cm5hbF93cml0ZS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjAZvZmZzZXSUaIlqKwEAACmBlH2UKGouAQAA'
+    'SwponGovAQAAagkBAAApajABAABOajEBAABOajIBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL3mjCjB9yZWNvcmRzLmpvdXJuYWxfd3JpdGUuZmllbGRzWzFdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwGbGVuZ3RolGiJaisBAAApgZR9lChqLgEAAEsKaJxqLwEAAGoJAQAAKWowAQAATmoxAQAATmoyAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK2iRKYGUfZQoaJSMCWxlbihkYXRh'
+    'KZRolmiXjARDYWxslJOUKVKUfZQojARmdW5jlGqeAQAAKVKUfZQoaF+MA2xlbpRqogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLA3ViatYBAABdlGqeAQAAKVKUfZQoaF+MBGRhdGGUaqIBAABqpQEAAGidSwFonksEaJ9LAWigSwh1YmGMCGtleXdvcmRzlF2UaJ1LAWieSwBon0sBaKBLCXViaKFopF2Uag4EAABhhZRSlHViaLlOaLpqTAMAACmBlH2UKGpPAwAAaJEpgZR9lCholIwdb2Zmc2V0ICsgbGVuZ3RoIDw9IDQyOTQ5NjcyOTWUaJZqXgMAAClSlH2UKGqcAQAAapkBAAApUpR9lChqnAEAAGqeAQAAKVKUfZQoaF9q9wMAAGqiAQAA'
+    'aqUBAABonUsBaJ5LAGifSwFooEsGdWJqpwEAAGiXjANBZGSUk5QpUpR9lGJqrAEAAGqeAQAAKVKUfZQoaF9q/QMAAGqiAQAAaqUBAABonUsBaJ5LCWifSwFooEsPdWJonUsBaJ5LAGifSwFooEsPdWJqYwMAAF2UanQDAABhamkDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxNon0sBaKBLHXViYWidSwFonksAaJ9LAWigSx11YmihaKRdlChq/QMAAGr3AwAAZYWUUpR1Ymp8AwAAasQDAABqfgMAAGp/AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S99owowfcmVjb3Jkcy5qb3VybmFsX3dyaXRlLmZp'
+    'ZWxkc1syXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqDgQAAGiJaIspgZR9lChojmiRKYGUfZQoaJRq/QMAAGiWap4BAAApUpR9lChoX2r9AwAAaqIBAABqpQEAAGidSwFonksAaJ9LAWigSwZ1YmihaKRdlGr9AwAAYYWUUpR1YmioTmipiWiqTmirTnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S+RowowfcmVjb3Jkcy5qb3VybmFsX3dyaXRlLmZpZWxkc1szXZRoISloxE5oxU5oxol1YmVoC4xTV3JpdGU6IHNldCBbb2Zmc2V0LCBv'
+    'ZmZzZXQrbGVuKSB0byB0aGUgcmF3IGJ5dGVzLCBncm93aW5nIHRoZSBhbGxvY2F0aW9uIGFzIG5lZWRlZC6UaAmMD2ZhY3RzIMKnOCBXcml0ZZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABOag8BAABdlGoSAQAAKYGUfZQoaBROaIJq1AMAAGoVAQAATmoWAQAAfZRoX0sAc2oYAQAAfZRqGgEAAE51YmFoOEvZahsBAABoEWgNTmocAQAAKWodAQAAah4BAABqHwEAAF2UaiEBAABdlHVijA5qb3VybmFsX3NwbGljZZRofymBlH2UKGgFakQEAABogl2UKGiFKYGUfZQoaAVoX2iJaisBAAApgZR9lChqLgEAAEsKaJxqLwEAAGoJ'
+    'AQAAKWowAQAATmoxAQAATmoyAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5oumpMAwAAKYGUfZQoak8DAABokSmBlH2UKGiUalIDAABolmpUAwAAKVKUfZQoaqcBAABqWQMAAGpbAwAAXZQoal4DAAApUpR9lChqnAEAAGqeAQAAKVKUfZQoaF9oX2qiAQAAaqUBAABonUsBaJ5LAGifSwFooEsCdWJqYwMAAF2UamcDAABhamkDAABdlGiZKVKUfZQoaCtLAWicTmidSwFonksGaJ9LAWigSwd1YmFonUsBaJ5LAGifSwFooEsHdWJqXgMAAClSlH2UKGqcAQAAap4BAAApUpR9lChoX2hfaqIB'
+    'AABqpQEAAGidSwFonksMaJ9LAWigSw51YmpjAwAAXZRqdAMAAGFqaQMAAF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LEmifSwFooEscdWJhaJ1LAWieSwxon0sBaKBLHHViZWidSwFonksAaJ9LAWigSxx1YmihaKRdlGhfYYWUUpR1Ymp8AwAAan0DAABqfgMAAGp/AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S+powowgcmVjb3Jkcy5qb3VybmFsX3NwbGljZS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFavcDAABoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5q'
+    'MQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvraMKMIHJlY29yZHMuam91cm5hbF9zcGxpY2UuZmllbGRzWzFdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwHb2xkX2xlbpRoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqTAMAACmBlH2UKGpPAwAAaJEpgZR9lCholIweb2Zmc2V0'
+    'ICsgb2xkX2xlbiA8PSA0Mjk0OTY3Mjk1lGiWal4DAAApUpR9lChqnAEAAGqZAQAAKVKUfZQoapwBAABqngEAAClSlH2UKGhfavcDAABqogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLBnViaqcBAABqIQQAAGqsAQAAap4BAAApUpR9lChoX2pvBAAAaqIBAABqpQEAAGidSwFonksJaJ9LAWigSxB1YmidSwFonksAaJ9LAWigSxB1YmpjAwAAXZRqdAMAAGFqaQMAAF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LFGifSwFooEsedWJhaJ1LAWieSwBon0sBaKBLHnViaKFopF2UKGr3AwAAam8EAABlhZRSlHVianwDAABqxAMAAGp+AwAA'
+    'an8DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL7GjCjCByZWNvcmRzLmpvdXJuYWxfc3BsaWNlLmZpZWxkc1syXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVq/QMAAGiJaisBAAApgZR9lChqLgEAAEsKaJxqLwEAAGoJAQAAKWowAQAATmoxAQAATmoyAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK2iRKYGUfZQoaJRqAgQAAGiWagQEAAApUpR9lChqBwQAAGqeAQAAKVKUfZQoaF9qCgQAAGqiAQAAaqUBAABonUsBaJ5LAGifSwFooEsDdWJq1gEAAF2Uap4BAAApUpR9'
+    'lChoX2oOBAAAaqIBAABqpQEAAGidSwFonksEaJ9LAWigSwh1YmFqDwQAAF2UaJ1LAWieSwBon0sBaKBLCXViaKFopF2Uag4EAABhhZRSlHViaLlOaLpqTAMAACmBlH2UKGpPAwAAaJEpgZR9lCholGoYBAAAaJZqXgMAAClSlH2UKGqcAQAAapkBAAApUpR9lChqnAEAAGqeAQAAKVKUfZQoaF9q9wMAAGqiAQAAaqUBAABonUsBaJ5LAGifSwFooEsGdWJqpwEAAGohBAAAaqwBAABqngEAAClSlH2UKGhfav0DAABqogEAAGqlAQAAaJ1LAWieSwlon0sBaKBLD3ViaJ1LAWieSwBon0sBaKBLD3ViamMDAABdlGp0AwAAYWppAwAAXZRomSlS'
+    'lH2UKGgrigX/////AGicTmidSwFonksTaJ9LAWigSx11YmFonUsBaJ5LAGifSwFooEsddWJooWikXZQoav0DAABq9wMAAGWFlFKUdWJqfAMAAGrEAwAAan4DAABqfwMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvwaMKMIHJlY29yZHMuam91cm5hbF9zcGxpY2UuZmllbGRzWzNdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWoOBAAAaIloiymBlH2UKGiOaJEpgZR9lCholGr9AwAAaJZqngEAAClSlH2UKGhfav0DAABqogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLBnViaKFopF2Uav0DAABhhZRSlHViaKhOaKmJ'
+    'aKpOaKtOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL9WjCjCByZWNvcmRzLmpvdXJuYWxfc3BsaWNlLmZpZWxkc1s0XZRoISloxE5oxU5oxol1YmVoC4xPU3BsaWNlOiByZXBsYWNlIFtvZmZzZXQsIG9mZnNldCtvbGRfbGVuKSB3aXRoIGxlbiByYXcgYnl0ZXMsIHNoaWZ0aW5nIHRoZSB0YWlsLpRoCYwQZmFjdHMgwqc4IFNwbGljZZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABOag8BAABdlGoSAQAAKYGUfZQoaBROaIJq'
+    'RwQAAGoVAQAATmoWAQAAfZRoX0sAc2oYAQAAfZRqGgEAAE51YmFoOEvmahsBAABoEWgNTmocAQAAKWodAQAAah4BAABqHwEAAF2UaiEBAABdlHVijAxqb3VybmFsX2NvcHmUaH8pgZR9lChoBWrEBAAAaIJdlChohSmBlH2UKGgFjANzcmOUaIlqKwEAACmBlH2UKGouAQAASwponGovAQAAagkBAAApajABAABOajEBAABOajIBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6akwDAAApgZR9lChqTwMAAGiRKYGUfZQoaJSMHnNyYyA+PSAxIGFuZCBzcmMgPD0gNDI5NDk2NzI5NZRolmpU'
+    'AwAAKVKUfZQoaqcBAABqWQMAAGpbAwAAXZQoal4DAAApUpR9lChqnAEAAGqeAQAAKVKUfZQoaF9qygQAAGqiAQAAaqUBAABonUsBaJ5LAGifSwFooEsDdWJqYwMAAF2UamcDAABhamkDAABdlGiZKVKUfZQoaCtLAWicTmidSwFonksHaJ9LAWigSwh1YmFonUsBaJ5LAGifSwFooEsIdWJqXgMAAClSlH2UKGqcAQAAap4BAAApUpR9lChoX2rKBAAAaqIBAABqpQEAAGidSwFonksNaJ9LAWigSxB1YmpjAwAAXZRqdAMAAGFqaQMAAF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LFGifSwFooEsedWJhaJ1LAWieSw1on0sBaKBLHnVi'
+    'ZWidSwFonksAaJ9LAWigSx51YmihaKRdlGrKBAAAYYWUUpR1Ymp8AwAAan0DAABqfgMAAGp/AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S/1owowecmVjb3Jkcy5qb3VybmFsX2NvcHkuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwKc3JjX29mZnNldJRoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEv+'
+    'aMKMHnJlY29yZHMuam91cm5hbF9jb3B5LmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVq/QMAAGiJaisBAAApgZR9lChqLgEAAEsKaJxqLwEAAGoJAQAAKWowAQAATmoxAQAATmoyAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5oumpMAwAAKYGUfZQoak8DAABokSmBlH2UKGiUjCFzcmNfb2Zmc2V0ICsgbGVuZ3RoIDw9IDQyOTQ5NjcyOTWUaJZqXgMAAClSlH2UKGqcAQAAapkBAAApUpR9lChqnAEAAGqeAQAAKVKUfZQoaF9q7AQAAGqiAQAAaqUBAABonUsBaJ5LAGif'
+    'SwFooEsKdWJqpwEAAGohBAAAaqwBAABqngEAAClSlH2UKGhfav0DAABqogEAAGqlAQAAaJ1LAWieSw1on0sBaKBLE3ViaJ1LAWieSwBon0sBaKBLE3ViamMDAABdlGp0AwAAYWppAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksXaJ9LAWigSyF1YmFonUsBaJ5LAGifSwFooEshdWJooWikXZQoav0DAABq7AQAAGWFlFKUdWJqfAMAAGrEAwAAan4DAABqfwMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEv/aMKMHnJlY29yZHMuam91cm5hbF9jb3B5LmZpZWxkc1syXZRoISloxE5oxU5oxol1YmiFKYGU'
+    'fZQoaAWMA2RzdJRoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqTAMAACmBlH2UKGpPAwAAaJEpgZR9lCholIweZHN0ID49IDEgYW5kIGRzdCA8PSA0Mjk0OTY3Mjk1lGiWalQDAAApUpR9lChqpwEAAGpZAwAAalsDAABdlChqXgMAAClSlH2UKGqcAQAAap4BAAApUpR9lChoX2oMBQAAaqIBAABqpQEAAGidSwFonksAaJ9LAWigSwN1YmpjAwAAXZRqZwMAAGFqaQMAAF2UaJkpUpR9lChoK0sBaJxO'
+    'aJ1LAWieSwdon0sBaKBLCHViYWidSwFonksAaJ9LAWigSwh1YmpeAwAAKVKUfZQoapwBAABqngEAAClSlH2UKGhfagwFAABqogEAAGqlAQAAaJ1LAWieSw1on0sBaKBLEHViamMDAABdlGp0AwAAYWppAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksUaJ9LAWigSx51YmFonUsBaJ5LDWifSwFooEsedWJlaJ1LAWieSwBon0sBaKBLHnViaKFopF2UagwFAABhhZRSlHVianwDAABqfQMAAGp+AwAAan8DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNAwFowowecmVjb3Jkcy5qb3VybmFsX2NvcHkuZmll'
+    'bGRzWzNdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwKZHN0X29mZnNldJRoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEAAE5qMQEAAE5qMgEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqTAMAACmBlH2UKGpPAwAAaJEpgZR9lCholIwhZHN0X29mZnNldCArIGxlbmd0aCA8PSA0Mjk0OTY3Mjk1lGiWal4DAAApUpR9lChqnAEAAGqZAQAAKVKUfZQoapwBAABqngEAAClSlH2UKGhfai4FAABqogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLCnViaqcBAABqIQQAAGqs'
+    'AQAAap4BAAApUpR9lChoX2r9AwAAaqIBAABqpQEAAGidSwFonksNaJ9LAWigSxN1YmidSwFonksAaJ9LAWigSxN1YmpjAwAAXZRqdAMAAGFqaQMAAF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LF2ifSwFooEshdWJhaJ1LAWieSwBon0sBaKBLIXViaKFopF2UKGouBQAAav0DAABlhZRSlHVianwDAABqxAMAAGp+AwAAan8DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNBAFowowecmVjb3Jkcy5qb3VybmFsX2NvcHkuZmllbGRzWzRdlGghKWjETmjFTmjGiXViZWgLjJlDb3B5IChhbmQgTW92ZSwgd2hp'
+    'Y2ggdGhlbiB6ZXJvZXMgdGhlIHZhY2F0ZWQgc291cmNlIHJhbmdlKTogbGVuIGJ5dGVzIGZyb20gc3JjIGF0IHNyY19vZmZzZXQgdG8gZHN0IGF0IGRzdF9vZmZzZXQ7IHVud3JpdHRlbiBzb3VyY2UgYnl0ZXMgcmVhZCBhcyB6ZXJvLgqUaAmMFGZhY3RzIMKnOCBDb3B5LCBNb3ZllGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAE5qDwEAAF2UahIBAAApgZR9lChoFE5ogmrHBAAAahUBAABOahYBAAB9lGrKBAAASwBzahgBAAB9lGoaAQAATnViYWg4S/dqGwEAAGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2U'
+    'dWKMDmpvdXJuYWxfcmVjb3JklGh/KYGUfZQoaAVqUQUAAGiCXZQoaIUpgZR9lChoBWrPAQAAaIlq0QEAACmBlH2UKGicatQBAABq1QEAAGhWatYBAAApahoBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNDQFowowgcmVjb3Jkcy5qb3VybmFsX3JlY29yZC5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFatoBAABoiWrcAQAAKYGUfZQoat8BAABokSmBlH2UKGiUas8BAABolmqeAQAAKVKUfZQoaF9qzwEAAGqiAQAA'
+    'aqUBAABonUsBaJ5LAGifSwFooEsDdWJooWikXZRqzwEAAGGFlFKUdWJq5wEAAChLAWheakIDAACHlEsCaGJqjAMAAIeUSwNoZmrRAwAAh5RLBGhqakQEAACHlEsFaG5qxAQAAIeUSwZocmrEBAAAh5R0lGjBan4DAABq1gEAACloBWr3AQAAahoBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNDgFowowgcmVjb3Jkcy5qb3VybmFsX3JlY29yZC5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJlaAuMSk9uZSBqb3VybmFsIHJlY29yZDsg'
+    'ZXZlcnkgcmVjb3JkIGV4Y2VwdCBGcmVlIGJyaW5ncyBpdHMgaWQgaW50byBleGlzdGVuY2UulGgJaHVqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABOag8BAABdlGoSAQAAKYGUfZQoaBROaIJqVAUAAGoVAQAATmoWAQAAfZQoas8BAABLAGraAQAASwF1ahgBAAB9lGrPAQAASwFzahoBAABOdWJhaDhNCQFqGwEAAGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2UdWKMD2pvdXJuYWxfcmVjb3Jkc5RofymBlH2UKGgFanYFAABogl2UaIUpgZR9lChoBWh7aIlq0QEAACmBlH2UKGicah4BAABq1QEAAGpRBQAAatYB'
+    'AAApahoBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1aiMCAAApgZR9lChqJgIAAE5oqE5oqYhosE5qJwIAAE5qKAIAAIloxU51Ymi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNGQFowowhcmVjb3Jkcy5qb3VybmFsX3JlY29yZHMuZmllbGRzWzBdlGghKWjETmjFTmjGiXViYWgLjKBBIHRyYW5zYWN0aW9uJ3MgcmVjb3JkIGJ5dGVzOiByZWNvcmRzIHRvIHRoZSBlbmQuIEEgdHJhbnNhY3Rpb24gd2hvc2UgY3JjIG1hdGNoZXMgYnV0IHdob3NlIHJlY29yZHMgZG8gbm90IGRl'
+    'Y29kZSBpcyBDb3JydXB0IChhIHdyaXRlciBidWcpLCBuZXZlciBhIHRvcm4gdGFpbC4KlGgJjAlmYWN0cyDCpziUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAATmoPAQAAXZRqEgEAACmBlH2UKGgUTmiCankFAABqFQEAAE5qFgEAAH2UaHtLAHNqGAEAAH2UahoBAABOdWJhaDhNEwFqGwEAAGgRaA1OahwBAAApah0BAABqHgEAAGofAQAAXZRqIQEAAF2UdWKME2pvdXJuYWxfdHJhbnNhY3Rpb26UaH8pgZR9lChoBWqLBQAAaIJdlChohSmBlH2UKGgFav0DAABoiWorAQAAKYGUfZQoai4BAABLCmicai8BAABqCQEAAClqMAEA'
+    'AE5qMQEAAE5qMgEAAE51YmgLjBlyZWNvcmQgYnl0ZXMgKDw9IDIqKjMyLTEplGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK2iRKYGUfZQoaJSMDGxlbihyZWNvcmRzKZRolmoEBAAAKVKUfZQoagcEAABqngEAAClSlH2UKGhfagoEAABqogEAAGqlAQAAaJ1LAWieSwBon0sBaKBLA3ViatYBAABdlGqeAQAAKVKUfZQoaF9oe2qiAQAAaqUBAABonUsBaJ5LBGifSwFooEsLdWJhag8EAABdlGidSwFonksAaJ9LAWigSwx1YmihaKRdlGh7YYWUUpR1Ymi5Tmi6akwDAAApgZR9lChqTwMAAGiRKYGUfZQoaJSMFGxl'
+    'bmd0aCA8PSA0Mjk0OTY3Mjk1lGiWal4DAAApUpR9lChqnAEAAGqeAQAAKVKUfZQoaF9q/QMAAGqiAQAAaqUBAABonUsBaJ5LAGifSwFooEsGdWJqYwMAAF2UanQDAABhamkDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSwpon0sBaKBLFHViYWidSwFonksAaJ9LAWigSxR1YmihaKRdlGr9AwAAYYWUUpR1Ymp8AwAAjClhIHRyYW5zYWN0aW9uIGxvbmdlciB0aGFuIDIqKjMyIC0gMSBieXRlc5RqfgMAAGp/AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TSMBaMKMJXJlY29yZHMuam91cm5hbF90cmFu'
+    'c2FjdGlvbi5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFaHtoiWiLKYGUfZQoaI5okSmBlH2UKGiUav0DAABolmqeAQAAKVKUfZQoaF9q/QMAAGqiAQAAaqUBAABonUsBaJ5LAGifSwFooEsGdWJooWikXZRq/QMAAGGFlFKUdWJoqE5oqYloqk5oq051YmgLjB10aGUgcmVjb3JkcyAoam91cm5hbF9yZWNvcmRzKZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOE0kAWjCjCVyZWNvcmRzLmpvdXJuYWxfdHJhbnNhY3Rpb24uZmllbGRz'
+    'WzFdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWpjAgAAaIloHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4w4dGhlIGNoYWluIENSQy0zMkMgKGNoZWNrZWQgYnkgcnVudGltZS9rbGFkZGUvam91cm5hbC5weSmUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNJQFowowlcmVjb3Jkcy5qb3VybmFsX3RyYW5zYWN0aW9uLmZpZWxkc1syXZRoISloxE5oxU5oxol1YmVoC1gqAQAAT25lIHRyYW5zYWN0aW9uIGFzIGl0IHNpdHMgaW4gdGhlIGpvdXJu'
+    'YWwgc3RyZWFtOiB0aGUgcmVjb3JkIGJ5dGVzJyBsZW5ndGgsIHRoZSByZWNvcmRzLCB0aGVuIHRoZSBzZWdtZW50J3MgcnVubmluZyBDUkMtMzJDIHVwIHRvIHRoaXMgcG9pbnQgKHRoZSBjaGFpbiBpbnB1dCBpcyB0aGUgc2VnbWVudCBlcG9jaCBhcyA4IExFIGJ5dGVzLCBldmVyeSBzdHJlYW0gYnl0ZSBleGNlcHQgc3RvcmVkIENSQ3MsIGFuZCBldmVyeSB0cmFpbGVyIG5leHQgZmllbGQpLiBDb21taXR0ZWQgb25jZSB0aGUgY3JjIGlzIHdyaXR0ZW4uCpRoCYwdZmFjdHMgwqc4IFRyYW5zYWN0aW9uIGZyYW1pbmeUagkBAAB9'
+    'lGoLAQAATmoMAQAAiWoNAQAATmoOAQAATmoPAQAAXZRqEgEAACmBlH2UKGgUTmiCao4FAABqFQEAAE5qFgEAAH2Uav0DAABLAHNqGAEAAH2UamMCAABLBHNqGgEAAE51YmFoOE0bAWobAQAAaBFoDU5qHAEAAClqHQEAAGoeAQAAah8BAABdlGohAQAAXZR1YowMam91cm5hbF9wYWdllGh/KYGUfZQoaAVq0gUAAGiCXZQoaIUpgZR9lChoBYwGc3RyZWFtlGiJaIspgZR9lChojmiRKYGUfZQoaJSMBDQwODiUaJZomSlSlH2UKGgrTfgPaJxOaJ1LAWieSwBon0sBaKBLBHViaKFopF2UhZRSlHViaKhOaKmJaKpOaKtOdWJoC4wwdHJhbnNh'
+    'Y3Rpb24gc3RyZWFtIGJ5dGVzIChjb250aW51ZSBhY3Jvc3MgcGFnZXMplGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TS4BaMKMHnJlY29yZHMuam91cm5hbF9wYWdlLmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMBG5leHSUaIloHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wXdGhlIHNlZ21lbnQncyBuZXh0IHBhZ2WUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBo'
+    'DU5ov2itaMCJaMFOaDhNLwFowowecmVjb3Jkcy5qb3VybmFsX3BhZ2UuZmllbGRzWzFdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWpjAgAAaIloHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wnY2hhaW4gQ1JDLTMyQyBpbmNsdWRpbmcgdGhpcyBuZXh0IGZpZWxklGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TTABaMKMHnJlY29yZHMuam91cm5hbF9wYWdlLmZpZWxkc1syXZRoISloxE5oxU5oxol1YmVoC4z3QSBqb3VybmFsIHBhZ2U6IG5v'
+    'IGZyYW1pbmc7IHN0cmVhbSBieXRlcywgdGhlbiB0aGUgdHJhaWxlci4gVGhlIHRyYWlsZXIgaXMgd3JpdHRlbiBvbmx5IHdoZW4gdGhlIHN0cmVhbSBjb250aW51ZXMgb250byBhbm90aGVyIHBhZ2U7IGEgcmVhZGVyIGZvbGxvd3MgbmV4dCBvbmx5IGlmIHRoZSBjcmMgbWF0Y2hlcyB0aGUgY2hhaW4gYW5kIG5leHQgaXMgPj0gMiwgaW5zaWRlIHRoZSBmaWxlIGFuZCBuZXcgdG8gdGhlIHNlZ21lbnQuCpRoCYwXZmFjdHMgwqc4IEpvdXJuYWwgcGFnZXOUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAATmoPAQAAXZRqEgEA'
+    'ACmBlH2UKGgUTmiCatUFAABqFQEAAE0AEGoWAQAAfZQoatgFAABLAGrnBQAATfgPamMCAABN/A91ahgBAAB9lChq2AUAAE34D2rnBQAASwRqYwIAAEsEdWoaAQAATnViYWg4TScBahsBAABoEWgNTmocAQAAKWodAQAAah4BAABqHwEAAF2UaiEBAABdlHVijAxqb3VybmFsX3NlZWSUaH8pgZR9lChoBWr8BQAAaIJdlGiFKYGUfZQoaAWMDXNlZ21lbnRfZXBvY2iUaIloHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC4wWdGhlIGhlYWRlcidzIGVwb2NoICsgMZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlO'
+    'aLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOE02AWjCjB5yZWNvcmRzLmpvdXJuYWxfc2VlZC5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJhaAuMS1RoZSBmaXJzdCBjaGFpbiBpbnB1dCBvZiBhIHNlZ21lbnQ7IHRoZSBjaGFpbiBpcyBzZWVkZWQgd2l0aCB0aGVzZSA4IGJ5dGVzLpRoCYwTZmFjdHMgwqc4IENSQyBjaGFpbpRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABOag8BAABdlGoSAQAAKYGUfZQoaBROaIJq/wUAAGoVAQAASwhqFgEAAH2UagIGAABLAHNqGAEAAH2UagIGAABLCHNqGgEAAE51YmFoOE0yAWob'
+    'AQAAaBFoDU5qHAEAAClqHQEAAGoeAQAAah8BAABdlGohAQAAXZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMBmRldGVjdJRdlGgAjAZEZXRlY3SUk5QpgZR9lChqHgEAAGoCAwAAaIhDC4tLTEFEREUNChoKlIwCYXSUSwBotYlqCQEAACmMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
 )

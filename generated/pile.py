@@ -783,32 +783,32 @@ _T96 = (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author'
 _S97 = struct.Struct('<32s32s32s32s112s')
 _T98 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 112))
 _T99 = (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 112))
-_S100 = struct.Struct('<16s12sI32sQQ16s32s128s')
-_S101 = struct.Struct('<16sIQQ32s172s')
-_S102 = struct.Struct('<12sI32sQQ16s32s128s')
-_S103 = struct.Struct('<B31s32s64s')
-_S104 = struct.Struct('<Q24s32s')
-_S105 = struct.Struct('<Q24s16s32s32s')
-_S106 = struct.Struct('<28sI32s')
-_T107 = (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32))
-_S108 = struct.Struct('<28sI32sQQ16s32s128s')
-_S109 = struct.Struct('<B')
-_T110 = (('tag', 0, 1),)
-_S111 = struct.Struct('>40s16sI32s32s32s32s')
-_T112 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32))
+_S100 = struct.Struct('<B')
+_T101 = (('tag', 0, 1),)
+_S102 = struct.Struct('<32s32s32s32s')
+_T103 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32))
+_T104 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32))
+_S105 = struct.Struct('<32s32s32s32s32s32s32s')
+_T106 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
+_T107 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32))
+_S108 = struct.Struct('<32s32s32s32s32s32s32s32s32s')
+_T109 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32))
+_T110 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
+_S111 = struct.Struct('<41s16s32s32s32s32s32s')
+_T112 = (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32))
 _S113 = struct.Struct('<40s16s32s32s32s32s32s32s32s')
 _T114 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32))
-_S115 = struct.Struct('<41s16s32s32s32s32s32s')
-_T116 = (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32))
-_S117 = struct.Struct('<32s32s32s32s')
-_T118 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32))
-_T119 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32))
-_S120 = struct.Struct('<32s32s32s32s32s32s32s')
-_T121 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
-_T122 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32))
-_S123 = struct.Struct('<32s32s32s32s32s32s32s32s32s')
-_T124 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32))
-_T125 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
+_S115 = struct.Struct('>40s16sI32s32s32s32s')
+_T116 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32))
+_S117 = struct.Struct('<28sI32s')
+_T118 = (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32))
+_S119 = struct.Struct('<16s12sI32sQQ16s32s128s')
+_S120 = struct.Struct('<16sIQQ32s172s')
+_S121 = struct.Struct('<12sI32sQQ16s32s128s')
+_S122 = struct.Struct('<B31s32s64s')
+_S123 = struct.Struct('<Q24s32s')
+_S124 = struct.Struct('<Q24s16s32s32s')
+_S125 = struct.Struct('<28sI32sQQ16s32s128s')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -1282,7 +1282,7 @@ def _d_pile_record(mv, pos, end):
 
 def _u_pile_record(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
+    f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S119.unpack_from(mv, pos)
     pos += 16
     if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
         pos += 48
@@ -1329,7 +1329,7 @@ def _u_pile_record(mv, pos, end):
                 raise IndexError
             f_record, pos = _u_frame_rest(mv, pos, end)
     elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-        _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S101.unpack_from(mv, pos)
+        _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S120.unpack_from(mv, pos)
         pos += 20
         if not _envelope36_rest__f_span >= 1:
             raise ConstraintError('span 0 (CorruptPile)')
@@ -1570,8 +1570,8 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S100_unpack_from = _S100.unpack_from
-    _S101_unpack_from = _S101.unpack_from
+    _S119_unpack_from = _S119.unpack_from
+    _S120_unpack_from = _S120.unpack_from
     _S73_unpack_from = _S73.unpack_from
     _S75_unpack_from = _S75.unpack_from
     _S78_unpack_from = _S78.unpack_from
@@ -1589,7 +1589,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S100_unpack_from(mv, pos)
+            f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S119_unpack_from(mv, pos)
             pos += 16
             if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
                 pos += 48
@@ -1636,7 +1636,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     f_record, pos = _u_frame_rest(mv, pos, end)
             elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-                _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S101_unpack_from(mv, pos)
+                _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S120_unpack_from(mv, pos)
                 pos += 20
                 if not _envelope36_rest__f_span >= 1:
                     raise ConstraintError('span 0 (CorruptPile)')
@@ -3086,7 +3086,7 @@ def _d_frame_rest(mv, pos, end):
 
 def _u_frame_rest(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S102.unpack_from(mv, pos)
+    f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S121.unpack_from(mv, pos)
     pos += 48
     if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
         raise ConstraintError('bad magic')
@@ -3149,7 +3149,7 @@ def _u_frame_rest(mv, pos, end):
         _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
         f_body = _pin_tombstone_body___obj
     elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
-        _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S103.unpack_from(mv, pos)
+        _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S122.unpack_from(mv, pos)
         pos += 32
         _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
         if _want_v3_body___v is None:
@@ -3380,7 +3380,7 @@ def _u_frame_rest(mv, pos, end):
         _artifact_offer_body___obj.content = _artifact_offer_body__f_content
         f_body = _artifact_offer_body___obj
     elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
-        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S104.unpack_from(mv, pos)
+        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S123.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
             raise ConstraintError('bad proof v1 body length')
@@ -3428,7 +3428,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
         f_body = _proof_v1_body___obj
     elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
-        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S105.unpack_from(mv, pos)
+        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S124.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
             raise ConstraintError('bad proof v2 body length')
@@ -3491,7 +3491,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v2_body___obj.data = _proof_v2_body___proof_v2_data___obj
         f_body = _proof_v2_body___obj
     elif f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2':
-        _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S105.unpack_from(mv, pos)
+        _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S124.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v3_body__f_body_len >= 241 and (_proof_v3_body__f_body_len - 80) % 161 == 0):
             raise ConstraintError('bad proof v3 body length')
@@ -3563,524 +3563,6 @@ def _u_frame_rest(mv, pos, end):
     _obj.kind = f_kind
     _obj.body = f_body
     return (_obj, pos)
-
-def _m_frame_rest(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S102_unpack_from = _S102.unpack_from
-    _S103_unpack_from = _S103.unpack_from
-    _S104_unpack_from = _S104.unpack_from
-    _S105_unpack_from = _S105.unpack_from
-    _S14_unpack_from = _S14.unpack_from
-    _S17_unpack_from = _S17.unpack_from
-    _S19_unpack_from = _S19.unpack_from
-    _S21_unpack_from = _S21.unpack_from
-    _S23_unpack_from = _S23.unpack_from
-    _S25_unpack_from = _S25.unpack_from
-    _S27_unpack_from = _S27.unpack_from
-    _S29_unpack_from = _S29.unpack_from
-    _S31_unpack_from = _S31.unpack_from
-    _S33_unpack_from = _S33.unpack_from
-    _S35_unpack_from = _S35.unpack_from
-    _S37_unpack_from = _S37.unpack_from
-    _S40_unpack_from = _S40.unpack_from
-    _S46_unpack_from = _S46.unpack_from
-    _S50_unpack_from = _S50.unpack_from
-    _S52_unpack_from = _S52.unpack_from
-    _S6_unpack_from = _S6.unpack_from
-    _S8_unpack_from = _S8.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S102_unpack_from(mv, pos)
-            pos += 48
-            if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise ConstraintError('bad magic')
-            if not f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)')
-            _n = f_span * 256 - 64
-            if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes')
-            _outer_end_body = end
-            end = pos + _n
-            if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                pos += 192
-                if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
-                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
-                if _blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _blob_body___blob_head___obj = _new(BlobHead)
-                _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
-                _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
-                _blob_body___blob_head___obj.hash = _blob_body___blob_head__f_hash
-                _blob_body___blob_data__start = pos
-                _blob_body___blob_data___n = _blob_body___blob_head__f_length
-                _blob_body___blob_data__f_payload = mv[pos:pos + _blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _blob_body___blob_data___n])
-                pos += _blob_body___blob_data___n
-                _blob_body___blob_data___n = -(pos - _blob_body___blob_data__start) % 256
-                pos += _blob_body___blob_data___n
-                _blob_body___blob_data___obj = _new(BlobData)
-                _blob_body___blob_data___obj.payload = _blob_body___blob_data__f_payload
-                _blob_body___obj = _new(BlobBody)
-                _blob_body___obj.head = _blob_body___blob_head___obj
-                _blob_body___obj.data = _blob_body___blob_data___obj
-                f_body = _blob_body___obj
-            elif f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
-                _pin_head_body__f_pin, _pin_head_body__f_reserved1, _pin_head_body__f_head, _pin_head_body__f_reserved2 = _S6_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not max(_pin_head_body__f_pin) > 0:
-                    raise ConstraintError('nil pin id')
-                if _pin_head_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _pin_head_body___obj = _new(PinHeadBody)
-                _pin_head_body___obj.pin = _pin_head_body__f_pin
-                _pin_head_body___obj.head = _pin_head_body__f_head
-                f_body = _pin_head_body___obj
-            elif f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
-                _pin_tombstone_body__f_pin, _pin_tombstone_body__f_reserved = _S8_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not max(_pin_tombstone_body__f_pin) > 0:
-                    raise ConstraintError('nil pin id')
-                if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _pin_tombstone_body___obj = _new(PinTombstoneBody)
-                _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
-                f_body = _pin_tombstone_body___obj
-            elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
-                _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S103_unpack_from(mv, pos)
-                pos += 32
-                _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
-                if _want_v3_body___v is None:
-                    if _want_v3_body__f_tag in (3,):
-                        raise ConstraintError('retired want_tag value (permanently retired, never reused)')
-                    raise ConstraintError('unknown want_tag value')
-                _want_v3_body__f_tag = _want_v3_body___v
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _want_v3_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _want_v3_body___tag = _want_v3_body__f_tag
-                if _want_v3_body___tag == 1:
-                    pos += 96
-                    if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero')
-                    _want_v3_body___want_blob___obj = _new(WantBlob)
-                    _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
-                    _want_v3_body__f_request = _want_v3_body___want_blob___obj
-                elif _want_v3_body___tag == 2:
-                    _want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high = _S14_unpack_from(mv, pos)
-                    pos += 96
-                    if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
-                        raise ConstraintError('merge request high < low')
-                    _want_v3_body___want_merge___obj = _new(WantMerge)
-                    _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
-                    _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
-                    _want_v3_body___want_merge___obj.high = _want_v3_body___want_merge__f_high
-                    _want_v3_body__f_request = _want_v3_body___want_merge___obj
-                elif _want_v3_body___tag == 4:
-                    _want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input, _want_v3_body___want_derive__f_zero = _S14_unpack_from(mv, pos)
-                    pos += 96
-                    if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero')
-                    _want_v3_body___want_derive___obj = _new(WantDerive)
-                    _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
-                    _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
-                    _want_v3_body__f_request = _want_v3_body___want_derive___obj
-                else:
-                    raise ConstraintError('no case for tag')
-                _want_v3_body__f_reserved2, = _S17_unpack_from(mv, pos)
-                pos += 64
-                if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _want_v3_body___obj = _new(WantV3Body)
-                _want_v3_body___obj.tag = _want_v3_body__f_tag
-                _want_v3_body___obj.request = _want_v3_body__f_request
-                f_body = _want_v3_body___obj
-            elif f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
-                _commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s = _S19_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                _commit_body___obj = _new(CommitBody)
-                _commit_body___obj.collection = _commit_body__f_collection
-                _commit_body___obj.data = _commit_body__f_data
-                _commit_body___obj.metadata = _commit_body__f_metadata
-                _commit_body___obj.author = _commit_body__f_author
-                _commit_body___obj.sig_r = _commit_body__f_sig_r
-                _commit_body___obj.sig_s = _commit_body__f_sig_s
-                f_body = _commit_body___obj
-            elif f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
-                _merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s, _merge_v6_body__f_reserved = _S21_unpack_from(mv, pos)
-                pos += 448
-                if not f_span == 2:
-                    raise ConstraintError('kind requires span 2')
-                if not _merge_v6_body__f_high + _merge_v6_body__f_high_witness >= _merge_v6_body__f_low + _merge_v6_body__f_low_witness:
-                    raise ConstraintError('merge inputs out of canonical order')
-                if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _merge_v6_body___obj = _new(MergeV6Body)
-                _merge_v6_body___obj.collection = _merge_v6_body__f_collection
-                _merge_v6_body___obj.low = _merge_v6_body__f_low
-                _merge_v6_body___obj.high = _merge_v6_body__f_high
-                _merge_v6_body___obj.result = _merge_v6_body__f_result
-                _merge_v6_body___obj.low_witness = _merge_v6_body__f_low_witness
-                _merge_v6_body___obj.high_witness = _merge_v6_body__f_high_witness
-                _merge_v6_body___obj.author = _merge_v6_body__f_author
-                _merge_v6_body___obj.sig_r = _merge_v6_body__f_sig_r
-                _merge_v6_body___obj.sig_s = _merge_v6_body__f_sig_s
-                f_body = _merge_v6_body___obj
-            elif f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
-                _derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s, _derive_v7_body__f_reserved = _S23_unpack_from(mv, pos)
-                pos += 448
-                if not f_span == 2:
-                    raise ConstraintError('kind requires span 2')
-                if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _derive_v7_body___obj = _new(DeriveV7Body)
-                _derive_v7_body___obj.target = _derive_v7_body__f_target
-                _derive_v7_body___obj.input = _derive_v7_body__f_input
-                _derive_v7_body___obj.output = _derive_v7_body__f_output
-                _derive_v7_body___obj.input_witness = _derive_v7_body__f_input_witness
-                _derive_v7_body___obj.author = _derive_v7_body__f_author
-                _derive_v7_body___obj.sig_r = _derive_v7_body__f_sig_r
-                _derive_v7_body___obj.sig_s = _derive_v7_body__f_sig_s
-                f_body = _derive_v7_body___obj
-            elif f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
-                _proof_v5_body__f_resource, _proof_v5_body__f_root = _S25_unpack_from(mv, pos)
-                pos += 64
-                _proof_v5_body__f_edges = []
-                while True:
-                    if pos >= end:
-                        break
-                    _proof_v5_body___ip = pos
-                    _proof_v5_body___proof_edge_f_capability, _proof_v5_body___proof_edge_f_delegate, _proof_v5_body___proof_edge_f_signature = _S27_unpack_from(mv, pos)
-                    pos += 128
-                    _proof_v5_body___proof_edge__obj = _new(ProofEdge)
-                    _proof_v5_body___proof_edge__obj.capability = _proof_v5_body___proof_edge_f_capability
-                    _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
-                    _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
-                    if pos <= _proof_v5_body___ip:
-                        raise ConstraintError('repeated item consumes no bytes')
-                    _proof_v5_body__f_edges.append(_proof_v5_body___proof_edge__obj)
-                _proof_v5_body___obj = _new(ProofV5Body)
-                _proof_v5_body___obj.resource = _proof_v5_body__f_resource
-                _proof_v5_body___obj.root = _proof_v5_body__f_root
-                _proof_v5_body___obj.edges = _proof_v5_body__f_edges
-                f_body = _proof_v5_body___obj
-            elif f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
-                _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
-                _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
-                f_body = _retired_blob_want_body___obj
-            elif f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
-                _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
-                _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
-                f_body = _retired_blob_want_body___obj
-            elif f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
-                _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-                    raise ConstraintError('typed want tag must be 2, 3 or 4')
-                if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
-                _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
-                _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
-                _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
-                _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
-                f_body = _retired_typed_want_body___obj
-            elif f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
-                _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-                    raise ConstraintError('typed want tag must be 2, 3 or 4')
-                if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
-                _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
-                _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
-                _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
-                _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
-                f_body = _retired_typed_want_body___obj
-            elif f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
-                _unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result, _unsigned_merge_body__f_reserved = _S33_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not _unsigned_merge_body__f_high >= _unsigned_merge_body__f_low:
-                    raise ConstraintError('merge high < low')
-                if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _unsigned_merge_body___obj = _new(UnsignedMergeBody)
-                _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
-                _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
-                _unsigned_merge_body___obj.high = _unsigned_merge_body__f_high
-                _unsigned_merge_body___obj.result = _unsigned_merge_body__f_result
-                f_body = _unsigned_merge_body___obj
-            elif f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
-                _unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output, _unsigned_derive_body__f_reserved = _S35_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
-                _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
-                _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
-                _unsigned_derive_body___obj.output = _unsigned_derive_body__f_output
-                f_body = _unsigned_derive_body___obj
-            elif f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
-                _peer_body__f_team, _peer_body__f_peer, _peer_body__f_reserved = _S37_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _peer_body___obj = _new(PeerBody)
-                _peer_body___obj.team = _peer_body__f_team
-                _peer_body___obj.peer = _peer_body__f_peer
-                f_body = _peer_body___obj
-            elif f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
-                _store_scope_body__f_team, _store_scope_body__f_reserved = _S29_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _store_scope_body___obj = _new(StoreScopeBody)
-                _store_scope_body___obj.team = _store_scope_body__f_team
-                f_body = _store_scope_body___obj
-            elif f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
-                _artifact_offer_body__f_content, = _S40_unpack_from(mv, pos)
-                pos += 192
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                _artifact_offer_body___obj = _new(ArtifactOfferBody)
-                _artifact_offer_body___obj.content = _artifact_offer_body__f_content
-                f_body = _artifact_offer_body___obj
-            elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
-                _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S104_unpack_from(mv, pos)
-                pos += 32
-                if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
-                    raise ConstraintError('bad proof v1 body length')
-                if not f_span == (96 + _proof_v1_body__f_body_len + 255) // 256:
-                    raise ConstraintError('proof span is not minimal')
-                if _proof_v1_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                if pos + _proof_v1_body__f_body_len > end:
-                    raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes')
-                _proof_v1_body___proof_v1_data___outer_end_body = end
-                end = pos + _proof_v1_body__f_body_len
-                pos += 32
-                _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
-                while True:
-                    if pos >= end:
-                        break
-                    _proof_v1_body___proof_v1_data___proof_v1_content___ip = pos
-                    _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
-                    pos += 128
-                    _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
-                    _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
-                    _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
-                    if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
-                        raise ConstraintError('repeated item consumes no bytes')
-                    _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj)
-                _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
-                _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
-                _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
-                if pos != end:
-                    raise ConstraintError('section size mismatch')
-                end = _proof_v1_body___proof_v1_data___outer_end_body
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _proof_v1_body___proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal')
-                _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
-                _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
-                _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
-                _proof_v1_body___obj = _new(ProofV1Body)
-                _proof_v1_body___obj.body_len = _proof_v1_body__f_body_len
-                _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
-                f_body = _proof_v1_body___obj
-            elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
-                _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S105_unpack_from(mv, pos)
-                pos += 32
-                if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
-                    raise ConstraintError('bad proof v2 body length')
-                if not f_span == (96 + _proof_v2_body__f_body_len + 255) // 256:
-                    raise ConstraintError('proof span is not minimal')
-                if _proof_v2_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                if pos + _proof_v2_body__f_body_len > end:
-                    raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes')
-                _proof_v2_body___proof_v2_data___outer_end_body = end
-                end = pos + _proof_v2_body__f_body_len
-                pos += 80
-                if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                    raise ConstraintError('bad magic')
-                _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
-                while True:
-                    if pos >= end:
-                        break
-                    _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
-                    pos += 145
-                    if not max(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                        raise ConstraintError('nil action id')
-                    if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                        raise ConstraintError('bad proof v2 edge flags')
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
-                    if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                        raise ConstraintError('bad proof v2 validity bounds')
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
-                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
-                    if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
-                        raise ConstraintError('repeated item consumes no bytes')
-                    _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj)
-                _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
-                _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
-                _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
-                _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
-                if pos != end:
-                    raise ConstraintError('section size mismatch')
-                end = _proof_v2_body___proof_v2_data___outer_end_body
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _proof_v2_body___proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal')
-                _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
-                _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
-                _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
-                _proof_v2_body___obj = _new(ProofV2Body)
-                _proof_v2_body___obj.body_len = _proof_v2_body__f_body_len
-                _proof_v2_body___obj.data = _proof_v2_body___proof_v2_data___obj
-                f_body = _proof_v2_body___obj
-            elif f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2':
-                _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S105_unpack_from(mv, pos)
-                pos += 32
-                if not (_proof_v3_body__f_body_len >= 241 and (_proof_v3_body__f_body_len - 80) % 161 == 0):
-                    raise ConstraintError('bad proof v3 body length')
-                if not f_span == (96 + _proof_v3_body__f_body_len + 255) // 256:
-                    raise ConstraintError('proof span is not minimal')
-                if _proof_v3_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                if pos + _proof_v3_body__f_body_len > end:
-                    raise TruncatedError('section needs ' + str(_proof_v3_body__f_body_len) + ' bytes')
-                _proof_v3_body___proof_v3_data___outer_end_body = end
-                end = pos + _proof_v3_body__f_body_len
-                pos += 80
-                _proof_v3_body___proof_v3_data___proof_v3_content__f_edges = []
-                while True:
-                    if pos >= end:
-                        break
-                    _proof_v3_body___proof_v3_data___proof_v3_content___ip = pos
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
-                    pos += 161
-                    if not _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                        raise ConstraintError('bad proof v3 edge flags')
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
-                    if not (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                        raise ConstraintError('proof v3 validity bounds set without bit 2')
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.lower = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.upper = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
-                    _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
-                    if pos <= _proof_v3_body___proof_v3_data___proof_v3_content___ip:
-                        raise ConstraintError('repeated item consumes no bytes')
-                    _proof_v3_body___proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj)
-                _proof_v3_body___proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
-                _proof_v3_body___proof_v3_data___proof_v3_content___obj.magic = _proof_v3_body___proof_v3_data___proof_v3_content__f_magic
-                _proof_v3_body___proof_v3_data___proof_v3_content___obj.resource = _proof_v3_body___proof_v3_data___proof_v3_content__f_resource
-                _proof_v3_body___proof_v3_data___proof_v3_content___obj.root = _proof_v3_body___proof_v3_data___proof_v3_content__f_root
-                _proof_v3_body___proof_v3_data___proof_v3_content___obj.edges = _proof_v3_body___proof_v3_data___proof_v3_content__f_edges
-                if pos != end:
-                    raise ConstraintError('section size mismatch')
-                end = _proof_v3_body___proof_v3_data___outer_end_body
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _proof_v3_body___proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                if not (len(_proof_v3_body___proof_v3_data__f_tail) < 256 and (len(_proof_v3_body___proof_v3_data__f_tail) == 0 or max(_proof_v3_body___proof_v3_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal')
-                _proof_v3_body___proof_v3_data___obj = _new(ProofV3Data)
-                _proof_v3_body___proof_v3_data___obj.body = _proof_v3_body___proof_v3_data___proof_v3_content___obj
-                _proof_v3_body___proof_v3_data___obj.tail = _proof_v3_body___proof_v3_data__f_tail
-                _proof_v3_body___obj = _new(ProofV3Body)
-                _proof_v3_body___obj.body_len = _proof_v3_body__f_body_len
-                _proof_v3_body___obj.data = _proof_v3_body___proof_v3_data___obj
-                f_body = _proof_v3_body___obj
-            else:
-                f_body = mv[pos:end] if _isb else bytes(mv[pos:end])
-                if pos > end:
-                    raise IndexError
-                pos = end
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _outer_end_body
-            _obj = _new(FrameRest)
-            _obj.span = f_span
-            _obj.kind = f_kind
-            _obj.body = f_body
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_frame_rest, 'frame_rest', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_frame_rest, 'frame_rest', mv, _rs, _end, (), _out)
-    return _out
 
 def _e_frame_rest(out, v):
     if not ((v.span >= 1)):
@@ -4492,453 +3974,16 @@ def _e_frame_rest(out, v):
     if len(out) - _pz_frame_rest_body != ((v.span * 256) - 64):
         raise EncodeError('encoded size ' + str(len(out) - _pz_frame_rest_body) + ' differs from the size expression span * 256 - 64, which is ' + str(((v.span * 256) - 64)), path='body')
 
-def _em_frame_rest(values):
-    out = bytearray()
-    _S10_pack = _S10.pack
-    _S12_pack = _S12.pack
-    _S14_pack = _S14.pack
-    _S17_pack = _S17.pack
-    _S19_pack = _S19.pack
-    _S2_pack = _S2.pack
-    _S21_pack = _S21.pack
-    _S23_pack = _S23.pack
-    _S25_pack = _S25.pack
-    _S27_pack = _S27.pack
-    _S29_pack = _S29.pack
-    _S31_pack = _S31.pack
-    _S33_pack = _S33.pack
-    _S35_pack = _S35.pack
-    _S37_pack = _S37.pack
-    _S4_pack = _S4.pack
-    _S40_pack = _S40.pack
-    _S42_pack = _S42.pack
-    _S44_pack = _S44.pack
-    _S46_pack = _S46.pack
-    _S48_pack = _S48.pack
-    _S50_pack = _S50.pack
-    _S52_pack = _S52.pack
-    _S6_pack = _S6.pack
-    _S8_pack = _S8.pack
-    for v in values:
-        if not v.span >= 1:
-            raise EncodeError('span 0 (CorruptPile)', path='span')
-        if len(v.kind) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.kind)), path='kind')
-        out += _S2_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
-        _pz_frame_rest_body = len(out)
-        _tag = v.kind
-        if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-            if v.body.__class__ is not BlobBody:
-                raise EncodeError('tag hex:01148F301FE56E346D16596A8480532E8B4420C4EFD00C8DFF437D0DF9810ED0 takes a BlobBody, not ' + type(v.body).__name__, path='body')
-            _blob_body__v = v.body
-            _blob_body__p_span = v.span
-            _blob_body___blob_head__v = _blob_body__v.head
-            if not _blob_body__p_span == 1 + (_blob_body___blob_head__v.length + 255) // 256:
-                raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
-            if len(_blob_body___blob_head__v.hash) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_blob_body___blob_head__v.hash)), path='hash')
-            out += _S4_pack(_blob_body___blob_head__v.timestamp, _blob_body___blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_body___blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-            _blob_body___blob_data__v = _blob_body__v.data
-            _blob_body___blob_data__p_length = _blob_body__v.head.length
-            _blob_body___blob_data___b = _blob_body___blob_data__v.payload
-            if len(_blob_body___blob_data___b) != _blob_body___blob_data__p_length:
-                raise EncodeError('wrong length ' + str(len(_blob_body___blob_data___b)), path='payload')
-            out += _blob_body___blob_data___b
-            out += bytes(-len(_blob_body___blob_data___b) % 256)
-        elif _tag == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
-            if v.body.__class__ is not PinHeadBody:
-                raise EncodeError('tag hex:2BC0B9FE0EFDB0BC53654E17BB9D06E01259F36AF93EEE54AD5D557B12DF706D takes a PinHeadBody, not ' + type(v.body).__name__, path='body')
-            _pin_head_body__v = v.body
-            _pin_head_body__p_span = v.span
-            if not _pin_head_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='pin')
-            if not max(_pin_head_body__v.pin) > 0:
-                raise EncodeError('nil pin id', path='pin')
-            if len(_pin_head_body__v.pin) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_pin_head_body__v.pin)), path='pin')
-            if len(_pin_head_body__v.head) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_pin_head_body__v.head)), path='head')
-            out += _S6_pack(_pin_head_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _pin_head_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
-            if v.body.__class__ is not PinTombstoneBody:
-                raise EncodeError('tag hex:8D9F27E76D3620EEC29B781F841E9EF77F2607B40DC702FE3DAED007E9228CA5 takes a PinTombstoneBody, not ' + type(v.body).__name__, path='body')
-            _pin_tombstone_body__v = v.body
-            _pin_tombstone_body__p_span = v.span
-            if not _pin_tombstone_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='pin')
-            if not max(_pin_tombstone_body__v.pin) > 0:
-                raise EncodeError('nil pin id', path='pin')
-            if len(_pin_tombstone_body__v.pin) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_pin_tombstone_body__v.pin)), path='pin')
-            out += _S8_pack(_pin_tombstone_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
-            if v.body.__class__ is not WantV3Body:
-                raise EncodeError('tag hex:82EE8C72E252AB403C431AA98C9E77C0EA89796A8111DFF8C252ABCDE6F87D6F takes a WantV3Body, not ' + type(v.body).__name__, path='body')
-            _want_v3_body__v = v.body
-            _want_v3_body__p_span = v.span
-            if not _want_v3_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='tag')
-            out += _S10_pack(_WANTTAG_BY_VALUE[_want_v3_body__v.tag], b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-            _want_v3_body___tag = _want_v3_body__v.tag
-            if _want_v3_body___tag == 1:
-                if _want_v3_body__v.request.__class__ is not WantBlob:
-                    raise EncodeError('tag Blob takes a WantBlob, not ' + type(_want_v3_body__v.request).__name__, path='request')
-                _want_v3_body___want_blob__v = _want_v3_body__v.request
-                if len(_want_v3_body___want_blob__v.blob) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_v3_body___want_blob__v.blob)), path='blob')
-                out += _S12_pack(_want_v3_body___want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-            elif _want_v3_body___tag == 2:
-                if _want_v3_body__v.request.__class__ is not WantMerge:
-                    raise EncodeError('tag Merge takes a WantMerge, not ' + type(_want_v3_body__v.request).__name__, path='request')
-                _want_v3_body___want_merge__v = _want_v3_body__v.request
-                if not _want_v3_body___want_merge__v.high >= _want_v3_body___want_merge__v.low:
-                    raise EncodeError('merge request high < low', path='high')
-                if len(_want_v3_body___want_merge__v.collection) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_v3_body___want_merge__v.collection)), path='collection')
-                if len(_want_v3_body___want_merge__v.low) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_v3_body___want_merge__v.low)), path='low')
-                if len(_want_v3_body___want_merge__v.high) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_v3_body___want_merge__v.high)), path='high')
-                out += _S14_pack(_want_v3_body___want_merge__v.collection, _want_v3_body___want_merge__v.low, _want_v3_body___want_merge__v.high)
-            elif _want_v3_body___tag == 4:
-                if _want_v3_body__v.request.__class__ is not WantDerive:
-                    raise EncodeError('tag Derive takes a WantDerive, not ' + type(_want_v3_body__v.request).__name__, path='request')
-                _want_v3_body___want_derive__v = _want_v3_body__v.request
-                if len(_want_v3_body___want_derive__v.target) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_v3_body___want_derive__v.target)), path='target')
-                if len(_want_v3_body___want_derive__v.input) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_v3_body___want_derive__v.input)), path='input')
-                out += _S14_pack(_want_v3_body___want_derive__v.target, _want_v3_body___want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-            else:
-                raise EncodeError('no case for tag ' + repr(_want_v3_body___tag), path='request')
-            out += _S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
-            if v.body.__class__ is not CommitBody:
-                raise EncodeError('tag hex:A1322BB3F5214287C314D42AFCC1A97CB264FACD9A22B4938838BE78DB31AA59 takes a CommitBody, not ' + type(v.body).__name__, path='body')
-            _commit_body__v = v.body
-            _commit_body__p_span = v.span
-            if not _commit_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='collection')
-            if len(_commit_body__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_commit_body__v.collection)), path='collection')
-            if len(_commit_body__v.data) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_commit_body__v.data)), path='data')
-            if len(_commit_body__v.metadata) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_commit_body__v.metadata)), path='metadata')
-            if len(_commit_body__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_commit_body__v.author)), path='author')
-            if len(_commit_body__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_commit_body__v.sig_r)), path='sig_r')
-            if len(_commit_body__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_commit_body__v.sig_s)), path='sig_s')
-            out += _S19_pack(_commit_body__v.collection, _commit_body__v.data, _commit_body__v.metadata, _commit_body__v.author, _commit_body__v.sig_r, _commit_body__v.sig_s)
-        elif _tag == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
-            if v.body.__class__ is not MergeV6Body:
-                raise EncodeError('tag hex:4D2087B6C4944A404E1D0BCF4898819267E00FCAE49B146F5955522CBE935909 takes a MergeV6Body, not ' + type(v.body).__name__, path='body')
-            _merge_v6_body__v = v.body
-            _merge_v6_body__p_span = v.span
-            if not _merge_v6_body__p_span == 2:
-                raise EncodeError('kind requires span 2', path='collection')
-            if not _merge_v6_body__v.high + _merge_v6_body__v.high_witness >= _merge_v6_body__v.low + _merge_v6_body__v.low_witness:
-                raise EncodeError('merge inputs out of canonical order', path='high_witness')
-            if len(_merge_v6_body__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.collection)), path='collection')
-            if len(_merge_v6_body__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.low)), path='low')
-            if len(_merge_v6_body__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.high)), path='high')
-            if len(_merge_v6_body__v.result) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.result)), path='result')
-            if len(_merge_v6_body__v.low_witness) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.low_witness)), path='low_witness')
-            if len(_merge_v6_body__v.high_witness) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.high_witness)), path='high_witness')
-            if len(_merge_v6_body__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.author)), path='author')
-            if len(_merge_v6_body__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.sig_r)), path='sig_r')
-            if len(_merge_v6_body__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_merge_v6_body__v.sig_s)), path='sig_s')
-            out += _S21_pack(_merge_v6_body__v.collection, _merge_v6_body__v.low, _merge_v6_body__v.high, _merge_v6_body__v.result, _merge_v6_body__v.low_witness, _merge_v6_body__v.high_witness, _merge_v6_body__v.author, _merge_v6_body__v.sig_r, _merge_v6_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
-            if v.body.__class__ is not DeriveV7Body:
-                raise EncodeError('tag hex:DBF641F31E772F6CE715087D954375AA44860BF411C0DE849C207B542ABDC583 takes a DeriveV7Body, not ' + type(v.body).__name__, path='body')
-            _derive_v7_body__v = v.body
-            _derive_v7_body__p_span = v.span
-            if not _derive_v7_body__p_span == 2:
-                raise EncodeError('kind requires span 2', path='target')
-            if len(_derive_v7_body__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_derive_v7_body__v.target)), path='target')
-            if len(_derive_v7_body__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_derive_v7_body__v.input)), path='input')
-            if len(_derive_v7_body__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_derive_v7_body__v.output)), path='output')
-            if len(_derive_v7_body__v.input_witness) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_derive_v7_body__v.input_witness)), path='input_witness')
-            if len(_derive_v7_body__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_derive_v7_body__v.author)), path='author')
-            if len(_derive_v7_body__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_derive_v7_body__v.sig_r)), path='sig_r')
-            if len(_derive_v7_body__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_derive_v7_body__v.sig_s)), path='sig_s')
-            out += _S23_pack(_derive_v7_body__v.target, _derive_v7_body__v.input, _derive_v7_body__v.output, _derive_v7_body__v.input_witness, _derive_v7_body__v.author, _derive_v7_body__v.sig_r, _derive_v7_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
-            if v.body.__class__ is not ProofV5Body:
-                raise EncodeError('tag hex:9E00F6EB8D63E5EB1A3ECFA284118F157B2F08CBDC95ECCEB8C2392AD794069D takes a ProofV5Body, not ' + type(v.body).__name__, path='body')
-            _proof_v5_body__v = v.body
-            _proof_v5_body__p_span = v.span
-            if len(_proof_v5_body__v.resource) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v5_body__v.resource)), path='resource')
-            if len(_proof_v5_body__v.root) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v5_body__v.root)), path='root')
-            out += _S25_pack(_proof_v5_body__v.resource, _proof_v5_body__v.root)
-            for _proof_v5_body___x in _proof_v5_body__v.edges:
-                if len(_proof_v5_body___x.capability) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v5_body___x.capability)), path='capability')
-                if len(_proof_v5_body___x.delegate) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v5_body___x.delegate)), path='delegate')
-                if len(_proof_v5_body___x.signature) != 64:
-                    raise EncodeError('expected 64 bytes, found ' + str(len(_proof_v5_body___x.signature)), path='signature')
-                out += _S27_pack(_proof_v5_body___x.capability, _proof_v5_body___x.delegate, _proof_v5_body___x.signature)
-        elif _tag == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
-            if v.body.__class__ is not RetiredBlobWantBody:
-                raise EncodeError('tag hex:EC1C024C04AF08243DB3AE318C93FA500355C74395C0F553CFFC0AF0A4BA0346 takes a RetiredBlobWantBody, not ' + type(v.body).__name__, path='body')
-            _retired_blob_want_body__v = v.body
-            _retired_blob_want_body__p_span = v.span
-            if not _retired_blob_want_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='blob')
-            if len(_retired_blob_want_body__v.blob) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_retired_blob_want_body__v.blob)), path='blob')
-            out += _S29_pack(_retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
-            if v.body.__class__ is not RetiredBlobWantBody:
-                raise EncodeError('tag hex:ACCB531FC7489357C40FCEF0DDE8BD9088F2AC1924A652EA211ADD5C30B95B46 takes a RetiredBlobWantBody, not ' + type(v.body).__name__, path='body')
-            _retired_blob_want_body__v = v.body
-            _retired_blob_want_body__p_span = v.span
-            if not _retired_blob_want_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='blob')
-            if len(_retired_blob_want_body__v.blob) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_retired_blob_want_body__v.blob)), path='blob')
-            out += _S29_pack(_retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
-            if v.body.__class__ is not RetiredTypedWantBody:
-                raise EncodeError('tag hex:65EE9E4279FFE01D263E75A8E2DF6289B6DE403CB4468098A0EAB925F81C28ED takes a RetiredTypedWantBody, not ' + type(v.body).__name__, path='body')
-            _retired_typed_want_body__v = v.body
-            _retired_typed_want_body__p_span = v.span
-            if not _retired_typed_want_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='tag')
-            if not (_retired_typed_want_body__v.tag == 2 or _retired_typed_want_body__v.tag == 3 or _retired_typed_want_body__v.tag == 4):
-                raise EncodeError('typed want tag must be 2, 3 or 4', path='tag')
-            if len(_retired_typed_want_body__v.a) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_retired_typed_want_body__v.a)), path='a')
-            if len(_retired_typed_want_body__v.b) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_retired_typed_want_body__v.b)), path='b')
-            if len(_retired_typed_want_body__v.c) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_retired_typed_want_body__v.c)), path='c')
-            out += _S31_pack(_retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _retired_typed_want_body__v.a, _retired_typed_want_body__v.b, _retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
-            if v.body.__class__ is not RetiredTypedWantBody:
-                raise EncodeError('tag hex:A57C866A83A90635090A947D92464B19D9F898C0C961AB7A91C79A979F9F1483 takes a RetiredTypedWantBody, not ' + type(v.body).__name__, path='body')
-            _retired_typed_want_body__v = v.body
-            _retired_typed_want_body__p_span = v.span
-            if not _retired_typed_want_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='tag')
-            if not (_retired_typed_want_body__v.tag == 2 or _retired_typed_want_body__v.tag == 3 or _retired_typed_want_body__v.tag == 4):
-                raise EncodeError('typed want tag must be 2, 3 or 4', path='tag')
-            if len(_retired_typed_want_body__v.a) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_retired_typed_want_body__v.a)), path='a')
-            if len(_retired_typed_want_body__v.b) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_retired_typed_want_body__v.b)), path='b')
-            if len(_retired_typed_want_body__v.c) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_retired_typed_want_body__v.c)), path='c')
-            out += _S31_pack(_retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _retired_typed_want_body__v.a, _retired_typed_want_body__v.b, _retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
-            if v.body.__class__ is not UnsignedMergeBody:
-                raise EncodeError('tag hex:0CEE320DE0BDA40A6A6F52221C5E4E4D2CE3B165B69C858673FD13D98F655379 takes a UnsignedMergeBody, not ' + type(v.body).__name__, path='body')
-            _unsigned_merge_body__v = v.body
-            _unsigned_merge_body__p_span = v.span
-            if not _unsigned_merge_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='collection')
-            if not _unsigned_merge_body__v.high >= _unsigned_merge_body__v.low:
-                raise EncodeError('merge high < low', path='high')
-            if len(_unsigned_merge_body__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_unsigned_merge_body__v.collection)), path='collection')
-            if len(_unsigned_merge_body__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_unsigned_merge_body__v.low)), path='low')
-            if len(_unsigned_merge_body__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_unsigned_merge_body__v.high)), path='high')
-            if len(_unsigned_merge_body__v.result) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_unsigned_merge_body__v.result)), path='result')
-            out += _S33_pack(_unsigned_merge_body__v.collection, _unsigned_merge_body__v.low, _unsigned_merge_body__v.high, _unsigned_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
-            if v.body.__class__ is not UnsignedDeriveBody:
-                raise EncodeError('tag hex:7ACE1ED10F3EBC632627058CC461DC1CC171CD2E56C52E5DCE60EA4C8DC23C36 takes a UnsignedDeriveBody, not ' + type(v.body).__name__, path='body')
-            _unsigned_derive_body__v = v.body
-            _unsigned_derive_body__p_span = v.span
-            if not _unsigned_derive_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='target')
-            if len(_unsigned_derive_body__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_unsigned_derive_body__v.target)), path='target')
-            if len(_unsigned_derive_body__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_unsigned_derive_body__v.input)), path='input')
-            if len(_unsigned_derive_body__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_unsigned_derive_body__v.output)), path='output')
-            out += _S35_pack(_unsigned_derive_body__v.target, _unsigned_derive_body__v.input, _unsigned_derive_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
-            if v.body.__class__ is not PeerBody:
-                raise EncodeError('tag hex:327FFCAAA3F5A10424DC2059E3A7A3517F837E7E56A3C850979EFA9F5E3A1ED7 takes a PeerBody, not ' + type(v.body).__name__, path='body')
-            _peer_body__v = v.body
-            _peer_body__p_span = v.span
-            if not _peer_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='team')
-            if len(_peer_body__v.team) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_peer_body__v.team)), path='team')
-            if len(_peer_body__v.peer) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_peer_body__v.peer)), path='peer')
-            out += _S37_pack(_peer_body__v.team, _peer_body__v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
-            if v.body.__class__ is not StoreScopeBody:
-                raise EncodeError('tag hex:97C69C746D01741C8012A56F08D2C424E0291B5424EB9CD7637FD4A655C93DFB takes a StoreScopeBody, not ' + type(v.body).__name__, path='body')
-            _store_scope_body__v = v.body
-            _store_scope_body__p_span = v.span
-            if not _store_scope_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='team')
-            if len(_store_scope_body__v.team) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_store_scope_body__v.team)), path='team')
-            out += _S29_pack(_store_scope_body__v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
-            if v.body.__class__ is not ArtifactOfferBody:
-                raise EncodeError('tag hex:EA7B185AC83955D2249F4D8C83B6910D44D01C61B4E497C1B66E1B75C3ADCB6F takes a ArtifactOfferBody, not ' + type(v.body).__name__, path='body')
-            _artifact_offer_body__v = v.body
-            _artifact_offer_body__p_span = v.span
-            if not _artifact_offer_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='content')
-            if len(_artifact_offer_body__v.content) != 192:
-                raise EncodeError('expected 192 bytes, found ' + str(len(_artifact_offer_body__v.content)), path='content')
-            out += _S40_pack(_artifact_offer_body__v.content)
-        elif _tag == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
-            if v.body.__class__ is not ProofV1Body:
-                raise EncodeError('tag hex:29AC46C61788022D62BE6E2388DA4A164419BA648377D48B2E6DB092EE0A8053 takes a ProofV1Body, not ' + type(v.body).__name__, path='body')
-            _proof_v1_body__v = v.body
-            _proof_v1_body__p_span = v.span
-            if not (_proof_v1_body__v.body_len >= 160 and (_proof_v1_body__v.body_len - 32) % 128 == 0 and ((_proof_v1_body__v.body_len - 32) // 128 <= 255)):
-                raise EncodeError('bad proof v1 body length', path='body_len')
-            if not _proof_v1_body__p_span == (96 + _proof_v1_body__v.body_len + 255) // 256:
-                raise EncodeError('proof span is not minimal', path='body_len')
-            out += _S42_pack(_proof_v1_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-            _proof_v1_body___proof_v1_data__v = _proof_v1_body__v.data
-            _proof_v1_body___proof_v1_data__p_body_len = _proof_v1_body__v.body_len
-            if not (len(_proof_v1_body___proof_v1_data__v.tail) < 256 and (len(_proof_v1_body___proof_v1_data__v.tail) == 0 or max(_proof_v1_body___proof_v1_data__v.tail) == 0)):
-                raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-            _proof_v1_body___proof_v1_data___pz_proof_v1_data_body = len(out)
-            _proof_v1_body___proof_v1_data___proof_v1_content__v = _proof_v1_body___proof_v1_data__v.body
-            if len(_proof_v1_body___proof_v1_data___proof_v1_content__v.root) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v1_body___proof_v1_data___proof_v1_content__v.root)), path='root')
-            out += _S44_pack(_proof_v1_body___proof_v1_data___proof_v1_content__v.root)
-            for _proof_v1_body___proof_v1_data___proof_v1_content___x in _proof_v1_body___proof_v1_data___proof_v1_content__v.edges:
-                if len(_proof_v1_body___proof_v1_data___proof_v1_content___x.head) != 96:
-                    raise EncodeError('expected 96 bytes, found ' + str(len(_proof_v1_body___proof_v1_data___proof_v1_content___x.head)), path='head')
-                if len(_proof_v1_body___proof_v1_data___proof_v1_content___x.delegate) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v1_body___proof_v1_data___proof_v1_content___x.delegate)), path='delegate')
-                out += _S46_pack(_proof_v1_body___proof_v1_data___proof_v1_content___x.head, _proof_v1_body___proof_v1_data___proof_v1_content___x.delegate)
-            if len(out) - _proof_v1_body___proof_v1_data___pz_proof_v1_data_body != _proof_v1_body___proof_v1_data__p_body_len:
-                raise EncodeError('encoded size ' + str(len(out) - _proof_v1_body___proof_v1_data___pz_proof_v1_data_body) + ' differs from the size expression body_len, which is ' + str(_proof_v1_body___proof_v1_data__p_body_len), path='body')
-            _proof_v1_body___proof_v1_data___b = _proof_v1_body___proof_v1_data__v.tail
-            out += _proof_v1_body___proof_v1_data___b
-        elif _tag == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
-            if v.body.__class__ is not ProofV2Body:
-                raise EncodeError('tag hex:334D7A044E5F9ED4F3E51618A3FB1752120F37BB5CDBC6B9F6497FB9E338E8D5 takes a ProofV2Body, not ' + type(v.body).__name__, path='body')
-            _proof_v2_body__v = v.body
-            _proof_v2_body__p_span = v.span
-            if not (_proof_v2_body__v.body_len >= 225 and (_proof_v2_body__v.body_len - 80) % 145 == 0 and ((_proof_v2_body__v.body_len - 80) // 145 <= 255)):
-                raise EncodeError('bad proof v2 body length', path='body_len')
-            if not _proof_v2_body__p_span == (96 + _proof_v2_body__v.body_len + 255) // 256:
-                raise EncodeError('proof span is not minimal', path='body_len')
-            out += _S42_pack(_proof_v2_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-            _proof_v2_body___proof_v2_data__v = _proof_v2_body__v.data
-            _proof_v2_body___proof_v2_data__p_body_len = _proof_v2_body__v.body_len
-            if not (len(_proof_v2_body___proof_v2_data__v.tail) < 256 and (len(_proof_v2_body___proof_v2_data__v.tail) == 0 or max(_proof_v2_body___proof_v2_data__v.tail) == 0)):
-                raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-            _proof_v2_body___proof_v2_data___pz_proof_v2_data_body = len(out)
-            _proof_v2_body___proof_v2_data___proof_v2_content__v = _proof_v2_body___proof_v2_data__v.body
-            if len(_proof_v2_body___proof_v2_data___proof_v2_content__v.resource) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_body___proof_v2_data___proof_v2_content__v.resource)), path='resource')
-            if len(_proof_v2_body___proof_v2_data___proof_v2_content__v.root) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_body___proof_v2_data___proof_v2_content__v.root)), path='root')
-            out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_body___proof_v2_data___proof_v2_content__v.resource, _proof_v2_body___proof_v2_data___proof_v2_content__v.root)
-            for _proof_v2_body___proof_v2_data___proof_v2_content___x in _proof_v2_body___proof_v2_data___proof_v2_content__v.edges:
-                if not max(_proof_v2_body___proof_v2_data___proof_v2_content___x.action) > 0:
-                    raise EncodeError('nil action id', path='action')
-                if not (_proof_v2_body___proof_v2_data___proof_v2_content___x.flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___x.flags & 3 != 0):
-                    raise EncodeError('bad proof v2 edge flags', path='flags')
-                if not (_proof_v2_body___proof_v2_data___proof_v2_content___x.lower <= _proof_v2_body___proof_v2_data___proof_v2_content___x.upper if _proof_v2_body___proof_v2_data___proof_v2_content___x.flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___x.lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___x.upper == 0):
-                    raise EncodeError('bad proof v2 validity bounds', path='upper')
-                if len(_proof_v2_body___proof_v2_data___proof_v2_content___x.action) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(len(_proof_v2_body___proof_v2_data___proof_v2_content___x.action)), path='action')
-                if len(_proof_v2_body___proof_v2_data___proof_v2_content___x.delegate) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_body___proof_v2_data___proof_v2_content___x.delegate)), path='delegate')
-                if len(_proof_v2_body___proof_v2_data___proof_v2_content___x.signature) != 64:
-                    raise EncodeError('expected 64 bytes, found ' + str(len(_proof_v2_body___proof_v2_data___proof_v2_content___x.signature)), path='signature')
-                out += _S50_pack(_proof_v2_body___proof_v2_data___proof_v2_content___x.action, _proof_v2_body___proof_v2_data___proof_v2_content___x.flags, _proof_v2_body___proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_body___proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_body___proof_v2_data___proof_v2_content___x.delegate, _proof_v2_body___proof_v2_data___proof_v2_content___x.signature)
-            if len(out) - _proof_v2_body___proof_v2_data___pz_proof_v2_data_body != _proof_v2_body___proof_v2_data__p_body_len:
-                raise EncodeError('encoded size ' + str(len(out) - _proof_v2_body___proof_v2_data___pz_proof_v2_data_body) + ' differs from the size expression body_len, which is ' + str(_proof_v2_body___proof_v2_data__p_body_len), path='body')
-            _proof_v2_body___proof_v2_data___b = _proof_v2_body___proof_v2_data__v.tail
-            out += _proof_v2_body___proof_v2_data___b
-        elif _tag == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2':
-            if v.body.__class__ is not ProofV3Body:
-                raise EncodeError('tag hex:CFAD21DF6FA3D3ADF9939E432DDCF8447CB9C57081B979F1CFD669E4800D3E32 takes a ProofV3Body, not ' + type(v.body).__name__, path='body')
-            _proof_v3_body__v = v.body
-            _proof_v3_body__p_span = v.span
-            if not (_proof_v3_body__v.body_len >= 241 and (_proof_v3_body__v.body_len - 80) % 161 == 0):
-                raise EncodeError('bad proof v3 body length', path='body_len')
-            if not _proof_v3_body__p_span == (96 + _proof_v3_body__v.body_len + 255) // 256:
-                raise EncodeError('proof span is not minimal', path='body_len')
-            out += _S42_pack(_proof_v3_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-            _proof_v3_body___proof_v3_data__v = _proof_v3_body__v.data
-            _proof_v3_body___proof_v3_data__p_body_len = _proof_v3_body__v.body_len
-            if not (len(_proof_v3_body___proof_v3_data__v.tail) < 256 and (len(_proof_v3_body___proof_v3_data__v.tail) == 0 or max(_proof_v3_body___proof_v3_data__v.tail) == 0)):
-                raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-            _proof_v3_body___proof_v3_data___pz_proof_v3_data_body = len(out)
-            _proof_v3_body___proof_v3_data___proof_v3_content__v = _proof_v3_body___proof_v3_data__v.body
-            if len(_proof_v3_body___proof_v3_data___proof_v3_content__v.magic) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_proof_v3_body___proof_v3_data___proof_v3_content__v.magic)), path='magic')
-            if len(_proof_v3_body___proof_v3_data___proof_v3_content__v.resource) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_body___proof_v3_data___proof_v3_content__v.resource)), path='resource')
-            if len(_proof_v3_body___proof_v3_data___proof_v3_content__v.root) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_body___proof_v3_data___proof_v3_content__v.root)), path='root')
-            out += _S48_pack(_proof_v3_body___proof_v3_data___proof_v3_content__v.magic, _proof_v3_body___proof_v3_data___proof_v3_content__v.resource, _proof_v3_body___proof_v3_data___proof_v3_content__v.root)
-            for _proof_v3_body___proof_v3_data___proof_v3_content___x in _proof_v3_body___proof_v3_data___proof_v3_content__v.edges:
-                if not _proof_v3_body___proof_v3_data___proof_v3_content___x.flags & 248 == 0:
-                    raise EncodeError('bad proof v3 edge flags', path='flags')
-                if not (_proof_v3_body___proof_v3_data___proof_v3_content___x.flags & 4 or (_proof_v3_body___proof_v3_data___proof_v3_content___x.lower == 0 and _proof_v3_body___proof_v3_data___proof_v3_content___x.upper == 0)):
-                    raise EncodeError('proof v3 validity bounds set without bit 2', path='upper')
-                if len(_proof_v3_body___proof_v3_data___proof_v3_content___x.capability) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_body___proof_v3_data___proof_v3_content___x.capability)), path='capability')
-                if len(_proof_v3_body___proof_v3_data___proof_v3_content___x.delegate) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_body___proof_v3_data___proof_v3_content___x.delegate)), path='delegate')
-                if len(_proof_v3_body___proof_v3_data___proof_v3_content___x.signature) != 64:
-                    raise EncodeError('expected 64 bytes, found ' + str(len(_proof_v3_body___proof_v3_data___proof_v3_content___x.signature)), path='signature')
-                out += _S52_pack(_proof_v3_body___proof_v3_data___proof_v3_content___x.capability, _proof_v3_body___proof_v3_data___proof_v3_content___x.flags, _proof_v3_body___proof_v3_data___proof_v3_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v3_body___proof_v3_data___proof_v3_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v3_body___proof_v3_data___proof_v3_content___x.delegate, _proof_v3_body___proof_v3_data___proof_v3_content___x.signature)
-            if len(out) - _proof_v3_body___proof_v3_data___pz_proof_v3_data_body != _proof_v3_body___proof_v3_data__p_body_len:
-                raise EncodeError('encoded size ' + str(len(out) - _proof_v3_body___proof_v3_data___pz_proof_v3_data_body) + ' differs from the size expression body_len, which is ' + str(_proof_v3_body___proof_v3_data__p_body_len), path='body')
-            _proof_v3_body___proof_v3_data___b = _proof_v3_body___proof_v3_data__v.tail
-            out += _proof_v3_body___proof_v3_data___b
-        else:
-            out += v.body
-        if len(out) - _pz_frame_rest_body != v.span * 256 - 64:
-            raise EncodeError('encoded size ' + str(len(out) - _pz_frame_rest_body) + ' differs from the size expression span * 256 - 64, which is ' + str(v.span * 256 - 64), path='body')
-    return bytes(out)
-
 def _d_frame_head(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T107)
-    f_magic, f_span, f_kind = _S106.unpack_from(mv, pos)
-    _r106 = pos
+        raise _short(pos, end, _T118)
+    f_magic, f_span, f_kind = _S117.unpack_from(mv, pos)
+    _r117 = pos
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise ConstraintError('bad magic', offset=_r106, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r117, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
     if not (f_span >= 1):
-        raise ConstraintError('span 0 (CorruptPile)', offset=_r106 + 28, path='span', expected='span >= 1', found=f_span)
+        raise ConstraintError('span 0 (CorruptPile)', offset=_r117 + 28, path='span', expected='span >= 1', found=f_span)
     _n = 192
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
@@ -4982,7 +4027,7 @@ def _d_frame_head(mv, pos, end):
 
 def _u_frame_head(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S108.unpack_from(mv, pos)
+    f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S125.unpack_from(mv, pos)
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
         raise ConstraintError('bad magic')
@@ -5026,13 +4071,13 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S108_unpack_from = _S108.unpack_from
+    _S125_unpack_from = _S125.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S108_unpack_from(mv, pos)
+            f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S125_unpack_from(mv, pos)
             pos += 64
             if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
                 raise ConstraintError('bad magic')
@@ -5082,7 +4127,7 @@ def _e_frame_head(out, v):
         raise EncodeError('span 0 (CorruptPile)', path='span')
     if len(v.kind) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.kind)), path='kind')
-    out += _S106.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+    out += _S117.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
     _pz_frame_head_head = len(out)
     _tag = v.kind
     if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
@@ -5102,14 +4147,14 @@ def _e_frame_head(out, v):
 
 def _em_frame_head(values):
     out = bytearray()
-    _S106_pack = _S106.pack
+    _S117_pack = _S117.pack
     _S4_pack = _S4.pack
     for v in values:
         if not v.span >= 1:
             raise EncodeError('span 0 (CorruptPile)', path='span')
         if len(v.kind) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(v.kind)), path='kind')
-        out += _S106_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+        out += _S117_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
         _pz_frame_head_head = len(out)
         _tag = v.kind
         if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
@@ -5146,70 +4191,12 @@ def _d_blob_head(mv, pos, end, p_span):
     _obj.hash = f_hash
     return _obj, pos
 
-def _u_blob_head(mv, pos, end, p_span):
-    f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1 + (f_length + 255) // 256:
-        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
-    if f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(BlobHead)
-    _obj.timestamp = f_timestamp
-    _obj.length = f_length
-    _obj.hash = f_hash
-    return (_obj, pos)
-
-def _m_blob_head(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S4_unpack_from = _S4.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1 + (f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
-            if f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(BlobHead)
-            _obj.timestamp = f_timestamp
-            _obj.length = f_length
-            _obj.hash = f_hash
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_blob_head, 'blob_head', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_blob_head, 'blob_head', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_blob_head(out, v, p_span):
     if not ((p_span == (1 + ((v.length + 255) // 256)))):
         raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
     if len(v.hash) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.hash)), path='hash')
     out += _S4.pack(v.timestamp, v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_blob_head(values, p_span):
-    out = bytearray()
-    _S4_pack = _S4.pack
-    for v in values:
-        if not p_span == 1 + (v.length + 255) // 256:
-            raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
-        if len(v.hash) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.hash)), path='hash')
-        out += _S4_pack(v.timestamp, v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_blob_data(mv, pos, end, p_length):
     start = pos
@@ -5228,52 +4215,6 @@ def _d_blob_data(mv, pos, end, p_length):
     _obj.payload = f_payload
     return _obj, pos
 
-def _u_blob_data(mv, pos, end, p_length):
-    _isb = mv.__class__ is bytes
-    start = pos
-    _n = p_length
-    if _n < 0:
-        raise ConstraintError('negative size')
-    f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    pos += _n
-    _n = -(pos - start) % 256
-    pos += _n
-    _obj = _new(BlobData)
-    _obj.payload = f_payload
-    return (_obj, pos)
-
-def _m_blob_data(mv, pos, end, p_length, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            start = pos
-            _n = p_length
-            if _n < 0:
-                raise ConstraintError('negative size')
-            f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            pos += _n
-            _n = -(pos - start) % 256
-            pos += _n
-            _obj = _new(BlobData)
-            _obj.payload = f_payload
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_blob_data, 'blob_data', mv, _rs, _end, (p_length, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_blob_data, 'blob_data', mv, _rs, _end, (p_length, ), _out)
-    return _out
-
 def _e_blob_data(out, v, p_length):
     start = len(out)
     _b = v.payload
@@ -5281,16 +4222,6 @@ def _e_blob_data(out, v, p_length):
         raise EncodeError('wrong length ' + str(len(_b)), path='payload')
     out += _b
     out += bytes((-(len(out) - start)) % 256)
-
-def _em_blob_data(values, p_length):
-    out = bytearray()
-    for v in values:
-        _b = v.payload
-        if len(_b) != p_length:
-            raise EncodeError('wrong length ' + str(len(_b)), path='payload')
-        out += _b
-        out += bytes(-len(_b) % 256)
-    return bytes(out)
 
 def _d_blob_body(mv, pos, end, p_span):
     try:
@@ -5336,77 +4267,6 @@ def _d_blob_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
-def _u_blob_body(mv, pos, end, p_span):
-    _isb = mv.__class__ is bytes
-    _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1 + (_blob_head__f_length + 255) // 256:
-        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
-    if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _blob_head___obj = _new(BlobHead)
-    _blob_head___obj.timestamp = _blob_head__f_timestamp
-    _blob_head___obj.length = _blob_head__f_length
-    _blob_head___obj.hash = _blob_head__f_hash
-    _blob_data__start = pos
-    _blob_data___n = _blob_head__f_length
-    _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
-    pos += _blob_data___n
-    _blob_data___n = -(pos - _blob_data__start) % 256
-    pos += _blob_data___n
-    _blob_data___obj = _new(BlobData)
-    _blob_data___obj.payload = _blob_data__f_payload
-    _obj = _new(BlobBody)
-    _obj.head = _blob_head___obj
-    _obj.data = _blob_data___obj
-    return (_obj, pos)
-
-def _m_blob_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S4_unpack_from = _S4.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1 + (_blob_head__f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
-            if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _blob_head___obj = _new(BlobHead)
-            _blob_head___obj.timestamp = _blob_head__f_timestamp
-            _blob_head___obj.length = _blob_head__f_length
-            _blob_head___obj.hash = _blob_head__f_hash
-            _blob_data__start = pos
-            _blob_data___n = _blob_head__f_length
-            _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
-            pos += _blob_data___n
-            _blob_data___n = -(pos - _blob_data__start) % 256
-            pos += _blob_data___n
-            _blob_data___obj = _new(BlobData)
-            _blob_data___obj.payload = _blob_data__f_payload
-            _obj = _new(BlobBody)
-            _obj.head = _blob_head___obj
-            _obj.data = _blob_data___obj
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_blob_body, 'blob_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_blob_body, 'blob_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_blob_body(out, v, p_span):
     _blob_head__v = v.head
     if not p_span == 1 + (_blob_head__v.length + 255) // 256:
@@ -5422,31 +4282,6 @@ def _e_blob_body(out, v, p_span):
         raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
     out += _blob_data___b
     out += bytes(-(len(out) - _blob_data__start) % 256)
-
-def _em_blob_body(values, p_span):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S4_pack = _S4.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _blob_head__v = v.head
-        if not p_span == 1 + (_blob_head__v.length + 255) // 256:
-            raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
-        if len(_blob_head__v.hash) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_blob_head__v.hash)), path='hash')
-        _a(_S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-        _blob_data__v = v.data
-        _blob_data__p_length = v.head.length
-        _blob_data___b = _blob_data__v.payload
-        if len(_blob_data___b) != _blob_data__p_length:
-            raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
-        _a(_blob_data___b)
-        _a(bytes(-len(_blob_data___b) % 256))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 def _d_pin_head_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -5467,55 +4302,6 @@ def _d_pin_head_body(mv, pos, end, p_span):
     _obj.head = f_head
     return _obj, pos
 
-def _u_pin_head_body(mv, pos, end, p_span):
-    f_pin, f_reserved1, f_head, f_reserved2 = _S6.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if not max(f_pin) > 0:
-        raise ConstraintError('nil pin id')
-    if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(PinHeadBody)
-    _obj.pin = f_pin
-    _obj.head = f_head
-    return (_obj, pos)
-
-def _m_pin_head_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S6_unpack_from = _S6.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_pin, f_reserved1, f_head, f_reserved2 = _S6_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if not max(f_pin) > 0:
-                raise ConstraintError('nil pin id')
-            if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(PinHeadBody)
-            _obj.pin = f_pin
-            _obj.head = f_head
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_pin_head_body, 'pin_head_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_pin_head_body, 'pin_head_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_pin_head_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='pin')
@@ -5526,21 +4312,6 @@ def _e_pin_head_body(out, v, p_span):
     if len(v.head) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.head)), path='head')
     out += _S6.pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_pin_head_body(values, p_span):
-    out = bytearray()
-    _S6_pack = _S6.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='pin')
-        if not max(v.pin) > 0:
-            raise EncodeError('nil pin id', path='pin')
-        if len(v.pin) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.pin)), path='pin')
-        if len(v.head) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.head)), path='head')
-        out += _S6_pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_pin_tombstone_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -5558,49 +4329,6 @@ def _d_pin_tombstone_body(mv, pos, end, p_span):
     _obj.pin = f_pin
     return _obj, pos
 
-def _u_pin_tombstone_body(mv, pos, end, p_span):
-    f_pin, f_reserved = _S8.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if not max(f_pin) > 0:
-        raise ConstraintError('nil pin id')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(PinTombstoneBody)
-    _obj.pin = f_pin
-    return (_obj, pos)
-
-def _m_pin_tombstone_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S8_unpack_from = _S8.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_pin, f_reserved = _S8_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if not max(f_pin) > 0:
-                raise ConstraintError('nil pin id')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(PinTombstoneBody)
-            _obj.pin = f_pin
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_pin_tombstone_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='pin')
@@ -5609,19 +4337,6 @@ def _e_pin_tombstone_body(out, v, p_span):
     if len(v.pin) != 16:
         raise EncodeError('expected 16 bytes, found ' + str(len(v.pin)), path='pin')
     out += _S8.pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_pin_tombstone_body(values, p_span):
-    out = bytearray()
-    _S8_pack = _S8.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='pin')
-        if not max(v.pin) > 0:
-            raise EncodeError('nil pin id', path='pin')
-        if len(v.pin) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.pin)), path='pin')
-        out += _S8_pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_want_blob(mv, pos, end):
     if pos + 96 > end:
@@ -5635,54 +4350,10 @@ def _d_want_blob(mv, pos, end):
     _obj.blob = f_blob
     return _obj, pos
 
-def _u_want_blob(mv, pos, end):
-    f_blob, f_zero = _S12.unpack_from(mv, pos)
-    pos += 96
-    if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(WantBlob)
-    _obj.blob = f_blob
-    return (_obj, pos)
-
-def _m_want_blob(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S12_unpack_from = _S12.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_blob, f_zero = _S12_unpack_from(mv, pos)
-            pos += 96
-            if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(WantBlob)
-            _obj.blob = f_blob
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_want_blob, 'want_blob', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_want_blob, 'want_blob', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_want_blob(out, v):
     if len(v.blob) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.blob)), path='blob')
     out += _S12.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_want_blob(values):
-    out = bytearray()
-    _S12_pack = _S12.pack
-    for v in values:
-        if len(v.blob) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.blob)), path='blob')
-        out += _S12_pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_want_merge(mv, pos, end):
     if pos + 96 > end:
@@ -5698,45 +4369,6 @@ def _d_want_merge(mv, pos, end):
     _obj.high = f_high
     return _obj, pos
 
-def _u_want_merge(mv, pos, end):
-    f_collection, f_low, f_high = _S14.unpack_from(mv, pos)
-    pos += 96
-    if not f_high >= f_low:
-        raise ConstraintError('merge request high < low')
-    _obj = _new(WantMerge)
-    _obj.collection = f_collection
-    _obj.low = f_low
-    _obj.high = f_high
-    return (_obj, pos)
-
-def _m_want_merge(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S14_unpack_from = _S14.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_low, f_high = _S14_unpack_from(mv, pos)
-            pos += 96
-            if not f_high >= f_low:
-                raise ConstraintError('merge request high < low')
-            _obj = _new(WantMerge)
-            _obj.collection = f_collection
-            _obj.low = f_low
-            _obj.high = f_high
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_want_merge, 'want_merge', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_want_merge, 'want_merge', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_want_merge(out, v):
     if not ((v.high >= v.low)):
         raise EncodeError('merge request high < low', path='high')
@@ -5747,21 +4379,6 @@ def _e_want_merge(out, v):
     if len(v.high) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
     out += _S14.pack(v.collection, v.low, v.high)
-
-def _em_want_merge(values):
-    out = bytearray()
-    _S14_pack = _S14.pack
-    for v in values:
-        if not v.high >= v.low:
-            raise EncodeError('merge request high < low', path='high')
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        out += _S14_pack(v.collection, v.low, v.high)
-    return bytes(out)
 
 def _d_want_derive(mv, pos, end):
     if pos + 96 > end:
@@ -5776,43 +4393,6 @@ def _d_want_derive(mv, pos, end):
     _obj.input = f_input
     return _obj, pos
 
-def _u_want_derive(mv, pos, end):
-    f_target, f_input, f_zero = _S14.unpack_from(mv, pos)
-    pos += 96
-    if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(WantDerive)
-    _obj.target = f_target
-    _obj.input = f_input
-    return (_obj, pos)
-
-def _m_want_derive(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S14_unpack_from = _S14.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_target, f_input, f_zero = _S14_unpack_from(mv, pos)
-            pos += 96
-            if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(WantDerive)
-            _obj.target = f_target
-            _obj.input = f_input
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_want_derive, 'want_derive', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_want_derive, 'want_derive', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_want_derive(out, v):
     if len(v.target) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
@@ -5820,28 +4400,17 @@ def _e_want_derive(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
     out += _S14.pack(v.target, v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
-def _em_want_derive(values):
-    out = bytearray()
-    _S14_pack = _S14.pack
-    for v in values:
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        out += _S14_pack(v.target, v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
-
 def _d_want_request(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T110)
+        raise _short(pos, end, _T101)
     f_tag = mv[pos]
-    _r109 = pos
+    _r100 = pos
     pos += 1
     _v = _WANTTAG_BY_VALUE.get(f_tag)
     if _v is None:
         if f_tag in (3,):
-            raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_r109, path='tag', expected=[1, 2, 4], found=f_tag)
-        raise ConstraintError('unknown want_tag value', offset=_r109, path='tag', expected=[1, 2, 4], found=f_tag)
+            raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_r100, path='tag', expected=[1, 2, 4], found=f_tag)
+        raise ConstraintError('unknown want_tag value', offset=_r100, path='tag', expected=[1, 2, 4], found=f_tag)
     f_tag = _v
     _tag = f_tag
     if _tag == 1:
@@ -5993,7 +4562,7 @@ def _m_want_request(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_want_request(out, v):
-    out += _S109.pack(_WANTTAG_BY_VALUE[v.tag])
+    out += _S100.pack(_WANTTAG_BY_VALUE[v.tag])
     _tag = v.tag
     if _tag == 1:
         if v.request.__class__ is not WantBlob:
@@ -6031,14 +4600,14 @@ def _em_want_request(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S109_pack = _S109.pack
+    _S100_pack = _S100.pack
     _S12_pack = _S12.pack
     _S14_pack = _S14.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S109_pack(_WANTTAG_BY_VALUE[v.tag]))
+        _a(_S100_pack(_WANTTAG_BY_VALUE[v.tag]))
         _tag = v.tag
         if _tag == 1:
             if v.request.__class__ is not WantBlob:
@@ -6150,117 +4719,6 @@ def _d_want_v3_body(mv, pos, end, p_span):
     _obj.request = f_request
     return _obj, pos
 
-def _u_want_v3_body(mv, pos, end, p_span):
-    f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S103.unpack_from(mv, pos)
-    pos += 32
-    f_tag = _WANTTAG_BY_VALUE[f_tag]
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _tag = f_tag
-    if _tag == 1:
-        pos += 96
-        if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero')
-        _want_blob___obj = _new(WantBlob)
-        _want_blob___obj.blob = _want_blob__f_blob
-        f_request = _want_blob___obj
-    elif _tag == 2:
-        _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14.unpack_from(mv, pos)
-        pos += 96
-        if not _want_merge__f_high >= _want_merge__f_low:
-            raise ConstraintError('merge request high < low')
-        _want_merge___obj = _new(WantMerge)
-        _want_merge___obj.collection = _want_merge__f_collection
-        _want_merge___obj.low = _want_merge__f_low
-        _want_merge___obj.high = _want_merge__f_high
-        f_request = _want_merge___obj
-    elif _tag == 4:
-        _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14.unpack_from(mv, pos)
-        pos += 96
-        if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero')
-        _want_derive___obj = _new(WantDerive)
-        _want_derive___obj.target = _want_derive__f_target
-        _want_derive___obj.input = _want_derive__f_input
-        f_request = _want_derive___obj
-    else:
-        raise ConstraintError('no case for tag')
-    f_reserved2, = _S17.unpack_from(mv, pos)
-    pos += 64
-    if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(WantV3Body)
-    _obj.tag = f_tag
-    _obj.request = f_request
-    return (_obj, pos)
-
-def _m_want_v3_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S103_unpack_from = _S103.unpack_from
-    _S14_unpack_from = _S14.unpack_from
-    _S17_unpack_from = _S17.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S103_unpack_from(mv, pos)
-            pos += 32
-            f_tag = _WANTTAG_BY_VALUE[f_tag]
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _tag = f_tag
-            if _tag == 1:
-                pos += 96
-                if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _want_blob___obj = _new(WantBlob)
-                _want_blob___obj.blob = _want_blob__f_blob
-                f_request = _want_blob___obj
-            elif _tag == 2:
-                _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14_unpack_from(mv, pos)
-                pos += 96
-                if not _want_merge__f_high >= _want_merge__f_low:
-                    raise ConstraintError('merge request high < low')
-                _want_merge___obj = _new(WantMerge)
-                _want_merge___obj.collection = _want_merge__f_collection
-                _want_merge___obj.low = _want_merge__f_low
-                _want_merge___obj.high = _want_merge__f_high
-                f_request = _want_merge___obj
-            elif _tag == 4:
-                _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14_unpack_from(mv, pos)
-                pos += 96
-                if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _want_derive___obj = _new(WantDerive)
-                _want_derive___obj.target = _want_derive__f_target
-                _want_derive___obj.input = _want_derive__f_input
-                f_request = _want_derive___obj
-            else:
-                raise ConstraintError('no case for tag')
-            f_reserved2, = _S17_unpack_from(mv, pos)
-            pos += 64
-            if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(WantV3Body)
-            _obj.tag = f_tag
-            _obj.request = f_request
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_want_v3_body, 'want_v3_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_want_v3_body, 'want_v3_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_want_v3_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='tag')
@@ -6299,57 +4757,6 @@ def _e_want_v3_body(out, v, p_span):
         raise EncodeError('no case for tag ' + repr(_tag), path='request')
     out += _S17.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
-def _em_want_v3_body(values, p_span):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S10_pack = _S10.pack
-    _S12_pack = _S12.pack
-    _S14_pack = _S14.pack
-    _S17_pack = _S17.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='tag')
-        _a(_S10_pack(_WANTTAG_BY_VALUE[v.tag], b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-        _tag = v.tag
-        if _tag == 1:
-            if v.request.__class__ is not WantBlob:
-                raise EncodeError('tag Blob takes a WantBlob, not ' + type(v.request).__name__, path='request')
-            _want_blob__v = v.request
-            if len(_want_blob__v.blob) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_blob__v.blob)), path='blob')
-            _a(_S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-        elif _tag == 2:
-            if v.request.__class__ is not WantMerge:
-                raise EncodeError('tag Merge takes a WantMerge, not ' + type(v.request).__name__, path='request')
-            _want_merge__v = v.request
-            if not _want_merge__v.high >= _want_merge__v.low:
-                raise EncodeError('merge request high < low', path='high')
-            if len(_want_merge__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.collection)), path='collection')
-            if len(_want_merge__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.low)), path='low')
-            if len(_want_merge__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.high)), path='high')
-            _a(_S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
-        elif _tag == 4:
-            if v.request.__class__ is not WantDerive:
-                raise EncodeError('tag Derive takes a WantDerive, not ' + type(v.request).__name__, path='request')
-            _want_derive__v = v.request
-            if len(_want_derive__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_derive__v.target)), path='target')
-            if len(_want_derive__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_derive__v.input)), path='input')
-            _a(_S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-        else:
-            raise EncodeError('no case for tag ' + repr(_tag), path='request')
-        _a(_S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
-
 def _d_commit_body(mv, pos, end, p_span):
     if pos + 192 > end:
         raise _short(pos, end, _T20)
@@ -6367,51 +4774,6 @@ def _d_commit_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
-def _u_commit_body(mv, pos, end, p_span):
-    f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    _obj = _new(CommitBody)
-    _obj.collection = f_collection
-    _obj.data = f_data
-    _obj.metadata = f_metadata
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_commit_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S19_unpack_from = _S19.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            _obj = _new(CommitBody)
-            _obj.collection = f_collection
-            _obj.data = f_data
-            _obj.metadata = f_metadata
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_commit_body, 'commit_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_commit_body, 'commit_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_commit_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='collection')
@@ -6428,27 +4790,6 @@ def _e_commit_body(out, v, p_span):
     if len(v.sig_s) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
     out += _S19.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
-
-def _em_commit_body(values, p_span):
-    out = bytearray()
-    _S19_pack = _S19.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='collection')
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.data) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.data)), path='data')
-        if len(v.metadata) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.metadata)), path='metadata')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S19_pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
-    return bytes(out)
 
 def _d_merge_v6_body(mv, pos, end, p_span):
     if pos + 448 > end:
@@ -6473,65 +4814,6 @@ def _d_merge_v6_body(mv, pos, end, p_span):
     _obj.sig_r = f_sig_r
     _obj.sig_s = f_sig_s
     return _obj, pos
-
-def _u_merge_v6_body(mv, pos, end, p_span):
-    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21.unpack_from(mv, pos)
-    pos += 448
-    if not p_span == 2:
-        raise ConstraintError('kind requires span 2')
-    if not f_high + f_high_witness >= f_low + f_low_witness:
-        raise ConstraintError('merge inputs out of canonical order')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(MergeV6Body)
-    _obj.collection = f_collection
-    _obj.low = f_low
-    _obj.high = f_high
-    _obj.result = f_result
-    _obj.low_witness = f_low_witness
-    _obj.high_witness = f_high_witness
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_merge_v6_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S21_unpack_from = _S21.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21_unpack_from(mv, pos)
-            pos += 448
-            if not p_span == 2:
-                raise ConstraintError('kind requires span 2')
-            if not f_high + f_high_witness >= f_low + f_low_witness:
-                raise ConstraintError('merge inputs out of canonical order')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(MergeV6Body)
-            _obj.collection = f_collection
-            _obj.low = f_low
-            _obj.high = f_high
-            _obj.result = f_result
-            _obj.low_witness = f_low_witness
-            _obj.high_witness = f_high_witness
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_merge_v6_body, 'merge_v6_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_merge_v6_body, 'merge_v6_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
 
 def _e_merge_v6_body(out, v, p_span):
     if not ((p_span == 2)):
@@ -6558,35 +4840,6 @@ def _e_merge_v6_body(out, v, p_span):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
     out += _S21.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
-def _em_merge_v6_body(values, p_span):
-    out = bytearray()
-    _S21_pack = _S21.pack
-    for v in values:
-        if not p_span == 2:
-            raise EncodeError('kind requires span 2', path='collection')
-        if not v.high + v.high_witness >= v.low + v.low_witness:
-            raise EncodeError('merge inputs out of canonical order', path='high_witness')
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        if len(v.result) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-        if len(v.low_witness) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low_witness)), path='low_witness')
-        if len(v.high_witness) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high_witness)), path='high_witness')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S21_pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
-
 def _d_derive_v7_body(mv, pos, end, p_span):
     if pos + 448 > end:
         raise _short(pos, end, _T24)
@@ -6607,57 +4860,6 @@ def _d_derive_v7_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
-def _u_derive_v7_body(mv, pos, end, p_span):
-    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23.unpack_from(mv, pos)
-    pos += 448
-    if not p_span == 2:
-        raise ConstraintError('kind requires span 2')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(DeriveV7Body)
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    _obj.input_witness = f_input_witness
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_derive_v7_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S23_unpack_from = _S23.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23_unpack_from(mv, pos)
-            pos += 448
-            if not p_span == 2:
-                raise ConstraintError('kind requires span 2')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(DeriveV7Body)
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _obj.input_witness = f_input_witness
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_derive_v7_body, 'derive_v7_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_derive_v7_body, 'derive_v7_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_derive_v7_body(out, v, p_span):
     if not ((p_span == 2)):
         raise EncodeError('kind requires span 2', path='target')
@@ -6676,29 +4878,6 @@ def _e_derive_v7_body(out, v, p_span):
     if len(v.sig_s) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
     out += _S23.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_derive_v7_body(values, p_span):
-    out = bytearray()
-    _S23_pack = _S23.pack
-    for v in values:
-        if not p_span == 2:
-            raise EncodeError('kind requires span 2', path='target')
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        if len(v.input_witness) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input_witness)), path='input_witness')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S23_pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_proof_edge(mv, pos, end):
     if pos + 128 > end:
@@ -6801,70 +4980,6 @@ def _d_proof_v5_body(mv, pos, end, p_span):
     _obj.edges = f_edges
     return _obj, pos
 
-def _u_proof_v5_body(mv, pos, end, p_span):
-    f_resource, f_root = _S25.unpack_from(mv, pos)
-    pos += 64
-    f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _ip = pos
-        _proof_edge_f_capability, _proof_edge_f_delegate, _proof_edge_f_signature = _S27.unpack_from(mv, pos)
-        pos += 128
-        _proof_edge__obj = _new(ProofEdge)
-        _proof_edge__obj.capability = _proof_edge_f_capability
-        _proof_edge__obj.delegate = _proof_edge_f_delegate
-        _proof_edge__obj.signature = _proof_edge_f_signature
-        if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        f_edges.append(_proof_edge__obj)
-    _obj = _new(ProofV5Body)
-    _obj.resource = f_resource
-    _obj.root = f_root
-    _obj.edges = f_edges
-    return (_obj, pos)
-
-def _m_proof_v5_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S25_unpack_from = _S25.unpack_from
-    _S27_unpack_from = _S27.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_resource, f_root = _S25_unpack_from(mv, pos)
-            pos += 64
-            f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _ip = pos
-                _proof_edge_f_capability, _proof_edge_f_delegate, _proof_edge_f_signature = _S27_unpack_from(mv, pos)
-                pos += 128
-                _proof_edge__obj = _new(ProofEdge)
-                _proof_edge__obj.capability = _proof_edge_f_capability
-                _proof_edge__obj.delegate = _proof_edge_f_delegate
-                _proof_edge__obj.signature = _proof_edge_f_signature
-                if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                f_edges.append(_proof_edge__obj)
-            _obj = _new(ProofV5Body)
-            _obj.resource = f_resource
-            _obj.root = f_root
-            _obj.edges = f_edges
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v5_body, 'proof_v5_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v5_body, 'proof_v5_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_proof_v5_body(out, v, p_span):
     if len(v.resource) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.resource)), path='resource')
@@ -6880,26 +4995,6 @@ def _e_proof_v5_body(out, v, p_span):
             raise EncodeError('expected 64 bytes, found ' + str(len(_x.signature)), path='signature')
         out += _S27.pack(_x.capability, _x.delegate, _x.signature)
 
-def _em_proof_v5_body(values, p_span):
-    out = bytearray()
-    _S25_pack = _S25.pack
-    _S27_pack = _S27.pack
-    for v in values:
-        if len(v.resource) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.resource)), path='resource')
-        if len(v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.root)), path='root')
-        out += _S25_pack(v.resource, v.root)
-        for _x in v.edges:
-            if len(_x.capability) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_x.capability)), path='capability')
-            if len(_x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_x.delegate)), path='delegate')
-            if len(_x.signature) != 64:
-                raise EncodeError('expected 64 bytes, found ' + str(len(_x.signature)), path='signature')
-            out += _S27_pack(_x.capability, _x.delegate, _x.signature)
-    return bytes(out)
-
 def _d_retired_blob_want_body(mv, pos, end, p_span):
     if pos + 192 > end:
         raise _short(pos, end, _T30)
@@ -6914,62 +5009,12 @@ def _d_retired_blob_want_body(mv, pos, end, p_span):
     _obj.blob = f_blob
     return _obj, pos
 
-def _u_retired_blob_want_body(mv, pos, end, p_span):
-    f_blob, f_reserved = _S29.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(RetiredBlobWantBody)
-    _obj.blob = f_blob
-    return (_obj, pos)
-
-def _m_retired_blob_want_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S29_unpack_from = _S29.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_blob, f_reserved = _S29_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(RetiredBlobWantBody)
-            _obj.blob = f_blob
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_retired_blob_want_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='blob')
     if len(v.blob) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.blob)), path='blob')
     out += _S29.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_retired_blob_want_body(values, p_span):
-    out = bytearray()
-    _S29_pack = _S29.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='blob')
-        if len(v.blob) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.blob)), path='blob')
-        out += _S29_pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_retired_typed_want_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -6992,59 +5037,6 @@ def _d_retired_typed_want_body(mv, pos, end, p_span):
     _obj.c = f_c
     return _obj, pos
 
-def _u_retired_typed_want_body(mv, pos, end, p_span):
-    f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-        raise ConstraintError('typed want tag must be 2, 3 or 4')
-    if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(RetiredTypedWantBody)
-    _obj.tag = f_tag
-    _obj.a = f_a
-    _obj.b = f_b
-    _obj.c = f_c
-    return (_obj, pos)
-
-def _m_retired_typed_want_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S31_unpack_from = _S31.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-                raise ConstraintError('typed want tag must be 2, 3 or 4')
-            if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(RetiredTypedWantBody)
-            _obj.tag = f_tag
-            _obj.a = f_a
-            _obj.b = f_b
-            _obj.c = f_c
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_retired_typed_want_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='tag')
@@ -7057,23 +5049,6 @@ def _e_retired_typed_want_body(out, v, p_span):
     if len(v.c) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.c)), path='c')
     out += _S31.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_retired_typed_want_body(values, p_span):
-    out = bytearray()
-    _S31_pack = _S31.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='tag')
-        if not (v.tag == 2 or v.tag == 3 or v.tag == 4):
-            raise EncodeError('typed want tag must be 2, 3 or 4', path='tag')
-        if len(v.a) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.a)), path='a')
-        if len(v.b) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.b)), path='b')
-        if len(v.c) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.c)), path='c')
-        out += _S31_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_unsigned_merge_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -7094,55 +5069,6 @@ def _d_unsigned_merge_body(mv, pos, end, p_span):
     _obj.result = f_result
     return _obj, pos
 
-def _u_unsigned_merge_body(mv, pos, end, p_span):
-    f_collection, f_low, f_high, f_result, f_reserved = _S33.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if not f_high >= f_low:
-        raise ConstraintError('merge high < low')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(UnsignedMergeBody)
-    _obj.collection = f_collection
-    _obj.low = f_low
-    _obj.high = f_high
-    _obj.result = f_result
-    return (_obj, pos)
-
-def _m_unsigned_merge_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S33_unpack_from = _S33.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_low, f_high, f_result, f_reserved = _S33_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if not f_high >= f_low:
-                raise ConstraintError('merge high < low')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(UnsignedMergeBody)
-            _obj.collection = f_collection
-            _obj.low = f_low
-            _obj.high = f_high
-            _obj.result = f_result
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_unsigned_merge_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='collection')
@@ -7157,25 +5083,6 @@ def _e_unsigned_merge_body(out, v, p_span):
     if len(v.result) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
     out += _S33.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_unsigned_merge_body(values, p_span):
-    out = bytearray()
-    _S33_pack = _S33.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='collection')
-        if not v.high >= v.low:
-            raise EncodeError('merge high < low', path='high')
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        if len(v.result) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-        out += _S33_pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_unsigned_derive_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -7193,49 +5100,6 @@ def _d_unsigned_derive_body(mv, pos, end, p_span):
     _obj.output = f_output
     return _obj, pos
 
-def _u_unsigned_derive_body(mv, pos, end, p_span):
-    f_target, f_input, f_output, f_reserved = _S35.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(UnsignedDeriveBody)
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    return (_obj, pos)
-
-def _m_unsigned_derive_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S35_unpack_from = _S35.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_target, f_input, f_output, f_reserved = _S35_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(UnsignedDeriveBody)
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_unsigned_derive_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='target')
@@ -7246,21 +5110,6 @@ def _e_unsigned_derive_body(out, v, p_span):
     if len(v.output) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
     out += _S35.pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_unsigned_derive_body(values, p_span):
-    out = bytearray()
-    _S35_pack = _S35.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='target')
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        out += _S35_pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_peer_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -7277,47 +5126,6 @@ def _d_peer_body(mv, pos, end, p_span):
     _obj.peer = f_peer
     return _obj, pos
 
-def _u_peer_body(mv, pos, end, p_span):
-    f_team, f_peer, f_reserved = _S37.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(PeerBody)
-    _obj.team = f_team
-    _obj.peer = f_peer
-    return (_obj, pos)
-
-def _m_peer_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S37_unpack_from = _S37.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_team, f_peer, f_reserved = _S37_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(PeerBody)
-            _obj.team = f_team
-            _obj.peer = f_peer
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_peer_body, 'peer_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_peer_body, 'peer_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_peer_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='team')
@@ -7326,19 +5134,6 @@ def _e_peer_body(out, v, p_span):
     if len(v.peer) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.peer)), path='peer')
     out += _S37.pack(v.team, v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_peer_body(values, p_span):
-    out = bytearray()
-    _S37_pack = _S37.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='team')
-        if len(v.team) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.team)), path='team')
-        if len(v.peer) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.peer)), path='peer')
-        out += _S37_pack(v.team, v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_store_scope_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -7354,62 +5149,12 @@ def _d_store_scope_body(mv, pos, end, p_span):
     _obj.team = f_team
     return _obj, pos
 
-def _u_store_scope_body(mv, pos, end, p_span):
-    f_team, f_reserved = _S29.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(StoreScopeBody)
-    _obj.team = f_team
-    return (_obj, pos)
-
-def _m_store_scope_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S29_unpack_from = _S29.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_team, f_reserved = _S29_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(StoreScopeBody)
-            _obj.team = f_team
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_store_scope_body, 'store_scope_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_store_scope_body, 'store_scope_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_store_scope_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='team')
     if len(v.team) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.team)), path='team')
     out += _S29.pack(v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_store_scope_body(values, p_span):
-    out = bytearray()
-    _S29_pack = _S29.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='team')
-        if len(v.team) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.team)), path='team')
-        out += _S29_pack(v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_artifact_offer_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -7423,58 +5168,12 @@ def _d_artifact_offer_body(mv, pos, end, p_span):
     _obj.content = f_content
     return _obj, pos
 
-def _u_artifact_offer_body(mv, pos, end, p_span):
-    f_content, = _S40.unpack_from(mv, pos)
-    pos += 192
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    _obj = _new(ArtifactOfferBody)
-    _obj.content = f_content
-    return (_obj, pos)
-
-def _m_artifact_offer_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S40_unpack_from = _S40.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_content, = _S40_unpack_from(mv, pos)
-            pos += 192
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            _obj = _new(ArtifactOfferBody)
-            _obj.content = f_content
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_artifact_offer_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='content')
     if len(v.content) != 192:
         raise EncodeError('expected 192 bytes, found ' + str(len(v.content)), path='content')
     out += _S40.pack(v.content)
-
-def _em_artifact_offer_body(values, p_span):
-    out = bytearray()
-    _S40_pack = _S40.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='content')
-        if len(v.content) != 192:
-            raise EncodeError('expected 192 bytes, found ' + str(len(v.content)), path='content')
-        out += _S40_pack(v.content)
-    return bytes(out)
 
 def _d_proof_v1_edge(mv, pos, end):
     if pos + 128 > end:
@@ -7568,66 +5267,6 @@ def _d_proof_v1_content(mv, pos, end):
     _obj.edges = f_edges
     return _obj, pos
 
-def _u_proof_v1_content(mv, pos, end):
-    f_root, = _S44.unpack_from(mv, pos)
-    pos += 32
-    f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _ip = pos
-        _proof_v1_edge_f_head, _proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
-        pos += 128
-        _proof_v1_edge__obj = _new(ProofV1Edge)
-        _proof_v1_edge__obj.head = _proof_v1_edge_f_head
-        _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
-        if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        f_edges.append(_proof_v1_edge__obj)
-    _obj = _new(ProofV1Content)
-    _obj.root = f_root
-    _obj.edges = f_edges
-    return (_obj, pos)
-
-def _m_proof_v1_content(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S44_unpack_from = _S44.unpack_from
-    _S46_unpack_from = _S46.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_root, = _S44_unpack_from(mv, pos)
-            pos += 32
-            f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _ip = pos
-                _proof_v1_edge_f_head, _proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
-                pos += 128
-                _proof_v1_edge__obj = _new(ProofV1Edge)
-                _proof_v1_edge__obj.head = _proof_v1_edge_f_head
-                _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
-                if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                f_edges.append(_proof_v1_edge__obj)
-            _obj = _new(ProofV1Content)
-            _obj.root = f_root
-            _obj.edges = f_edges
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v1_content, 'proof_v1_content', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v1_content, 'proof_v1_content', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_proof_v1_content(out, v):
     if len(v.root) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.root)), path='root')
@@ -7638,22 +5277,6 @@ def _e_proof_v1_content(out, v):
         if len(_x.delegate) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(_x.delegate)), path='delegate')
         out += _S46.pack(_x.head, _x.delegate)
-
-def _em_proof_v1_content(values):
-    out = bytearray()
-    _S44_pack = _S44.pack
-    _S46_pack = _S46.pack
-    for v in values:
-        if len(v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.root)), path='root')
-        out += _S44_pack(v.root)
-        for _x in v.edges:
-            if len(_x.head) != 96:
-                raise EncodeError('expected 96 bytes, found ' + str(len(_x.head)), path='head')
-            if len(_x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_x.delegate)), path='delegate')
-            out += _S46_pack(_x.head, _x.delegate)
-    return bytes(out)
 
 def _d_proof_v2_edge(mv, pos, end):
     if pos + 145 > end:
@@ -7817,96 +5440,6 @@ def _d_proof_v2_content(mv, pos, end):
     _obj.edges = f_edges
     return _obj, pos
 
-def _u_proof_v2_content(mv, pos, end):
-    f_magic, f_resource, f_root = _S48.unpack_from(mv, pos)
-    pos += 80
-    if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise ConstraintError('bad magic')
-    f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _ip = pos
-        _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
-        pos += 145
-        if not max(_proof_v2_edge_f_action) > 0:
-            raise ConstraintError('nil action id')
-        if not (_proof_v2_edge_f_flags & 248 == 0 and _proof_v2_edge_f_flags & 3 != 0):
-            raise ConstraintError('bad proof v2 edge flags')
-        _proof_v2_edge_f_lower = int.from_bytes(_proof_v2_edge_f_lower, 'big', signed=True)
-        _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
-        if not (_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper if _proof_v2_edge_f_flags & 4 else _proof_v2_edge_f_lower == 0 and _proof_v2_edge_f_upper == 0):
-            raise ConstraintError('bad proof v2 validity bounds')
-        _proof_v2_edge__obj = _new(ProofV2Edge)
-        _proof_v2_edge__obj.action = _proof_v2_edge_f_action
-        _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
-        _proof_v2_edge__obj.lower = _proof_v2_edge_f_lower
-        _proof_v2_edge__obj.upper = _proof_v2_edge_f_upper
-        _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
-        _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
-        if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        f_edges.append(_proof_v2_edge__obj)
-    _obj = _new(ProofV2Content)
-    _obj.resource = f_resource
-    _obj.root = f_root
-    _obj.edges = f_edges
-    return (_obj, pos)
-
-def _m_proof_v2_content(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S48_unpack_from = _S48.unpack_from
-    _S50_unpack_from = _S50.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_magic, f_resource, f_root = _S48_unpack_from(mv, pos)
-            pos += 80
-            if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise ConstraintError('bad magic')
-            f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _ip = pos
-                _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
-                pos += 145
-                if not max(_proof_v2_edge_f_action) > 0:
-                    raise ConstraintError('nil action id')
-                if not (_proof_v2_edge_f_flags & 248 == 0 and _proof_v2_edge_f_flags & 3 != 0):
-                    raise ConstraintError('bad proof v2 edge flags')
-                _proof_v2_edge_f_lower = int.from_bytes(_proof_v2_edge_f_lower, 'big', signed=True)
-                _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
-                if not (_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper if _proof_v2_edge_f_flags & 4 else _proof_v2_edge_f_lower == 0 and _proof_v2_edge_f_upper == 0):
-                    raise ConstraintError('bad proof v2 validity bounds')
-                _proof_v2_edge__obj = _new(ProofV2Edge)
-                _proof_v2_edge__obj.action = _proof_v2_edge_f_action
-                _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
-                _proof_v2_edge__obj.lower = _proof_v2_edge_f_lower
-                _proof_v2_edge__obj.upper = _proof_v2_edge_f_upper
-                _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
-                _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
-                if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                f_edges.append(_proof_v2_edge__obj)
-            _obj = _new(ProofV2Content)
-            _obj.resource = f_resource
-            _obj.root = f_root
-            _obj.edges = f_edges
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v2_content, 'proof_v2_content', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v2_content, 'proof_v2_content', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_proof_v2_content(out, v):
     if len(v.resource) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.resource)), path='resource')
@@ -7927,32 +5460,6 @@ def _e_proof_v2_content(out, v):
         if len(_x.signature) != 64:
             raise EncodeError('expected 64 bytes, found ' + str(len(_x.signature)), path='signature')
         out += _S50.pack(_x.action, _x.flags, (_x.lower).to_bytes(16, 'big', signed=True), (_x.upper).to_bytes(16, 'big', signed=True), _x.delegate, _x.signature)
-
-def _em_proof_v2_content(values):
-    out = bytearray()
-    _S48_pack = _S48.pack
-    _S50_pack = _S50.pack
-    for v in values:
-        if len(v.resource) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.resource)), path='resource')
-        if len(v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.root)), path='root')
-        out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', v.resource, v.root)
-        for _x in v.edges:
-            if not max(_x.action) > 0:
-                raise EncodeError('nil action id', path='action')
-            if not (_x.flags & 248 == 0 and _x.flags & 3 != 0):
-                raise EncodeError('bad proof v2 edge flags', path='flags')
-            if not (_x.lower <= _x.upper if _x.flags & 4 else _x.lower == 0 and _x.upper == 0):
-                raise EncodeError('bad proof v2 validity bounds', path='upper')
-            if len(_x.action) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_x.action)), path='action')
-            if len(_x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_x.delegate)), path='delegate')
-            if len(_x.signature) != 64:
-                raise EncodeError('expected 64 bytes, found ' + str(len(_x.signature)), path='signature')
-            out += _S50_pack(_x.action, _x.flags, _x.lower.to_bytes(16, 'big', signed=True), _x.upper.to_bytes(16, 'big', signed=True), _x.delegate, _x.signature)
-    return bytes(out)
 
 def _d_proof_v1_data(mv, pos, end, p_body_len):
     _n = p_body_len
@@ -8010,110 +5517,6 @@ def _d_proof_v1_data(mv, pos, end, p_body_len):
     _obj.tail = f_tail
     return _obj, pos
 
-def _u_proof_v1_data(mv, pos, end, p_body_len):
-    _isb = mv.__class__ is bytes
-    _n = p_body_len
-    if _n < 0:
-        raise ConstraintError('negative size')
-    if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes')
-    _outer_end_body = end
-    end = pos + _n
-    _proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
-    pos += 32
-    _proof_v1_content__f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _proof_v1_content___ip = pos
-        _proof_v1_content___proof_v1_edge_f_head, _proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
-        pos += 128
-        _proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
-        _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
-        _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
-        if pos <= _proof_v1_content___ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        _proof_v1_content__f_edges.append(_proof_v1_content___proof_v1_edge__obj)
-    _proof_v1_content___obj = _new(ProofV1Content)
-    _proof_v1_content___obj.root = _proof_v1_content__f_root
-    _proof_v1_content___obj.edges = _proof_v1_content__f_edges
-    if pos != end:
-        raise ConstraintError('section size mismatch')
-    end = _outer_end_body
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal')
-    _obj = _new(ProofV1Data)
-    _obj.body = _proof_v1_content___obj
-    _obj.tail = f_tail
-    return (_obj, pos)
-
-def _m_proof_v1_data(mv, pos, end, p_body_len, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S44_unpack_from = _S44.unpack_from
-    _S46_unpack_from = _S46.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _n = p_body_len
-            if _n < 0:
-                raise ConstraintError('negative size')
-            if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes')
-            _outer_end_body = end
-            end = pos + _n
-            _proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
-            pos += 32
-            _proof_v1_content__f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _proof_v1_content___ip = pos
-                _proof_v1_content___proof_v1_edge_f_head, _proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
-                pos += 128
-                _proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
-                _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
-                _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
-                if pos <= _proof_v1_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                _proof_v1_content__f_edges.append(_proof_v1_content___proof_v1_edge__obj)
-            _proof_v1_content___obj = _new(ProofV1Content)
-            _proof_v1_content___obj.root = _proof_v1_content__f_root
-            _proof_v1_content___obj.edges = _proof_v1_content__f_edges
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _outer_end_body
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal')
-            _obj = _new(ProofV1Data)
-            _obj.body = _proof_v1_content___obj
-            _obj.tail = f_tail
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v1_data, 'proof_v1_data', mv, _rs, _end, (p_body_len, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v1_data, 'proof_v1_data', mv, _rs, _end, (p_body_len, ), _out)
-    return _out
-
 def _e_proof_v1_data(out, v, p_body_len):
     if not (((len(v.tail) < 256) and ((len(v.tail) == 0) or (max(v.tail) == 0)))):
         raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
@@ -8132,30 +5535,6 @@ def _e_proof_v1_data(out, v, p_body_len):
         raise EncodeError('encoded size ' + str(len(out) - _pz_proof_v1_data_body) + ' differs from the size expression body_len, which is ' + str(p_body_len), path='body')
     _b = v.tail
     out += _b
-
-def _em_proof_v1_data(values, p_body_len):
-    out = bytearray()
-    _S44_pack = _S44.pack
-    _S46_pack = _S46.pack
-    for v in values:
-        if not (len(v.tail) < 256 and (len(v.tail) == 0 or max(v.tail) == 0)):
-            raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-        _pz_proof_v1_data_body = len(out)
-        _proof_v1_content__v = v.body
-        if len(_proof_v1_content__v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v1_content__v.root)), path='root')
-        out += _S44_pack(_proof_v1_content__v.root)
-        for _proof_v1_content___x in _proof_v1_content__v.edges:
-            if len(_proof_v1_content___x.head) != 96:
-                raise EncodeError('expected 96 bytes, found ' + str(len(_proof_v1_content___x.head)), path='head')
-            if len(_proof_v1_content___x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v1_content___x.delegate)), path='delegate')
-            out += _S46_pack(_proof_v1_content___x.head, _proof_v1_content___x.delegate)
-        if len(out) - _pz_proof_v1_data_body != p_body_len:
-            raise EncodeError('encoded size ' + str(len(out) - _pz_proof_v1_data_body) + ' differs from the size expression body_len, which is ' + str(p_body_len), path='body')
-        _b = v.tail
-        out += _b
-    return bytes(out)
 
 def _d_proof_v2_data(mv, pos, end, p_body_len):
     _n = p_body_len
@@ -8230,140 +5609,6 @@ def _d_proof_v2_data(mv, pos, end, p_body_len):
     _obj.tail = f_tail
     return _obj, pos
 
-def _u_proof_v2_data(mv, pos, end, p_body_len):
-    _isb = mv.__class__ is bytes
-    _n = p_body_len
-    if _n < 0:
-        raise ConstraintError('negative size')
-    if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes')
-    _outer_end_body = end
-    end = pos + _n
-    _proof_v2_content__f_magic, _proof_v2_content__f_resource, _proof_v2_content__f_root = _S48.unpack_from(mv, pos)
-    pos += 80
-    if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise ConstraintError('bad magic')
-    _proof_v2_content__f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _proof_v2_content___ip = pos
-        _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
-        pos += 145
-        if not max(_proof_v2_content___proof_v2_edge_f_action) > 0:
-            raise ConstraintError('nil action id')
-        if not (_proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-            raise ConstraintError('bad proof v2 edge flags')
-        _proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
-        _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
-        if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
-            raise ConstraintError('bad proof v2 validity bounds')
-        _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
-        _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
-        _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
-        _proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_content___proof_v2_edge_f_lower
-        _proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_content___proof_v2_edge_f_upper
-        _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
-        _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
-        if pos <= _proof_v2_content___ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        _proof_v2_content__f_edges.append(_proof_v2_content___proof_v2_edge__obj)
-    _proof_v2_content___obj = _new(ProofV2Content)
-    _proof_v2_content___obj.resource = _proof_v2_content__f_resource
-    _proof_v2_content___obj.root = _proof_v2_content__f_root
-    _proof_v2_content___obj.edges = _proof_v2_content__f_edges
-    if pos != end:
-        raise ConstraintError('section size mismatch')
-    end = _outer_end_body
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal')
-    _obj = _new(ProofV2Data)
-    _obj.body = _proof_v2_content___obj
-    _obj.tail = f_tail
-    return (_obj, pos)
-
-def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S48_unpack_from = _S48.unpack_from
-    _S50_unpack_from = _S50.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _n = p_body_len
-            if _n < 0:
-                raise ConstraintError('negative size')
-            if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes')
-            _outer_end_body = end
-            end = pos + _n
-            _proof_v2_content__f_magic, _proof_v2_content__f_resource, _proof_v2_content__f_root = _S48_unpack_from(mv, pos)
-            pos += 80
-            if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise ConstraintError('bad magic')
-            _proof_v2_content__f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _proof_v2_content___ip = pos
-                _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
-                pos += 145
-                if not max(_proof_v2_content___proof_v2_edge_f_action) > 0:
-                    raise ConstraintError('nil action id')
-                if not (_proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                    raise ConstraintError('bad proof v2 edge flags')
-                _proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
-                _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
-                if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
-                    raise ConstraintError('bad proof v2 validity bounds')
-                _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
-                _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
-                _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
-                _proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_content___proof_v2_edge_f_lower
-                _proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_content___proof_v2_edge_f_upper
-                _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
-                _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
-                if pos <= _proof_v2_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                _proof_v2_content__f_edges.append(_proof_v2_content___proof_v2_edge__obj)
-            _proof_v2_content___obj = _new(ProofV2Content)
-            _proof_v2_content___obj.resource = _proof_v2_content__f_resource
-            _proof_v2_content___obj.root = _proof_v2_content__f_root
-            _proof_v2_content___obj.edges = _proof_v2_content__f_edges
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _outer_end_body
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal')
-            _obj = _new(ProofV2Data)
-            _obj.body = _proof_v2_content___obj
-            _obj.tail = f_tail
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v2_data, 'proof_v2_data', mv, _rs, _end, (p_body_len, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v2_data, 'proof_v2_data', mv, _rs, _end, (p_body_len, ), _out)
-    return _out
-
 def _e_proof_v2_data(out, v, p_body_len):
     if not (((len(v.tail) < 256) and ((len(v.tail) == 0) or (max(v.tail) == 0)))):
         raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
@@ -8392,40 +5637,6 @@ def _e_proof_v2_data(out, v, p_body_len):
         raise EncodeError('encoded size ' + str(len(out) - _pz_proof_v2_data_body) + ' differs from the size expression body_len, which is ' + str(p_body_len), path='body')
     _b = v.tail
     out += _b
-
-def _em_proof_v2_data(values, p_body_len):
-    out = bytearray()
-    _S48_pack = _S48.pack
-    _S50_pack = _S50.pack
-    for v in values:
-        if not (len(v.tail) < 256 and (len(v.tail) == 0 or max(v.tail) == 0)):
-            raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-        _pz_proof_v2_data_body = len(out)
-        _proof_v2_content__v = v.body
-        if len(_proof_v2_content__v.resource) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_content__v.resource)), path='resource')
-        if len(_proof_v2_content__v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_content__v.root)), path='root')
-        out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_content__v.resource, _proof_v2_content__v.root)
-        for _proof_v2_content___x in _proof_v2_content__v.edges:
-            if not max(_proof_v2_content___x.action) > 0:
-                raise EncodeError('nil action id', path='action')
-            if not (_proof_v2_content___x.flags & 248 == 0 and _proof_v2_content___x.flags & 3 != 0):
-                raise EncodeError('bad proof v2 edge flags', path='flags')
-            if not (_proof_v2_content___x.lower <= _proof_v2_content___x.upper if _proof_v2_content___x.flags & 4 else _proof_v2_content___x.lower == 0 and _proof_v2_content___x.upper == 0):
-                raise EncodeError('bad proof v2 validity bounds', path='upper')
-            if len(_proof_v2_content___x.action) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_proof_v2_content___x.action)), path='action')
-            if len(_proof_v2_content___x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_content___x.delegate)), path='delegate')
-            if len(_proof_v2_content___x.signature) != 64:
-                raise EncodeError('expected 64 bytes, found ' + str(len(_proof_v2_content___x.signature)), path='signature')
-            out += _S50_pack(_proof_v2_content___x.action, _proof_v2_content___x.flags, _proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_content___x.delegate, _proof_v2_content___x.signature)
-        if len(out) - _pz_proof_v2_data_body != p_body_len:
-            raise EncodeError('encoded size ' + str(len(out) - _pz_proof_v2_data_body) + ' differs from the size expression body_len, which is ' + str(p_body_len), path='body')
-        _b = v.tail
-        out += _b
-    return bytes(out)
 
 def _d_proof_v1_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -8501,124 +5712,6 @@ def _d_proof_v1_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
-def _u_proof_v1_body(mv, pos, end, p_span):
-    _isb = mv.__class__ is bytes
-    f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S104.unpack_from(mv, pos)
-    pos += 32
-    if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
-        raise ConstraintError('bad proof v1 body length')
-    if not p_span == (96 + f_body_len + 255) // 256:
-        raise ConstraintError('proof span is not minimal')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    if pos + f_body_len > end:
-        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
-    _proof_v1_data___outer_end_body = end
-    end = pos + f_body_len
-    pos += 32
-    _proof_v1_data___proof_v1_content__f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _proof_v1_data___proof_v1_content___ip = pos
-        _proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
-        pos += 128
-        _proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
-        _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
-        _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
-        if pos <= _proof_v1_data___proof_v1_content___ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___proof_v1_edge__obj)
-    _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
-    _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
-    _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
-    if pos != end:
-        raise ConstraintError('section size mismatch')
-    end = _proof_v1_data___outer_end_body
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    _proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal')
-    _proof_v1_data___obj = _new(ProofV1Data)
-    _proof_v1_data___obj.body = _proof_v1_data___proof_v1_content___obj
-    _proof_v1_data___obj.tail = _proof_v1_data__f_tail
-    _obj = _new(ProofV1Body)
-    _obj.body_len = f_body_len
-    _obj.data = _proof_v1_data___obj
-    return (_obj, pos)
-
-def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S104_unpack_from = _S104.unpack_from
-    _S46_unpack_from = _S46.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S104_unpack_from(mv, pos)
-            pos += 32
-            if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
-                raise ConstraintError('bad proof v1 body length')
-            if not p_span == (96 + f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            if pos + f_body_len > end:
-                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
-            _proof_v1_data___outer_end_body = end
-            end = pos + f_body_len
-            pos += 32
-            _proof_v1_data___proof_v1_content__f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _proof_v1_data___proof_v1_content___ip = pos
-                _proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
-                pos += 128
-                _proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
-                _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
-                _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
-                if pos <= _proof_v1_data___proof_v1_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___proof_v1_edge__obj)
-            _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
-            _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
-            _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _proof_v1_data___outer_end_body
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            _proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal')
-            _proof_v1_data___obj = _new(ProofV1Data)
-            _proof_v1_data___obj.body = _proof_v1_data___proof_v1_content___obj
-            _proof_v1_data___obj.tail = _proof_v1_data__f_tail
-            _obj = _new(ProofV1Body)
-            _obj.body_len = f_body_len
-            _obj.data = _proof_v1_data___obj
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v1_body, 'proof_v1_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v1_body, 'proof_v1_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_proof_v1_body(out, v, p_span):
     if not (((v.body_len >= 160) and (((v.body_len - 32) % 128) == 0) and (((v.body_len - 32) // 128) <= 255))):
         raise EncodeError('bad proof v1 body length', path='body_len')
@@ -8644,38 +5737,6 @@ def _e_proof_v1_body(out, v, p_span):
         raise EncodeError('encoded size ' + str(len(out) - _proof_v1_data___pz_proof_v1_data_body) + ' differs from the size expression body_len, which is ' + str(_proof_v1_data__p_body_len), path='body')
     _proof_v1_data___b = _proof_v1_data__v.tail
     out += _proof_v1_data___b
-
-def _em_proof_v1_body(values, p_span):
-    out = bytearray()
-    _S42_pack = _S42.pack
-    _S44_pack = _S44.pack
-    _S46_pack = _S46.pack
-    for v in values:
-        if not (v.body_len >= 160 and (v.body_len - 32) % 128 == 0 and ((v.body_len - 32) // 128 <= 255)):
-            raise EncodeError('bad proof v1 body length', path='body_len')
-        if not p_span == (96 + v.body_len + 255) // 256:
-            raise EncodeError('proof span is not minimal', path='body_len')
-        out += _S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        _proof_v1_data__v = v.data
-        _proof_v1_data__p_body_len = v.body_len
-        if not (len(_proof_v1_data__v.tail) < 256 and (len(_proof_v1_data__v.tail) == 0 or max(_proof_v1_data__v.tail) == 0)):
-            raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-        _proof_v1_data___pz_proof_v1_data_body = len(out)
-        _proof_v1_data___proof_v1_content__v = _proof_v1_data__v.body
-        if len(_proof_v1_data___proof_v1_content__v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v1_data___proof_v1_content__v.root)), path='root')
-        out += _S44_pack(_proof_v1_data___proof_v1_content__v.root)
-        for _proof_v1_data___proof_v1_content___x in _proof_v1_data___proof_v1_content__v.edges:
-            if len(_proof_v1_data___proof_v1_content___x.head) != 96:
-                raise EncodeError('expected 96 bytes, found ' + str(len(_proof_v1_data___proof_v1_content___x.head)), path='head')
-            if len(_proof_v1_data___proof_v1_content___x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v1_data___proof_v1_content___x.delegate)), path='delegate')
-            out += _S46_pack(_proof_v1_data___proof_v1_content___x.head, _proof_v1_data___proof_v1_content___x.delegate)
-        if len(out) - _proof_v1_data___pz_proof_v1_data_body != _proof_v1_data__p_body_len:
-            raise EncodeError('encoded size ' + str(len(out) - _proof_v1_data___pz_proof_v1_data_body) + ' differs from the size expression body_len, which is ' + str(_proof_v1_data__p_body_len), path='body')
-        _proof_v1_data___b = _proof_v1_data__v.tail
-        out += _proof_v1_data___b
-    return bytes(out)
 
 def _d_proof_v2_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -8768,154 +5829,6 @@ def _d_proof_v2_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
-def _u_proof_v2_body(mv, pos, end, p_span):
-    _isb = mv.__class__ is bytes
-    f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S105.unpack_from(mv, pos)
-    pos += 32
-    if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
-        raise ConstraintError('bad proof v2 body length')
-    if not p_span == (96 + f_body_len + 255) // 256:
-        raise ConstraintError('proof span is not minimal')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    if pos + f_body_len > end:
-        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
-    _proof_v2_data___outer_end_body = end
-    end = pos + f_body_len
-    pos += 80
-    if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-        raise ConstraintError('bad magic')
-    _proof_v2_data___proof_v2_content__f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _proof_v2_data___proof_v2_content___ip = pos
-        _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
-        pos += 145
-        if not max(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-            raise ConstraintError('nil action id')
-        if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-            raise ConstraintError('bad proof v2 edge flags')
-        _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
-        _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
-        if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-            raise ConstraintError('bad proof v2 validity bounds')
-        _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
-        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
-        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
-        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
-        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
-        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
-        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
-        if pos <= _proof_v2_data___proof_v2_content___ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___proof_v2_edge__obj)
-    _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
-    _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
-    _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
-    _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
-    if pos != end:
-        raise ConstraintError('section size mismatch')
-    end = _proof_v2_data___outer_end_body
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    _proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal')
-    _proof_v2_data___obj = _new(ProofV2Data)
-    _proof_v2_data___obj.body = _proof_v2_data___proof_v2_content___obj
-    _proof_v2_data___obj.tail = _proof_v2_data__f_tail
-    _obj = _new(ProofV2Body)
-    _obj.body_len = f_body_len
-    _obj.data = _proof_v2_data___obj
-    return (_obj, pos)
-
-def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S105_unpack_from = _S105.unpack_from
-    _S50_unpack_from = _S50.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S105_unpack_from(mv, pos)
-            pos += 32
-            if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
-                raise ConstraintError('bad proof v2 body length')
-            if not p_span == (96 + f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            if pos + f_body_len > end:
-                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
-            _proof_v2_data___outer_end_body = end
-            end = pos + f_body_len
-            pos += 80
-            if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                raise ConstraintError('bad magic')
-            _proof_v2_data___proof_v2_content__f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _proof_v2_data___proof_v2_content___ip = pos
-                _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
-                pos += 145
-                if not max(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                    raise ConstraintError('nil action id')
-                if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                    raise ConstraintError('bad proof v2 edge flags')
-                _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
-                _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
-                if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                    raise ConstraintError('bad proof v2 validity bounds')
-                _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
-                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
-                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
-                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
-                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
-                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
-                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
-                if pos <= _proof_v2_data___proof_v2_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___proof_v2_edge__obj)
-            _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
-            _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
-            _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
-            _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _proof_v2_data___outer_end_body
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            _proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal')
-            _proof_v2_data___obj = _new(ProofV2Data)
-            _proof_v2_data___obj.body = _proof_v2_data___proof_v2_content___obj
-            _proof_v2_data___obj.tail = _proof_v2_data__f_tail
-            _obj = _new(ProofV2Body)
-            _obj.body_len = f_body_len
-            _obj.data = _proof_v2_data___obj
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v2_body, 'proof_v2_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v2_body, 'proof_v2_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_proof_v2_body(out, v, p_span):
     if not (((v.body_len >= 225) and (((v.body_len - 80) % 145) == 0) and (((v.body_len - 80) // 145) <= 255))):
         raise EncodeError('bad proof v2 body length', path='body_len')
@@ -8951,48 +5864,6 @@ def _e_proof_v2_body(out, v, p_span):
         raise EncodeError('encoded size ' + str(len(out) - _proof_v2_data___pz_proof_v2_data_body) + ' differs from the size expression body_len, which is ' + str(_proof_v2_data__p_body_len), path='body')
     _proof_v2_data___b = _proof_v2_data__v.tail
     out += _proof_v2_data___b
-
-def _em_proof_v2_body(values, p_span):
-    out = bytearray()
-    _S42_pack = _S42.pack
-    _S48_pack = _S48.pack
-    _S50_pack = _S50.pack
-    for v in values:
-        if not (v.body_len >= 225 and (v.body_len - 80) % 145 == 0 and ((v.body_len - 80) // 145 <= 255)):
-            raise EncodeError('bad proof v2 body length', path='body_len')
-        if not p_span == (96 + v.body_len + 255) // 256:
-            raise EncodeError('proof span is not minimal', path='body_len')
-        out += _S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        _proof_v2_data__v = v.data
-        _proof_v2_data__p_body_len = v.body_len
-        if not (len(_proof_v2_data__v.tail) < 256 and (len(_proof_v2_data__v.tail) == 0 or max(_proof_v2_data__v.tail) == 0)):
-            raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-        _proof_v2_data___pz_proof_v2_data_body = len(out)
-        _proof_v2_data___proof_v2_content__v = _proof_v2_data__v.body
-        if len(_proof_v2_data___proof_v2_content__v.resource) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_data___proof_v2_content__v.resource)), path='resource')
-        if len(_proof_v2_data___proof_v2_content__v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_data___proof_v2_content__v.root)), path='root')
-        out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_data___proof_v2_content__v.resource, _proof_v2_data___proof_v2_content__v.root)
-        for _proof_v2_data___proof_v2_content___x in _proof_v2_data___proof_v2_content__v.edges:
-            if not max(_proof_v2_data___proof_v2_content___x.action) > 0:
-                raise EncodeError('nil action id', path='action')
-            if not (_proof_v2_data___proof_v2_content___x.flags & 248 == 0 and _proof_v2_data___proof_v2_content___x.flags & 3 != 0):
-                raise EncodeError('bad proof v2 edge flags', path='flags')
-            if not (_proof_v2_data___proof_v2_content___x.lower <= _proof_v2_data___proof_v2_content___x.upper if _proof_v2_data___proof_v2_content___x.flags & 4 else _proof_v2_data___proof_v2_content___x.lower == 0 and _proof_v2_data___proof_v2_content___x.upper == 0):
-                raise EncodeError('bad proof v2 validity bounds', path='upper')
-            if len(_proof_v2_data___proof_v2_content___x.action) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_proof_v2_data___proof_v2_content___x.action)), path='action')
-            if len(_proof_v2_data___proof_v2_content___x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v2_data___proof_v2_content___x.delegate)), path='delegate')
-            if len(_proof_v2_data___proof_v2_content___x.signature) != 64:
-                raise EncodeError('expected 64 bytes, found ' + str(len(_proof_v2_data___proof_v2_content___x.signature)), path='signature')
-            out += _S50_pack(_proof_v2_data___proof_v2_content___x.action, _proof_v2_data___proof_v2_content___x.flags, _proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.delegate, _proof_v2_data___proof_v2_content___x.signature)
-        if len(out) - _proof_v2_data___pz_proof_v2_data_body != _proof_v2_data__p_body_len:
-            raise EncodeError('encoded size ' + str(len(out) - _proof_v2_data___pz_proof_v2_data_body) + ' differs from the size expression body_len, which is ' + str(_proof_v2_data__p_body_len), path='body')
-        _proof_v2_data___b = _proof_v2_data__v.tail
-        out += _proof_v2_data___b
-    return bytes(out)
 
 def _d_proof_v3_edge(mv, pos, end):
     if pos + 161 > end:
@@ -9142,90 +6013,6 @@ def _d_proof_v3_content(mv, pos, end):
     _obj.edges = f_edges
     return _obj, pos
 
-def _u_proof_v3_content(mv, pos, end):
-    f_magic, f_resource, f_root = _S48.unpack_from(mv, pos)
-    pos += 80
-    f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _ip = pos
-        _proof_v3_edge_f_capability, _proof_v3_edge_f_flags, _proof_v3_edge_f_lower, _proof_v3_edge_f_upper, _proof_v3_edge_f_delegate, _proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
-        pos += 161
-        if not _proof_v3_edge_f_flags & 248 == 0:
-            raise ConstraintError('bad proof v3 edge flags')
-        _proof_v3_edge_f_lower = int.from_bytes(_proof_v3_edge_f_lower, 'big', signed=True)
-        _proof_v3_edge_f_upper = int.from_bytes(_proof_v3_edge_f_upper, 'big', signed=True)
-        if not (_proof_v3_edge_f_flags & 4 or (_proof_v3_edge_f_lower == 0 and _proof_v3_edge_f_upper == 0)):
-            raise ConstraintError('proof v3 validity bounds set without bit 2')
-        _proof_v3_edge__obj = _new(ProofV3Edge)
-        _proof_v3_edge__obj.capability = _proof_v3_edge_f_capability
-        _proof_v3_edge__obj.flags = _proof_v3_edge_f_flags
-        _proof_v3_edge__obj.lower = _proof_v3_edge_f_lower
-        _proof_v3_edge__obj.upper = _proof_v3_edge_f_upper
-        _proof_v3_edge__obj.delegate = _proof_v3_edge_f_delegate
-        _proof_v3_edge__obj.signature = _proof_v3_edge_f_signature
-        if pos <= _ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        f_edges.append(_proof_v3_edge__obj)
-    _obj = _new(ProofV3Content)
-    _obj.magic = f_magic
-    _obj.resource = f_resource
-    _obj.root = f_root
-    _obj.edges = f_edges
-    return (_obj, pos)
-
-def _m_proof_v3_content(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S48_unpack_from = _S48.unpack_from
-    _S52_unpack_from = _S52.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_magic, f_resource, f_root = _S48_unpack_from(mv, pos)
-            pos += 80
-            f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _ip = pos
-                _proof_v3_edge_f_capability, _proof_v3_edge_f_flags, _proof_v3_edge_f_lower, _proof_v3_edge_f_upper, _proof_v3_edge_f_delegate, _proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
-                pos += 161
-                if not _proof_v3_edge_f_flags & 248 == 0:
-                    raise ConstraintError('bad proof v3 edge flags')
-                _proof_v3_edge_f_lower = int.from_bytes(_proof_v3_edge_f_lower, 'big', signed=True)
-                _proof_v3_edge_f_upper = int.from_bytes(_proof_v3_edge_f_upper, 'big', signed=True)
-                if not (_proof_v3_edge_f_flags & 4 or (_proof_v3_edge_f_lower == 0 and _proof_v3_edge_f_upper == 0)):
-                    raise ConstraintError('proof v3 validity bounds set without bit 2')
-                _proof_v3_edge__obj = _new(ProofV3Edge)
-                _proof_v3_edge__obj.capability = _proof_v3_edge_f_capability
-                _proof_v3_edge__obj.flags = _proof_v3_edge_f_flags
-                _proof_v3_edge__obj.lower = _proof_v3_edge_f_lower
-                _proof_v3_edge__obj.upper = _proof_v3_edge_f_upper
-                _proof_v3_edge__obj.delegate = _proof_v3_edge_f_delegate
-                _proof_v3_edge__obj.signature = _proof_v3_edge_f_signature
-                if pos <= _ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                f_edges.append(_proof_v3_edge__obj)
-            _obj = _new(ProofV3Content)
-            _obj.magic = f_magic
-            _obj.resource = f_resource
-            _obj.root = f_root
-            _obj.edges = f_edges
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v3_content, 'proof_v3_content', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v3_content, 'proof_v3_content', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_proof_v3_content(out, v):
     if len(v.magic) != 16:
         raise EncodeError('expected 16 bytes, found ' + str(len(v.magic)), path='magic')
@@ -9246,32 +6033,6 @@ def _e_proof_v3_content(out, v):
         if len(_x.signature) != 64:
             raise EncodeError('expected 64 bytes, found ' + str(len(_x.signature)), path='signature')
         out += _S52.pack(_x.capability, _x.flags, (_x.lower).to_bytes(16, 'big', signed=True), (_x.upper).to_bytes(16, 'big', signed=True), _x.delegate, _x.signature)
-
-def _em_proof_v3_content(values):
-    out = bytearray()
-    _S48_pack = _S48.pack
-    _S52_pack = _S52.pack
-    for v in values:
-        if len(v.magic) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.magic)), path='magic')
-        if len(v.resource) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.resource)), path='resource')
-        if len(v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.root)), path='root')
-        out += _S48_pack(v.magic, v.resource, v.root)
-        for _x in v.edges:
-            if not _x.flags & 248 == 0:
-                raise EncodeError('bad proof v3 edge flags', path='flags')
-            if not (_x.flags & 4 or (_x.lower == 0 and _x.upper == 0)):
-                raise EncodeError('proof v3 validity bounds set without bit 2', path='upper')
-            if len(_x.capability) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_x.capability)), path='capability')
-            if len(_x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_x.delegate)), path='delegate')
-            if len(_x.signature) != 64:
-                raise EncodeError('expected 64 bytes, found ' + str(len(_x.signature)), path='signature')
-            out += _S52_pack(_x.capability, _x.flags, _x.lower.to_bytes(16, 'big', signed=True), _x.upper.to_bytes(16, 'big', signed=True), _x.delegate, _x.signature)
-    return bytes(out)
 
 def _d_proof_v3_data(mv, pos, end, p_body_len):
     _n = p_body_len
@@ -9342,134 +6103,6 @@ def _d_proof_v3_data(mv, pos, end, p_body_len):
     _obj.tail = f_tail
     return _obj, pos
 
-def _u_proof_v3_data(mv, pos, end, p_body_len):
-    _isb = mv.__class__ is bytes
-    _n = p_body_len
-    if _n < 0:
-        raise ConstraintError('negative size')
-    if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes')
-    _outer_end_body = end
-    end = pos + _n
-    _proof_v3_content__f_magic, _proof_v3_content__f_resource, _proof_v3_content__f_root = _S48.unpack_from(mv, pos)
-    pos += 80
-    _proof_v3_content__f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _proof_v3_content___ip = pos
-        _proof_v3_content___proof_v3_edge_f_capability, _proof_v3_content___proof_v3_edge_f_flags, _proof_v3_content___proof_v3_edge_f_lower, _proof_v3_content___proof_v3_edge_f_upper, _proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
-        pos += 161
-        if not _proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-            raise ConstraintError('bad proof v3 edge flags')
-        _proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
-        _proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
-        if not (_proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_content___proof_v3_edge_f_upper == 0)):
-            raise ConstraintError('proof v3 validity bounds set without bit 2')
-        _proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
-        _proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_content___proof_v3_edge_f_capability
-        _proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_content___proof_v3_edge_f_flags
-        _proof_v3_content___proof_v3_edge__obj.lower = _proof_v3_content___proof_v3_edge_f_lower
-        _proof_v3_content___proof_v3_edge__obj.upper = _proof_v3_content___proof_v3_edge_f_upper
-        _proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_content___proof_v3_edge_f_delegate
-        _proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_content___proof_v3_edge_f_signature
-        if pos <= _proof_v3_content___ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        _proof_v3_content__f_edges.append(_proof_v3_content___proof_v3_edge__obj)
-    _proof_v3_content___obj = _new(ProofV3Content)
-    _proof_v3_content___obj.magic = _proof_v3_content__f_magic
-    _proof_v3_content___obj.resource = _proof_v3_content__f_resource
-    _proof_v3_content___obj.root = _proof_v3_content__f_root
-    _proof_v3_content___obj.edges = _proof_v3_content__f_edges
-    if pos != end:
-        raise ConstraintError('section size mismatch')
-    end = _outer_end_body
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal')
-    _obj = _new(ProofV3Data)
-    _obj.body = _proof_v3_content___obj
-    _obj.tail = f_tail
-    return (_obj, pos)
-
-def _m_proof_v3_data(mv, pos, end, p_body_len, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S48_unpack_from = _S48.unpack_from
-    _S52_unpack_from = _S52.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _n = p_body_len
-            if _n < 0:
-                raise ConstraintError('negative size')
-            if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes')
-            _outer_end_body = end
-            end = pos + _n
-            _proof_v3_content__f_magic, _proof_v3_content__f_resource, _proof_v3_content__f_root = _S48_unpack_from(mv, pos)
-            pos += 80
-            _proof_v3_content__f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _proof_v3_content___ip = pos
-                _proof_v3_content___proof_v3_edge_f_capability, _proof_v3_content___proof_v3_edge_f_flags, _proof_v3_content___proof_v3_edge_f_lower, _proof_v3_content___proof_v3_edge_f_upper, _proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
-                pos += 161
-                if not _proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                    raise ConstraintError('bad proof v3 edge flags')
-                _proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
-                _proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
-                if not (_proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_content___proof_v3_edge_f_upper == 0)):
-                    raise ConstraintError('proof v3 validity bounds set without bit 2')
-                _proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
-                _proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_content___proof_v3_edge_f_capability
-                _proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_content___proof_v3_edge_f_flags
-                _proof_v3_content___proof_v3_edge__obj.lower = _proof_v3_content___proof_v3_edge_f_lower
-                _proof_v3_content___proof_v3_edge__obj.upper = _proof_v3_content___proof_v3_edge_f_upper
-                _proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_content___proof_v3_edge_f_delegate
-                _proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_content___proof_v3_edge_f_signature
-                if pos <= _proof_v3_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                _proof_v3_content__f_edges.append(_proof_v3_content___proof_v3_edge__obj)
-            _proof_v3_content___obj = _new(ProofV3Content)
-            _proof_v3_content___obj.magic = _proof_v3_content__f_magic
-            _proof_v3_content___obj.resource = _proof_v3_content__f_resource
-            _proof_v3_content___obj.root = _proof_v3_content__f_root
-            _proof_v3_content___obj.edges = _proof_v3_content__f_edges
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _outer_end_body
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal')
-            _obj = _new(ProofV3Data)
-            _obj.body = _proof_v3_content___obj
-            _obj.tail = f_tail
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v3_data, 'proof_v3_data', mv, _rs, _end, (p_body_len, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v3_data, 'proof_v3_data', mv, _rs, _end, (p_body_len, ), _out)
-    return _out
-
 def _e_proof_v3_data(out, v, p_body_len):
     if not (((len(v.tail) < 256) and ((len(v.tail) == 0) or (max(v.tail) == 0)))):
         raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
@@ -9498,40 +6131,6 @@ def _e_proof_v3_data(out, v, p_body_len):
         raise EncodeError('encoded size ' + str(len(out) - _pz_proof_v3_data_body) + ' differs from the size expression body_len, which is ' + str(p_body_len), path='body')
     _b = v.tail
     out += _b
-
-def _em_proof_v3_data(values, p_body_len):
-    out = bytearray()
-    _S48_pack = _S48.pack
-    _S52_pack = _S52.pack
-    for v in values:
-        if not (len(v.tail) < 256 and (len(v.tail) == 0 or max(v.tail) == 0)):
-            raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-        _pz_proof_v3_data_body = len(out)
-        _proof_v3_content__v = v.body
-        if len(_proof_v3_content__v.magic) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(_proof_v3_content__v.magic)), path='magic')
-        if len(_proof_v3_content__v.resource) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_content__v.resource)), path='resource')
-        if len(_proof_v3_content__v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_content__v.root)), path='root')
-        out += _S48_pack(_proof_v3_content__v.magic, _proof_v3_content__v.resource, _proof_v3_content__v.root)
-        for _proof_v3_content___x in _proof_v3_content__v.edges:
-            if not _proof_v3_content___x.flags & 248 == 0:
-                raise EncodeError('bad proof v3 edge flags', path='flags')
-            if not (_proof_v3_content___x.flags & 4 or (_proof_v3_content___x.lower == 0 and _proof_v3_content___x.upper == 0)):
-                raise EncodeError('proof v3 validity bounds set without bit 2', path='upper')
-            if len(_proof_v3_content___x.capability) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_content___x.capability)), path='capability')
-            if len(_proof_v3_content___x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_content___x.delegate)), path='delegate')
-            if len(_proof_v3_content___x.signature) != 64:
-                raise EncodeError('expected 64 bytes, found ' + str(len(_proof_v3_content___x.signature)), path='signature')
-            out += _S52_pack(_proof_v3_content___x.capability, _proof_v3_content___x.flags, _proof_v3_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v3_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v3_content___x.delegate, _proof_v3_content___x.signature)
-        if len(out) - _pz_proof_v3_data_body != p_body_len:
-            raise EncodeError('encoded size ' + str(len(out) - _pz_proof_v3_data_body) + ' differs from the size expression body_len, which is ' + str(p_body_len), path='body')
-        _b = v.tail
-        out += _b
-    return bytes(out)
 
 def _d_proof_v3_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -9620,148 +6219,6 @@ def _d_proof_v3_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
-def _u_proof_v3_body(mv, pos, end, p_span):
-    _isb = mv.__class__ is bytes
-    f_body_len, f_reserved, _proof_v3_data___proof_v3_content__f_magic, _proof_v3_data___proof_v3_content__f_resource, _proof_v3_data___proof_v3_content__f_root = _S105.unpack_from(mv, pos)
-    pos += 32
-    if not (f_body_len >= 241 and (f_body_len - 80) % 161 == 0):
-        raise ConstraintError('bad proof v3 body length')
-    if not p_span == (96 + f_body_len + 255) // 256:
-        raise ConstraintError('proof span is not minimal')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    if pos + f_body_len > end:
-        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
-    _proof_v3_data___outer_end_body = end
-    end = pos + f_body_len
-    pos += 80
-    _proof_v3_data___proof_v3_content__f_edges = []
-    while True:
-        if pos >= end:
-            break
-        _proof_v3_data___proof_v3_content___ip = pos
-        _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
-        pos += 161
-        if not _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-            raise ConstraintError('bad proof v3 edge flags')
-        _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
-        _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
-        if not (_proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-            raise ConstraintError('proof v3 validity bounds set without bit 2')
-        _proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
-        _proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
-        _proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
-        _proof_v3_data___proof_v3_content___proof_v3_edge__obj.lower = _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower
-        _proof_v3_data___proof_v3_content___proof_v3_edge__obj.upper = _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper
-        _proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
-        _proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
-        if pos <= _proof_v3_data___proof_v3_content___ip:
-            raise ConstraintError('repeated item consumes no bytes')
-        _proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_data___proof_v3_content___proof_v3_edge__obj)
-    _proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
-    _proof_v3_data___proof_v3_content___obj.magic = _proof_v3_data___proof_v3_content__f_magic
-    _proof_v3_data___proof_v3_content___obj.resource = _proof_v3_data___proof_v3_content__f_resource
-    _proof_v3_data___proof_v3_content___obj.root = _proof_v3_data___proof_v3_content__f_root
-    _proof_v3_data___proof_v3_content___obj.edges = _proof_v3_data___proof_v3_content__f_edges
-    if pos != end:
-        raise ConstraintError('section size mismatch')
-    end = _proof_v3_data___outer_end_body
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    _proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    if not (len(_proof_v3_data__f_tail) < 256 and (len(_proof_v3_data__f_tail) == 0 or max(_proof_v3_data__f_tail) == 0)):
-        raise ConstraintError('retired proof tail not zero or span not minimal')
-    _proof_v3_data___obj = _new(ProofV3Data)
-    _proof_v3_data___obj.body = _proof_v3_data___proof_v3_content___obj
-    _proof_v3_data___obj.tail = _proof_v3_data__f_tail
-    _obj = _new(ProofV3Body)
-    _obj.body_len = f_body_len
-    _obj.data = _proof_v3_data___obj
-    return (_obj, pos)
-
-def _m_proof_v3_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S105_unpack_from = _S105.unpack_from
-    _S52_unpack_from = _S52.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_body_len, f_reserved, _proof_v3_data___proof_v3_content__f_magic, _proof_v3_data___proof_v3_content__f_resource, _proof_v3_data___proof_v3_content__f_root = _S105_unpack_from(mv, pos)
-            pos += 32
-            if not (f_body_len >= 241 and (f_body_len - 80) % 161 == 0):
-                raise ConstraintError('bad proof v3 body length')
-            if not p_span == (96 + f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            if pos + f_body_len > end:
-                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes')
-            _proof_v3_data___outer_end_body = end
-            end = pos + f_body_len
-            pos += 80
-            _proof_v3_data___proof_v3_content__f_edges = []
-            while True:
-                if pos >= end:
-                    break
-                _proof_v3_data___proof_v3_content___ip = pos
-                _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52_unpack_from(mv, pos)
-                pos += 161
-                if not _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                    raise ConstraintError('bad proof v3 edge flags')
-                _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
-                _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
-                if not (_proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                    raise ConstraintError('proof v3 validity bounds set without bit 2')
-                _proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
-                _proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
-                _proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
-                _proof_v3_data___proof_v3_content___proof_v3_edge__obj.lower = _proof_v3_data___proof_v3_content___proof_v3_edge_f_lower
-                _proof_v3_data___proof_v3_content___proof_v3_edge__obj.upper = _proof_v3_data___proof_v3_content___proof_v3_edge_f_upper
-                _proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
-                _proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
-                if pos <= _proof_v3_data___proof_v3_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes')
-                _proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_data___proof_v3_content___proof_v3_edge__obj)
-            _proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
-            _proof_v3_data___proof_v3_content___obj.magic = _proof_v3_data___proof_v3_content__f_magic
-            _proof_v3_data___proof_v3_content___obj.resource = _proof_v3_data___proof_v3_content__f_resource
-            _proof_v3_data___proof_v3_content___obj.root = _proof_v3_data___proof_v3_content__f_root
-            _proof_v3_data___proof_v3_content___obj.edges = _proof_v3_data___proof_v3_content__f_edges
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _proof_v3_data___outer_end_body
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            _proof_v3_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            if not (len(_proof_v3_data__f_tail) < 256 and (len(_proof_v3_data__f_tail) == 0 or max(_proof_v3_data__f_tail) == 0)):
-                raise ConstraintError('retired proof tail not zero or span not minimal')
-            _proof_v3_data___obj = _new(ProofV3Data)
-            _proof_v3_data___obj.body = _proof_v3_data___proof_v3_content___obj
-            _proof_v3_data___obj.tail = _proof_v3_data__f_tail
-            _obj = _new(ProofV3Body)
-            _obj.body_len = f_body_len
-            _obj.data = _proof_v3_data___obj
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_proof_v3_body, 'proof_v3_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_proof_v3_body, 'proof_v3_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_proof_v3_body(out, v, p_span):
     if not (((v.body_len >= 241) and (((v.body_len - 80) % 161) == 0))):
         raise EncodeError('bad proof v3 body length', path='body_len')
@@ -9798,48 +6255,6 @@ def _e_proof_v3_body(out, v, p_span):
     _proof_v3_data___b = _proof_v3_data__v.tail
     out += _proof_v3_data___b
 
-def _em_proof_v3_body(values, p_span):
-    out = bytearray()
-    _S42_pack = _S42.pack
-    _S48_pack = _S48.pack
-    _S52_pack = _S52.pack
-    for v in values:
-        if not (v.body_len >= 241 and (v.body_len - 80) % 161 == 0):
-            raise EncodeError('bad proof v3 body length', path='body_len')
-        if not p_span == (96 + v.body_len + 255) // 256:
-            raise EncodeError('proof span is not minimal', path='body_len')
-        out += _S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        _proof_v3_data__v = v.data
-        _proof_v3_data__p_body_len = v.body_len
-        if not (len(_proof_v3_data__v.tail) < 256 and (len(_proof_v3_data__v.tail) == 0 or max(_proof_v3_data__v.tail) == 0)):
-            raise EncodeError('retired proof tail not zero or span not minimal', path='tail')
-        _proof_v3_data___pz_proof_v3_data_body = len(out)
-        _proof_v3_data___proof_v3_content__v = _proof_v3_data__v.body
-        if len(_proof_v3_data___proof_v3_content__v.magic) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(_proof_v3_data___proof_v3_content__v.magic)), path='magic')
-        if len(_proof_v3_data___proof_v3_content__v.resource) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_data___proof_v3_content__v.resource)), path='resource')
-        if len(_proof_v3_data___proof_v3_content__v.root) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_data___proof_v3_content__v.root)), path='root')
-        out += _S48_pack(_proof_v3_data___proof_v3_content__v.magic, _proof_v3_data___proof_v3_content__v.resource, _proof_v3_data___proof_v3_content__v.root)
-        for _proof_v3_data___proof_v3_content___x in _proof_v3_data___proof_v3_content__v.edges:
-            if not _proof_v3_data___proof_v3_content___x.flags & 248 == 0:
-                raise EncodeError('bad proof v3 edge flags', path='flags')
-            if not (_proof_v3_data___proof_v3_content___x.flags & 4 or (_proof_v3_data___proof_v3_content___x.lower == 0 and _proof_v3_data___proof_v3_content___x.upper == 0)):
-                raise EncodeError('proof v3 validity bounds set without bit 2', path='upper')
-            if len(_proof_v3_data___proof_v3_content___x.capability) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_data___proof_v3_content___x.capability)), path='capability')
-            if len(_proof_v3_data___proof_v3_content___x.delegate) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_proof_v3_data___proof_v3_content___x.delegate)), path='delegate')
-            if len(_proof_v3_data___proof_v3_content___x.signature) != 64:
-                raise EncodeError('expected 64 bytes, found ' + str(len(_proof_v3_data___proof_v3_content___x.signature)), path='signature')
-            out += _S52_pack(_proof_v3_data___proof_v3_content___x.capability, _proof_v3_data___proof_v3_content___x.flags, _proof_v3_data___proof_v3_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v3_data___proof_v3_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v3_data___proof_v3_content___x.delegate, _proof_v3_data___proof_v3_content___x.signature)
-        if len(out) - _proof_v3_data___pz_proof_v3_data_body != _proof_v3_data__p_body_len:
-            raise EncodeError('encoded size ' + str(len(out) - _proof_v3_data___pz_proof_v3_data_body) + ' differs from the size expression body_len, which is ' + str(_proof_v3_data__p_body_len), path='body')
-        _proof_v3_data___b = _proof_v3_data__v.tail
-        out += _proof_v3_data___b
-    return bytes(out)
-
 def _d_v1_blob_data(mv, pos, end, p_length):
     start = pos
     _n = p_length
@@ -9857,52 +6272,6 @@ def _d_v1_blob_data(mv, pos, end, p_length):
     _obj.payload = f_payload
     return _obj, pos
 
-def _u_v1_blob_data(mv, pos, end, p_length):
-    _isb = mv.__class__ is bytes
-    start = pos
-    _n = p_length
-    if _n < 0:
-        raise ConstraintError('negative size')
-    f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    pos += _n
-    _n = -(pos - start) % 64
-    pos += _n
-    _obj = _new(V1BlobData)
-    _obj.payload = f_payload
-    return (_obj, pos)
-
-def _m_v1_blob_data(mv, pos, end, p_length, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            start = pos
-            _n = p_length
-            if _n < 0:
-                raise ConstraintError('negative size')
-            f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            pos += _n
-            _n = -(pos - start) % 64
-            pos += _n
-            _obj = _new(V1BlobData)
-            _obj.payload = f_payload
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v1_blob_data, 'v1_blob_data', mv, _rs, _end, (p_length, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v1_blob_data, 'v1_blob_data', mv, _rs, _end, (p_length, ), _out)
-    return _out
-
 def _e_v1_blob_data(out, v, p_length):
     start = len(out)
     _b = v.payload
@@ -9910,16 +6279,6 @@ def _e_v1_blob_data(out, v, p_length):
         raise EncodeError('wrong length ' + str(len(_b)), path='payload')
     out += _b
     out += bytes((-(len(out) - start)) % 64)
-
-def _em_v1_blob_data(values, p_length):
-    out = bytearray()
-    for v in values:
-        _b = v.payload
-        if len(_b) != p_length:
-            raise EncodeError('wrong length ' + str(len(_b)), path='payload')
-        out += _b
-        out += bytes(-len(_b) % 64)
-    return bytes(out)
 
 def _d_v1_blob(mv, pos, end):
     if pos + 48 > end:
@@ -9951,61 +6310,6 @@ def _d_v1_blob(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
-def _u_v1_blob(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_timestamp, f_length, f_hash = _S73.unpack_from(mv, pos)
-    pos += 48
-    _v1_blob_data__start = pos
-    _v1_blob_data___n = f_length
-    _v1_blob_data__f_payload = mv[pos:pos + _v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob_data___n])
-    pos += _v1_blob_data___n
-    _v1_blob_data___n = -(pos - _v1_blob_data__start) % 64
-    pos += _v1_blob_data___n
-    _v1_blob_data___obj = _new(V1BlobData)
-    _v1_blob_data___obj.payload = _v1_blob_data__f_payload
-    _obj = _new(V1Blob)
-    _obj.timestamp = f_timestamp
-    _obj.length = f_length
-    _obj.hash = f_hash
-    _obj.data = _v1_blob_data___obj
-    return (_obj, pos)
-
-def _m_v1_blob(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S73_unpack_from = _S73.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_timestamp, f_length, f_hash = _S73_unpack_from(mv, pos)
-            pos += 48
-            _v1_blob_data__start = pos
-            _v1_blob_data___n = f_length
-            _v1_blob_data__f_payload = mv[pos:pos + _v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob_data___n])
-            pos += _v1_blob_data___n
-            _v1_blob_data___n = -(pos - _v1_blob_data__start) % 64
-            pos += _v1_blob_data___n
-            _v1_blob_data___obj = _new(V1BlobData)
-            _v1_blob_data___obj.payload = _v1_blob_data__f_payload
-            _obj = _new(V1Blob)
-            _obj.timestamp = f_timestamp
-            _obj.length = f_length
-            _obj.hash = f_hash
-            _obj.data = _v1_blob_data___obj
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v1_blob, 'v1_blob', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v1_blob, 'v1_blob', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v1_blob(out, v):
     if len(v.hash) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.hash)), path='hash')
@@ -10018,28 +6322,6 @@ def _e_v1_blob(out, v):
         raise EncodeError('wrong length ' + str(len(_v1_blob_data___b)), path='payload')
     out += _v1_blob_data___b
     out += bytes(-(len(out) - _v1_blob_data__start) % 64)
-
-def _em_v1_blob(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S73_pack = _S73.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if len(v.hash) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.hash)), path='hash')
-        _a(_S73_pack(v.timestamp, v.length, v.hash))
-        _v1_blob_data__v = v.data
-        _v1_blob_data__p_length = v.length
-        _v1_blob_data___b = _v1_blob_data__v.payload
-        if len(_v1_blob_data___b) != _v1_blob_data__p_length:
-            raise EncodeError('wrong length ' + str(len(_v1_blob_data___b)), path='payload')
-        _a(_v1_blob_data___b)
-        _a(bytes(-len(_v1_blob_data___b) % 64))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 def _d_v1_branch(mv, pos, end):
     if pos + 48 > end:
@@ -10054,43 +6336,6 @@ def _d_v1_branch(mv, pos, end):
     _obj.head = f_head
     return _obj, pos
 
-def _u_v1_branch(mv, pos, end):
-    f_branch, f_head = _S75.unpack_from(mv, pos)
-    pos += 48
-    if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id')
-    _obj = _new(V1Branch)
-    _obj.branch = f_branch
-    _obj.head = f_head
-    return (_obj, pos)
-
-def _m_v1_branch(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S75_unpack_from = _S75.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_branch, f_head = _S75_unpack_from(mv, pos)
-            pos += 48
-            if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id')
-            _obj = _new(V1Branch)
-            _obj.branch = f_branch
-            _obj.head = f_head
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v1_branch, 'v1_branch', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v1_branch, 'v1_branch', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v1_branch(out, v):
     if not ((max(v.branch) > 0)):
         raise EncodeError('nil branch id', path='branch')
@@ -10099,19 +6344,6 @@ def _e_v1_branch(out, v):
     if len(v.head) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.head)), path='head')
     out += _S75.pack(v.branch, v.head)
-
-def _em_v1_branch(values):
-    out = bytearray()
-    _S75_pack = _S75.pack
-    for v in values:
-        if not max(v.branch) > 0:
-            raise EncodeError('nil branch id', path='branch')
-        if len(v.branch) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.branch)), path='branch')
-        if len(v.head) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.head)), path='head')
-        out += _S75_pack(v.branch, v.head)
-    return bytes(out)
 
 def _d_v1_tombstone(mv, pos, end):
     if pos + 48 > end:
@@ -10126,43 +6358,6 @@ def _d_v1_tombstone(mv, pos, end):
     _obj.unchecked = f_unchecked
     return _obj, pos
 
-def _u_v1_tombstone(mv, pos, end):
-    f_branch, f_unchecked = _S75.unpack_from(mv, pos)
-    pos += 48
-    if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id')
-    _obj = _new(V1Tombstone)
-    _obj.branch = f_branch
-    _obj.unchecked = f_unchecked
-    return (_obj, pos)
-
-def _m_v1_tombstone(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S75_unpack_from = _S75.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_branch, f_unchecked = _S75_unpack_from(mv, pos)
-            pos += 48
-            if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id')
-            _obj = _new(V1Tombstone)
-            _obj.branch = f_branch
-            _obj.unchecked = f_unchecked
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v1_tombstone, 'v1_tombstone', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v1_tombstone, 'v1_tombstone', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v1_tombstone(out, v):
     if not ((max(v.branch) > 0)):
         raise EncodeError('nil branch id', path='branch')
@@ -10171,19 +6366,6 @@ def _e_v1_tombstone(out, v):
     if len(v.unchecked) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.unchecked)), path='unchecked')
     out += _S75.pack(v.branch, v.unchecked)
-
-def _em_v1_tombstone(values):
-    out = bytearray()
-    _S75_pack = _S75.pack
-    for v in values:
-        if not max(v.branch) > 0:
-            raise EncodeError('nil branch id', path='branch')
-        if len(v.branch) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.branch)), path='branch')
-        if len(v.unchecked) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.unchecked)), path='unchecked')
-        out += _S75_pack(v.branch, v.unchecked)
-    return bytes(out)
 
 def _d_v3_blob(mv, pos, end):
     if pos + 240 > end:
@@ -10216,63 +6398,6 @@ def _d_v3_blob(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
-def _u_v3_blob(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_timestamp, f_length, f_hash, f_unchecked = _S78.unpack_from(mv, pos)
-    pos += 240
-    _blob_data__start = pos
-    _blob_data___n = f_length
-    _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
-    pos += _blob_data___n
-    _blob_data___n = -(pos - _blob_data__start) % 256
-    pos += _blob_data___n
-    _blob_data___obj = _new(BlobData)
-    _blob_data___obj.payload = _blob_data__f_payload
-    _obj = _new(V3Blob)
-    _obj.timestamp = f_timestamp
-    _obj.length = f_length
-    _obj.hash = f_hash
-    _obj.unchecked = f_unchecked
-    _obj.data = _blob_data___obj
-    return (_obj, pos)
-
-def _m_v3_blob(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S78_unpack_from = _S78.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_timestamp, f_length, f_hash, f_unchecked = _S78_unpack_from(mv, pos)
-            pos += 240
-            _blob_data__start = pos
-            _blob_data___n = f_length
-            _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
-            pos += _blob_data___n
-            _blob_data___n = -(pos - _blob_data__start) % 256
-            pos += _blob_data___n
-            _blob_data___obj = _new(BlobData)
-            _blob_data___obj.payload = _blob_data__f_payload
-            _obj = _new(V3Blob)
-            _obj.timestamp = f_timestamp
-            _obj.length = f_length
-            _obj.hash = f_hash
-            _obj.unchecked = f_unchecked
-            _obj.data = _blob_data___obj
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_blob, 'v3_blob', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_blob, 'v3_blob', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_blob(out, v):
     if len(v.hash) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.hash)), path='hash')
@@ -10288,30 +6413,6 @@ def _e_v3_blob(out, v):
     out += _blob_data___b
     out += bytes(-(len(out) - _blob_data__start) % 256)
 
-def _em_v3_blob(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S78_pack = _S78.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if len(v.hash) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.hash)), path='hash')
-        if len(v.unchecked) != 192:
-            raise EncodeError('expected 192 bytes, found ' + str(len(v.unchecked)), path='unchecked')
-        _a(_S78_pack(v.timestamp, v.length, v.hash, v.unchecked))
-        _blob_data__v = v.data
-        _blob_data__p_length = v.length
-        _blob_data___b = _blob_data__v.payload
-        if len(_blob_data___b) != _blob_data__p_length:
-            raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
-        _a(_blob_data___b)
-        _a(bytes(-len(_blob_data___b) % 256))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
-
 def _d_v3_branch(mv, pos, end):
     if pos + 240 > end:
         raise _short(pos, end, _T81)
@@ -10326,45 +6427,6 @@ def _d_v3_branch(mv, pos, end):
     _obj.unchecked = f_unchecked
     return _obj, pos
 
-def _u_v3_branch(mv, pos, end):
-    f_branch, f_head, f_unchecked = _S80.unpack_from(mv, pos)
-    pos += 240
-    if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id')
-    _obj = _new(V3Branch)
-    _obj.branch = f_branch
-    _obj.head = f_head
-    _obj.unchecked = f_unchecked
-    return (_obj, pos)
-
-def _m_v3_branch(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S80_unpack_from = _S80.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_branch, f_head, f_unchecked = _S80_unpack_from(mv, pos)
-            pos += 240
-            if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id')
-            _obj = _new(V3Branch)
-            _obj.branch = f_branch
-            _obj.head = f_head
-            _obj.unchecked = f_unchecked
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_branch, 'v3_branch', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_branch, 'v3_branch', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_branch(out, v):
     if not ((max(v.branch) > 0)):
         raise EncodeError('nil branch id', path='branch')
@@ -10375,21 +6437,6 @@ def _e_v3_branch(out, v):
     if len(v.unchecked) != 192:
         raise EncodeError('expected 192 bytes, found ' + str(len(v.unchecked)), path='unchecked')
     out += _S80.pack(v.branch, v.head, v.unchecked)
-
-def _em_v3_branch(values):
-    out = bytearray()
-    _S80_pack = _S80.pack
-    for v in values:
-        if not max(v.branch) > 0:
-            raise EncodeError('nil branch id', path='branch')
-        if len(v.branch) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.branch)), path='branch')
-        if len(v.head) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.head)), path='head')
-        if len(v.unchecked) != 192:
-            raise EncodeError('expected 192 bytes, found ' + str(len(v.unchecked)), path='unchecked')
-        out += _S80_pack(v.branch, v.head, v.unchecked)
-    return bytes(out)
 
 def _d_v3_tombstone(mv, pos, end):
     if pos + 240 > end:
@@ -10404,43 +6451,6 @@ def _d_v3_tombstone(mv, pos, end):
     _obj.unchecked = f_unchecked
     return _obj, pos
 
-def _u_v3_tombstone(mv, pos, end):
-    f_branch, f_unchecked = _S82.unpack_from(mv, pos)
-    pos += 240
-    if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id')
-    _obj = _new(V3Tombstone)
-    _obj.branch = f_branch
-    _obj.unchecked = f_unchecked
-    return (_obj, pos)
-
-def _m_v3_tombstone(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S82_unpack_from = _S82.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_branch, f_unchecked = _S82_unpack_from(mv, pos)
-            pos += 240
-            if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id')
-            _obj = _new(V3Tombstone)
-            _obj.branch = f_branch
-            _obj.unchecked = f_unchecked
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_tombstone, 'v3_tombstone', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_tombstone, 'v3_tombstone', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_tombstone(out, v):
     if not ((max(v.branch) > 0)):
         raise EncodeError('nil branch id', path='branch')
@@ -10449,19 +6459,6 @@ def _e_v3_tombstone(out, v):
     if len(v.unchecked) != 224:
         raise EncodeError('expected 224 bytes, found ' + str(len(v.unchecked)), path='unchecked')
     out += _S82.pack(v.branch, v.unchecked)
-
-def _em_v3_tombstone(values):
-    out = bytearray()
-    _S82_pack = _S82.pack
-    for v in values:
-        if not max(v.branch) > 0:
-            raise EncodeError('nil branch id', path='branch')
-        if len(v.branch) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.branch)), path='branch')
-        if len(v.unchecked) != 224:
-            raise EncodeError('expected 224 bytes, found ' + str(len(v.unchecked)), path='unchecked')
-        out += _S82_pack(v.branch, v.unchecked)
-    return bytes(out)
 
 def _d_v3_blob_want(mv, pos, end):
     if pos + 240 > end:
@@ -10473,56 +6470,12 @@ def _d_v3_blob_want(mv, pos, end):
     _obj.unchecked = f_unchecked
     return _obj, pos
 
-def _u_v3_blob_want(mv, pos, end):
-    f_blob, f_unchecked = _S84.unpack_from(mv, pos)
-    pos += 240
-    _obj = _new(V3BlobWant)
-    _obj.blob = f_blob
-    _obj.unchecked = f_unchecked
-    return (_obj, pos)
-
-def _m_v3_blob_want(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S84_unpack_from = _S84.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_blob, f_unchecked = _S84_unpack_from(mv, pos)
-            pos += 240
-            _obj = _new(V3BlobWant)
-            _obj.blob = f_blob
-            _obj.unchecked = f_unchecked
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_blob_want, 'v3_blob_want', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_blob_want, 'v3_blob_want', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_blob_want(out, v):
     if len(v.blob) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.blob)), path='blob')
     if len(v.unchecked) != 208:
         raise EncodeError('expected 208 bytes, found ' + str(len(v.unchecked)), path='unchecked')
     out += _S84.pack(v.blob, v.unchecked)
-
-def _em_v3_blob_want(values):
-    out = bytearray()
-    _S84_pack = _S84.pack
-    for v in values:
-        if len(v.blob) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.blob)), path='blob')
-        if len(v.unchecked) != 208:
-            raise EncodeError('expected 208 bytes, found ' + str(len(v.unchecked)), path='unchecked')
-        out += _S84_pack(v.blob, v.unchecked)
-    return bytes(out)
 
 def _d_v3_local_cell(mv, pos, end):
     if pos + 240 > end:
@@ -10534,56 +6487,12 @@ def _d_v3_local_cell(mv, pos, end):
     _obj.rest = f_rest
     return _obj, pos
 
-def _u_v3_local_cell(mv, pos, end):
-    f_cell, f_rest = _S82.unpack_from(mv, pos)
-    pos += 240
-    _obj = _new(V3LocalCell)
-    _obj.cell = f_cell
-    _obj.rest = f_rest
-    return (_obj, pos)
-
-def _m_v3_local_cell(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S82_unpack_from = _S82.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_cell, f_rest = _S82_unpack_from(mv, pos)
-            pos += 240
-            _obj = _new(V3LocalCell)
-            _obj.cell = f_cell
-            _obj.rest = f_rest
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_local_cell, 'v3_local_cell', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_local_cell, 'v3_local_cell', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_local_cell(out, v):
     if len(v.cell) != 16:
         raise EncodeError('expected 16 bytes, found ' + str(len(v.cell)), path='cell')
     if len(v.rest) != 224:
         raise EncodeError('expected 224 bytes, found ' + str(len(v.rest)), path='rest')
     out += _S82.pack(v.cell, v.rest)
-
-def _em_v3_local_cell(values):
-    out = bytearray()
-    _S82_pack = _S82.pack
-    for v in values:
-        if len(v.cell) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.cell)), path='cell')
-        if len(v.rest) != 224:
-            raise EncodeError('expected 224 bytes, found ' + str(len(v.rest)), path='rest')
-        out += _S82_pack(v.cell, v.rest)
-    return bytes(out)
 
 def _d_v3_collection_definition(mv, pos, end):
     if pos + 240 > end:
@@ -10605,57 +6514,6 @@ def _d_v3_collection_definition(mv, pos, end):
     _obj.recipe = f_recipe
     return _obj, pos
 
-def _u_v3_collection_definition(mv, pos, end):
-    f_scope, f_representation, f_recipe, f_reserved = _S87.unpack_from(mv, pos)
-    pos += 240
-    if not max(f_scope) > 0:
-        raise ConstraintError('nil id')
-    if not max(f_representation) > 0:
-        raise ConstraintError('nil id')
-    if not max(f_recipe) > 0:
-        raise ConstraintError('nil id')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(V3CollectionDefinition)
-    _obj.scope = f_scope
-    _obj.representation = f_representation
-    _obj.recipe = f_recipe
-    return (_obj, pos)
-
-def _m_v3_collection_definition(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S87_unpack_from = _S87.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_scope, f_representation, f_recipe, f_reserved = _S87_unpack_from(mv, pos)
-            pos += 240
-            if not max(f_scope) > 0:
-                raise ConstraintError('nil id')
-            if not max(f_representation) > 0:
-                raise ConstraintError('nil id')
-            if not max(f_recipe) > 0:
-                raise ConstraintError('nil id')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(V3CollectionDefinition)
-            _obj.scope = f_scope
-            _obj.representation = f_representation
-            _obj.recipe = f_recipe
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_collection_definition(out, v):
     if not ((max(v.scope) > 0)):
         raise EncodeError('nil id', path='scope')
@@ -10670,25 +6528,6 @@ def _e_v3_collection_definition(out, v):
     if len(v.recipe) != 16:
         raise EncodeError('expected 16 bytes, found ' + str(len(v.recipe)), path='recipe')
     out += _S87.pack(v.scope, v.representation, v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_v3_collection_definition(values):
-    out = bytearray()
-    _S87_pack = _S87.pack
-    for v in values:
-        if not max(v.scope) > 0:
-            raise EncodeError('nil id', path='scope')
-        if not max(v.representation) > 0:
-            raise EncodeError('nil id', path='representation')
-        if not max(v.recipe) > 0:
-            raise EncodeError('nil id', path='recipe')
-        if len(v.scope) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.scope)), path='scope')
-        if len(v.representation) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.representation)), path='representation')
-        if len(v.recipe) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.recipe)), path='recipe')
-        out += _S87_pack(v.scope, v.representation, v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_v3_commit(mv, pos, end):
     if pos + 240 > end:
@@ -10707,51 +6546,6 @@ def _d_v3_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
-def _u_v3_commit(mv, pos, end):
-    f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S89.unpack_from(mv, pos)
-    pos += 240
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(V3Commit)
-    _obj.definition = f_definition
-    _obj.data = f_data
-    _obj.metadata = f_metadata
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_v3_commit(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S89_unpack_from = _S89.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S89_unpack_from(mv, pos)
-            pos += 240
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(V3Commit)
-            _obj.definition = f_definition
-            _obj.data = f_data
-            _obj.metadata = f_metadata
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_commit, 'v3_commit', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_commit, 'v3_commit', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_commit(out, v):
     if len(v.definition) != 16:
         raise EncodeError('expected 16 bytes, found ' + str(len(v.definition)), path='definition')
@@ -10766,25 +6560,6 @@ def _e_v3_commit(out, v):
     if len(v.sig_s) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
     out += _S89.pack(v.definition, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_v3_commit(values):
-    out = bytearray()
-    _S89_pack = _S89.pack
-    for v in values:
-        if len(v.definition) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.definition)), path='definition')
-        if len(v.data) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.data)), path='data')
-        if len(v.metadata) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.metadata)), path='metadata')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S89_pack(v.definition, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_v3_merge(mv, pos, end):
     if pos + 240 > end:
@@ -10803,51 +6578,6 @@ def _d_v3_merge(mv, pos, end):
     _obj.result = f_result
     return _obj, pos
 
-def _u_v3_merge(mv, pos, end):
-    f_definition, f_low, f_high, f_result, f_reserved = _S91.unpack_from(mv, pos)
-    pos += 240
-    if not f_high >= f_low:
-        raise ConstraintError('merge high < low')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(V3Merge)
-    _obj.definition = f_definition
-    _obj.low = f_low
-    _obj.high = f_high
-    _obj.result = f_result
-    return (_obj, pos)
-
-def _m_v3_merge(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S91_unpack_from = _S91.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_definition, f_low, f_high, f_result, f_reserved = _S91_unpack_from(mv, pos)
-            pos += 240
-            if not f_high >= f_low:
-                raise ConstraintError('merge high < low')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(V3Merge)
-            _obj.definition = f_definition
-            _obj.low = f_low
-            _obj.high = f_high
-            _obj.result = f_result
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_merge, 'v3_merge', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_merge, 'v3_merge', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_merge(out, v):
     if not ((v.high >= v.low)):
         raise EncodeError('merge high < low', path='high')
@@ -10860,23 +6590,6 @@ def _e_v3_merge(out, v):
     if len(v.result) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
     out += _S91.pack(v.definition, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_v3_merge(values):
-    out = bytearray()
-    _S91_pack = _S91.pack
-    for v in values:
-        if not v.high >= v.low:
-            raise EncodeError('merge high < low', path='high')
-        if len(v.definition) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.definition)), path='definition')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        if len(v.result) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-        out += _S91_pack(v.definition, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_v3_derive(mv, pos, end):
     if pos + 240 > end:
@@ -10893,47 +6606,6 @@ def _d_v3_derive(mv, pos, end):
     _obj.output = f_output
     return _obj, pos
 
-def _u_v3_derive(mv, pos, end):
-    f_source, f_target, f_input, f_output, f_reserved = _S93.unpack_from(mv, pos)
-    pos += 240
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(V3Derive)
-    _obj.source = f_source
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    return (_obj, pos)
-
-def _m_v3_derive(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S93_unpack_from = _S93.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_source, f_target, f_input, f_output, f_reserved = _S93_unpack_from(mv, pos)
-            pos += 240
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(V3Derive)
-            _obj.source = f_source
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v3_derive, 'v3_derive', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v3_derive, 'v3_derive', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v3_derive(out, v):
     if len(v.source) != 16:
         raise EncodeError('expected 16 bytes, found ' + str(len(v.source)), path='source')
@@ -10944,21 +6616,6 @@ def _e_v3_derive(out, v):
     if len(v.output) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
     out += _S93.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_v3_derive(values):
-    out = bytearray()
-    _S93_pack = _S93.pack
-    for v in values:
-        if len(v.source) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.source)), path='source')
-        if len(v.target) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        out += _S93_pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_v4_commit(mv, pos, end):
     if pos + 240 > end:
@@ -10977,51 +6634,6 @@ def _d_v4_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
-def _u_v4_commit(mv, pos, end):
-    f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S95.unpack_from(mv, pos)
-    pos += 240
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(V4Commit)
-    _obj.collection = f_collection
-    _obj.data = f_data
-    _obj.metadata = f_metadata
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_v4_commit(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S95_unpack_from = _S95.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S95_unpack_from(mv, pos)
-            pos += 240
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(V4Commit)
-            _obj.collection = f_collection
-            _obj.data = f_data
-            _obj.metadata = f_metadata
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v4_commit, 'v4_commit', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v4_commit, 'v4_commit', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v4_commit(out, v):
     if len(v.collection) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
@@ -11036,25 +6648,6 @@ def _e_v4_commit(out, v):
     if len(v.sig_s) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
     out += _S95.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_v4_commit(values):
-    out = bytearray()
-    _S95_pack = _S95.pack
-    for v in values:
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.data) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.data)), path='data')
-        if len(v.metadata) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.metadata)), path='metadata')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S95_pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_v4_merge(mv, pos, end):
     if pos + 240 > end:
@@ -11073,51 +6666,6 @@ def _d_v4_merge(mv, pos, end):
     _obj.result = f_result
     return _obj, pos
 
-def _u_v4_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result, f_reserved = _S97.unpack_from(mv, pos)
-    pos += 240
-    if not f_high >= f_low:
-        raise ConstraintError('merge high < low')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(V4Merge)
-    _obj.collection = f_collection
-    _obj.low = f_low
-    _obj.high = f_high
-    _obj.result = f_result
-    return (_obj, pos)
-
-def _m_v4_merge(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S97_unpack_from = _S97.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_low, f_high, f_result, f_reserved = _S97_unpack_from(mv, pos)
-            pos += 240
-            if not f_high >= f_low:
-                raise ConstraintError('merge high < low')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(V4Merge)
-            _obj.collection = f_collection
-            _obj.low = f_low
-            _obj.high = f_high
-            _obj.result = f_result
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v4_merge, 'v4_merge', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v4_merge, 'v4_merge', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v4_merge(out, v):
     if not ((v.high >= v.low)):
         raise EncodeError('merge high < low', path='high')
@@ -11130,23 +6678,6 @@ def _e_v4_merge(out, v):
     if len(v.result) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
     out += _S97.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_v4_merge(values):
-    out = bytearray()
-    _S97_pack = _S97.pack
-    for v in values:
-        if not v.high >= v.low:
-            raise EncodeError('merge high < low', path='high')
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        if len(v.result) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-        out += _S97_pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_v4_derive(mv, pos, end):
     if pos + 240 > end:
@@ -11163,47 +6694,6 @@ def _d_v4_derive(mv, pos, end):
     _obj.output = f_output
     return _obj, pos
 
-def _u_v4_derive(mv, pos, end):
-    f_source, f_target, f_input, f_output, f_reserved = _S97.unpack_from(mv, pos)
-    pos += 240
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(V4Derive)
-    _obj.source = f_source
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    return (_obj, pos)
-
-def _m_v4_derive(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S97_unpack_from = _S97.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_source, f_target, f_input, f_output, f_reserved = _S97_unpack_from(mv, pos)
-            pos += 240
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(V4Derive)
-            _obj.source = f_source
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_v4_derive, 'v4_derive', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_v4_derive, 'v4_derive', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_v4_derive(out, v):
     if len(v.source) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.source)), path='source')
@@ -11214,21 +6704,6 @@ def _e_v4_derive(out, v):
     if len(v.output) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
     out += _S97.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_v4_derive(values):
-    out = bytearray()
-    _S97_pack = _S97.pack
-    for v in values:
-        if len(v.source) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.source)), path='source')
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        out += _S97_pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_envelope36_rest(mv, pos, end):
     if pos + 20 > end:
@@ -11486,7 +6961,7 @@ def _d_envelope36_rest(mv, pos, end):
 
 def _u_envelope36_rest(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S101.unpack_from(mv, pos)
+    f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S120.unpack_from(mv, pos)
     pos += 20
     if not f_span >= 1:
         raise ConstraintError('span 0 (CorruptPile)')
@@ -11656,203 +7131,6 @@ def _u_envelope36_rest(mv, pos, end):
     _obj.span = f_span
     _obj.body = f_body
     return (_obj, pos)
-
-def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S101_unpack_from = _S101.unpack_from
-    _S58_unpack_from = _S58.unpack_from
-    _S60_unpack_from = _S60.unpack_from
-    _S62_unpack_from = _S62.unpack_from
-    _S64_unpack_from = _S64.unpack_from
-    _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
-    _S71_unpack_from = _S71.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S101_unpack_from(mv, pos)
-            pos += 20
-            if not f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)')
-            _n = f_span * 256 - 36
-            if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes')
-            _outer_end_body = end
-            end = pos + _n
-            if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-                pos += 220
-                if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
-                    raise ConstraintError('blob span is not 1 + ceil(length / 256)')
-                if _env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_blob_body___blob_data__start = pos
-                _env_blob_body___blob_data___n = _env_blob_body__f_length
-                _env_blob_body___blob_data__f_payload = mv[pos:pos + _env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _env_blob_body___blob_data___n])
-                pos += _env_blob_body___blob_data___n
-                _env_blob_body___blob_data___n = -(pos - _env_blob_body___blob_data__start) % 256
-                pos += _env_blob_body___blob_data___n
-                _env_blob_body___blob_data___obj = _new(BlobData)
-                _env_blob_body___blob_data___obj.payload = _env_blob_body___blob_data__f_payload
-                _env_blob_body___obj = _new(EnvBlobBody)
-                _env_blob_body___obj.timestamp = _env_blob_body__f_timestamp
-                _env_blob_body___obj.length = _env_blob_body__f_length
-                _env_blob_body___obj.hash = _env_blob_body__f_hash
-                _env_blob_body___obj.data = _env_blob_body___blob_data___obj
-                f_body = _env_blob_body___obj
-            elif f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
-                _env_branch_body__f_branch, _env_branch_body__f_head, _env_branch_body__f_reserved = _S58_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not max(_env_branch_body__f_branch) > 0:
-                    raise ConstraintError('nil branch id')
-                if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_branch_body___obj = _new(EnvBranchBody)
-                _env_branch_body___obj.branch = _env_branch_body__f_branch
-                _env_branch_body___obj.head = _env_branch_body__f_head
-                f_body = _env_branch_body___obj
-            elif f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
-                _env_tombstone_body__f_branch, _env_tombstone_body__f_reserved = _S60_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_tombstone_body___obj = _new(EnvTombstoneBody)
-                _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
-                f_body = _env_tombstone_body___obj
-            elif f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
-                _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_blob_want_body___obj = _new(EnvBlobWantBody)
-                _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
-                f_body = _env_blob_want_body___obj
-            elif f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
-                _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_blob_want_body___obj = _new(EnvBlobWantBody)
-                _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
-                f_body = _env_blob_want_body___obj
-            elif f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
-                _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-                    raise ConstraintError('typed want tag must be 2, 3 or 4')
-                if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_typed_want_body___obj = _new(EnvTypedWantBody)
-                _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
-                _env_typed_want_body___obj.a = _env_typed_want_body__f_a
-                _env_typed_want_body___obj.b = _env_typed_want_body__f_b
-                _env_typed_want_body___obj.c = _env_typed_want_body__f_c
-                f_body = _env_typed_want_body___obj
-            elif f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
-                _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-                    raise ConstraintError('typed want tag must be 2, 3 or 4')
-                if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_typed_want_body___obj = _new(EnvTypedWantBody)
-                _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
-                _env_typed_want_body___obj.a = _env_typed_want_body__f_a
-                _env_typed_want_body___obj.b = _env_typed_want_body__f_b
-                _env_typed_want_body___obj.c = _env_typed_want_body__f_c
-                f_body = _env_typed_want_body___obj
-            elif f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
-                _env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s, _env_commit_body__f_reserved = _S66_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_commit_body___obj = _new(EnvCommitBody)
-                _env_commit_body___obj.collection = _env_commit_body__f_collection
-                _env_commit_body___obj.data = _env_commit_body__f_data
-                _env_commit_body___obj.metadata = _env_commit_body__f_metadata
-                _env_commit_body___obj.author = _env_commit_body__f_author
-                _env_commit_body___obj.sig_r = _env_commit_body__f_sig_r
-                _env_commit_body___obj.sig_s = _env_commit_body__f_sig_s
-                f_body = _env_commit_body___obj
-            elif f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
-                _env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result, _env_merge_body__f_reserved = _S68_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if not _env_merge_body__f_high >= _env_merge_body__f_low:
-                    raise ConstraintError('merge high < low')
-                if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_merge_body___obj = _new(EnvMergeBody)
-                _env_merge_body___obj.collection = _env_merge_body__f_collection
-                _env_merge_body___obj.low = _env_merge_body__f_low
-                _env_merge_body___obj.high = _env_merge_body__f_high
-                _env_merge_body___obj.result = _env_merge_body__f_result
-                f_body = _env_merge_body___obj
-            elif f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
-                _env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output, _env_derive_v4_body__f_reserved = _S68_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
-                _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
-                _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
-                _env_derive_v4_body___obj.input = _env_derive_v4_body__f_input
-                _env_derive_v4_body___obj.output = _env_derive_v4_body__f_output
-                f_body = _env_derive_v4_body___obj
-            elif f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
-                _env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output, _env_derive_v5_body__f_reserved = _S71_unpack_from(mv, pos)
-                pos += 220
-                if not f_span == 1:
-                    raise ConstraintError('kind requires span 1')
-                if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-                _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
-                _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
-                _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
-                _env_derive_v5_body___obj.output = _env_derive_v5_body__f_output
-                f_body = _env_derive_v5_body___obj
-            else:
-                f_body = mv[pos:end] if _isb else bytes(mv[pos:end])
-                if pos > end:
-                    raise IndexError
-                pos = end
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _outer_end_body
-            _obj = _new(Envelope36Rest)
-            _obj.kind = f_kind
-            _obj.span = f_span
-            _obj.body = f_body
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_envelope36_rest, 'envelope36_rest', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_envelope36_rest, 'envelope36_rest', mv, _rs, _end, (), _out)
-    return _out
 
 def _e_envelope36_rest(out, v):
     if not ((v.span >= 1)):
@@ -12029,192 +7307,6 @@ def _e_envelope36_rest(out, v):
     if len(out) - _pz_envelope36_rest_body != ((v.span * 256) - 36):
         raise EncodeError('encoded size ' + str(len(out) - _pz_envelope36_rest_body) + ' differs from the size expression span * 256 - 36, which is ' + str(((v.span * 256) - 36)), path='body')
 
-def _em_envelope36_rest(values):
-    out = bytearray()
-    _S54_pack = _S54.pack
-    _S56_pack = _S56.pack
-    _S58_pack = _S58.pack
-    _S60_pack = _S60.pack
-    _S62_pack = _S62.pack
-    _S64_pack = _S64.pack
-    _S66_pack = _S66.pack
-    _S68_pack = _S68.pack
-    _S71_pack = _S71.pack
-    for v in values:
-        if not v.span >= 1:
-            raise EncodeError('span 0 (CorruptPile)', path='span')
-        if len(v.kind) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.kind)), path='kind')
-        out += _S54_pack(v.kind, v.span)
-        _pz_envelope36_rest_body = len(out)
-        _tag = v.kind
-        if _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-            if v.body.__class__ is not EnvBlobBody:
-                raise EncodeError('tag hex:9C33EEB525065A62EAEC4BE43DCC355A takes a EnvBlobBody, not ' + type(v.body).__name__, path='body')
-            _env_blob_body__v = v.body
-            _env_blob_body__p_span = v.span
-            if not _env_blob_body__p_span == 1 + (_env_blob_body__v.length + 255) // 256:
-                raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
-            if len(_env_blob_body__v.hash) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_blob_body__v.hash)), path='hash')
-            out += _S56_pack(_env_blob_body__v.timestamp, _env_blob_body__v.length, _env_blob_body__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-            _env_blob_body___blob_data__v = _env_blob_body__v.data
-            _env_blob_body___blob_data__p_length = _env_blob_body__v.length
-            _env_blob_body___blob_data___b = _env_blob_body___blob_data__v.payload
-            if len(_env_blob_body___blob_data___b) != _env_blob_body___blob_data__p_length:
-                raise EncodeError('wrong length ' + str(len(_env_blob_body___blob_data___b)), path='payload')
-            out += _env_blob_body___blob_data___b
-            out += bytes(-len(_env_blob_body___blob_data___b) % 256)
-        elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
-            if v.body.__class__ is not EnvBranchBody:
-                raise EncodeError('tag hex:AC363D04AFE1AF17B39581B1E23021D7 takes a EnvBranchBody, not ' + type(v.body).__name__, path='body')
-            _env_branch_body__v = v.body
-            _env_branch_body__p_span = v.span
-            if not _env_branch_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='branch')
-            if not max(_env_branch_body__v.branch) > 0:
-                raise EncodeError('nil branch id', path='branch')
-            if len(_env_branch_body__v.branch) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_env_branch_body__v.branch)), path='branch')
-            if len(_env_branch_body__v.head) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_branch_body__v.head)), path='head')
-            out += _S58_pack(_env_branch_body__v.branch, _env_branch_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
-            if v.body.__class__ is not EnvTombstoneBody:
-                raise EncodeError('tag hex:D0CBA0C8EAAB4C0C73121C3205671E4F takes a EnvTombstoneBody, not ' + type(v.body).__name__, path='body')
-            _env_tombstone_body__v = v.body
-            _env_tombstone_body__p_span = v.span
-            if not _env_tombstone_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='branch')
-            if len(_env_tombstone_body__v.branch) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_env_tombstone_body__v.branch)), path='branch')
-            out += _S60_pack(_env_tombstone_body__v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
-            if v.body.__class__ is not EnvBlobWantBody:
-                raise EncodeError('tag hex:8F3EEFEDECD491F63F6EAAA5FD6F3D5E takes a EnvBlobWantBody, not ' + type(v.body).__name__, path='body')
-            _env_blob_want_body__v = v.body
-            _env_blob_want_body__p_span = v.span
-            if not _env_blob_want_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='blob')
-            if len(_env_blob_want_body__v.blob) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_blob_want_body__v.blob)), path='blob')
-            out += _S62_pack(_env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
-            if v.body.__class__ is not EnvBlobWantBody:
-                raise EncodeError('tag hex:2D76662DFF0187EC36A8C90B12BB8B0D takes a EnvBlobWantBody, not ' + type(v.body).__name__, path='body')
-            _env_blob_want_body__v = v.body
-            _env_blob_want_body__p_span = v.span
-            if not _env_blob_want_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='blob')
-            if len(_env_blob_want_body__v.blob) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_blob_want_body__v.blob)), path='blob')
-            out += _S62_pack(_env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
-            if v.body.__class__ is not EnvTypedWantBody:
-                raise EncodeError('tag hex:9A06797600FA90B8A8259B0ED029EC21 takes a EnvTypedWantBody, not ' + type(v.body).__name__, path='body')
-            _env_typed_want_body__v = v.body
-            _env_typed_want_body__p_span = v.span
-            if not _env_typed_want_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='tag')
-            if not (_env_typed_want_body__v.tag == 2 or _env_typed_want_body__v.tag == 3 or _env_typed_want_body__v.tag == 4):
-                raise EncodeError('typed want tag must be 2, 3 or 4', path='tag')
-            if len(_env_typed_want_body__v.a) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_typed_want_body__v.a)), path='a')
-            if len(_env_typed_want_body__v.b) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_typed_want_body__v.b)), path='b')
-            if len(_env_typed_want_body__v.c) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_typed_want_body__v.c)), path='c')
-            out += _S64_pack(_env_typed_want_body__v.tag, _env_typed_want_body__v.a, _env_typed_want_body__v.b, _env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
-            if v.body.__class__ is not EnvTypedWantBody:
-                raise EncodeError('tag hex:2D957A780A52E474F58A06D44D6FE46C takes a EnvTypedWantBody, not ' + type(v.body).__name__, path='body')
-            _env_typed_want_body__v = v.body
-            _env_typed_want_body__p_span = v.span
-            if not _env_typed_want_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='tag')
-            if not (_env_typed_want_body__v.tag == 2 or _env_typed_want_body__v.tag == 3 or _env_typed_want_body__v.tag == 4):
-                raise EncodeError('typed want tag must be 2, 3 or 4', path='tag')
-            if len(_env_typed_want_body__v.a) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_typed_want_body__v.a)), path='a')
-            if len(_env_typed_want_body__v.b) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_typed_want_body__v.b)), path='b')
-            if len(_env_typed_want_body__v.c) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_typed_want_body__v.c)), path='c')
-            out += _S64_pack(_env_typed_want_body__v.tag, _env_typed_want_body__v.a, _env_typed_want_body__v.b, _env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
-            if v.body.__class__ is not EnvCommitBody:
-                raise EncodeError('tag hex:CBF2CF97D52A3486E16C12D70D397C66 takes a EnvCommitBody, not ' + type(v.body).__name__, path='body')
-            _env_commit_body__v = v.body
-            _env_commit_body__p_span = v.span
-            if not _env_commit_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='collection')
-            if len(_env_commit_body__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_commit_body__v.collection)), path='collection')
-            if len(_env_commit_body__v.data) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_commit_body__v.data)), path='data')
-            if len(_env_commit_body__v.metadata) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_commit_body__v.metadata)), path='metadata')
-            if len(_env_commit_body__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_commit_body__v.author)), path='author')
-            if len(_env_commit_body__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_commit_body__v.sig_r)), path='sig_r')
-            if len(_env_commit_body__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_commit_body__v.sig_s)), path='sig_s')
-            out += _S66_pack(_env_commit_body__v.collection, _env_commit_body__v.data, _env_commit_body__v.metadata, _env_commit_body__v.author, _env_commit_body__v.sig_r, _env_commit_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
-            if v.body.__class__ is not EnvMergeBody:
-                raise EncodeError('tag hex:9F5D028D4C423620D6957A5F726FA727 takes a EnvMergeBody, not ' + type(v.body).__name__, path='body')
-            _env_merge_body__v = v.body
-            _env_merge_body__p_span = v.span
-            if not _env_merge_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='collection')
-            if not _env_merge_body__v.high >= _env_merge_body__v.low:
-                raise EncodeError('merge high < low', path='high')
-            if len(_env_merge_body__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_merge_body__v.collection)), path='collection')
-            if len(_env_merge_body__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_merge_body__v.low)), path='low')
-            if len(_env_merge_body__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_merge_body__v.high)), path='high')
-            if len(_env_merge_body__v.result) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_merge_body__v.result)), path='result')
-            out += _S68_pack(_env_merge_body__v.collection, _env_merge_body__v.low, _env_merge_body__v.high, _env_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
-            if v.body.__class__ is not EnvDeriveV4Body:
-                raise EncodeError('tag hex:ECFB2EE90ED8042244F7BAC704454BB9 takes a EnvDeriveV4Body, not ' + type(v.body).__name__, path='body')
-            _env_derive_v4_body__v = v.body
-            _env_derive_v4_body__p_span = v.span
-            if not _env_derive_v4_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='source')
-            if len(_env_derive_v4_body__v.source) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_derive_v4_body__v.source)), path='source')
-            if len(_env_derive_v4_body__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_derive_v4_body__v.target)), path='target')
-            if len(_env_derive_v4_body__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_derive_v4_body__v.input)), path='input')
-            if len(_env_derive_v4_body__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_derive_v4_body__v.output)), path='output')
-            out += _S68_pack(_env_derive_v4_body__v.source, _env_derive_v4_body__v.target, _env_derive_v4_body__v.input, _env_derive_v4_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
-            if v.body.__class__ is not EnvDeriveV5Body:
-                raise EncodeError('tag hex:ED6B46F7286D4556B076C17B79FD8315 takes a EnvDeriveV5Body, not ' + type(v.body).__name__, path='body')
-            _env_derive_v5_body__v = v.body
-            _env_derive_v5_body__p_span = v.span
-            if not _env_derive_v5_body__p_span == 1:
-                raise EncodeError('kind requires span 1', path='target')
-            if len(_env_derive_v5_body__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_derive_v5_body__v.target)), path='target')
-            if len(_env_derive_v5_body__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_derive_v5_body__v.input)), path='input')
-            if len(_env_derive_v5_body__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_env_derive_v5_body__v.output)), path='output')
-            out += _S71_pack(_env_derive_v5_body__v.target, _env_derive_v5_body__v.input, _env_derive_v5_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        else:
-            out += v.body
-        if len(out) - _pz_envelope36_rest_body != v.span * 256 - 36:
-            raise EncodeError('encoded size ' + str(len(out) - _pz_envelope36_rest_body) + ' differs from the size expression span * 256 - 36, which is ' + str(v.span * 256 - 36), path='body')
-    return bytes(out)
-
 def _d_env_blob_body(mv, pos, end, p_span):
     if pos + 220 > end:
         raise _short(pos, end, _T57)
@@ -12250,69 +7342,6 @@ def _d_env_blob_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
-def _u_env_blob_body(mv, pos, end, p_span):
-    _isb = mv.__class__ is bytes
-    f_timestamp, f_length, f_hash, f_reserved = _S56.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1 + (f_length + 255) // 256:
-        raise ConstraintError('blob span is not 1 + ceil(length / 256)')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _blob_data__start = pos
-    _blob_data___n = f_length
-    _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
-    pos += _blob_data___n
-    _blob_data___n = -(pos - _blob_data__start) % 256
-    pos += _blob_data___n
-    _blob_data___obj = _new(BlobData)
-    _blob_data___obj.payload = _blob_data__f_payload
-    _obj = _new(EnvBlobBody)
-    _obj.timestamp = f_timestamp
-    _obj.length = f_length
-    _obj.hash = f_hash
-    _obj.data = _blob_data___obj
-    return (_obj, pos)
-
-def _m_env_blob_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S56_unpack_from = _S56.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_timestamp, f_length, f_hash, f_reserved = _S56_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1 + (f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _blob_data__start = pos
-            _blob_data___n = f_length
-            _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
-            pos += _blob_data___n
-            _blob_data___n = -(pos - _blob_data__start) % 256
-            pos += _blob_data___n
-            _blob_data___obj = _new(BlobData)
-            _blob_data___obj.payload = _blob_data__f_payload
-            _obj = _new(EnvBlobBody)
-            _obj.timestamp = f_timestamp
-            _obj.length = f_length
-            _obj.hash = f_hash
-            _obj.data = _blob_data___obj
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_blob_body, 'env_blob_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_blob_body, 'env_blob_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_blob_body(out, v, p_span):
     if not ((p_span == (1 + ((v.length + 255) // 256)))):
         raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
@@ -12327,30 +7356,6 @@ def _e_env_blob_body(out, v, p_span):
         raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
     out += _blob_data___b
     out += bytes(-(len(out) - _blob_data__start) % 256)
-
-def _em_env_blob_body(values, p_span):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S56_pack = _S56.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not p_span == 1 + (v.length + 255) // 256:
-            raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
-        if len(v.hash) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.hash)), path='hash')
-        _a(_S56_pack(v.timestamp, v.length, v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-        _blob_data__v = v.data
-        _blob_data__p_length = v.length
-        _blob_data___b = _blob_data__v.payload
-        if len(_blob_data___b) != _blob_data__p_length:
-            raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
-        _a(_blob_data___b)
-        _a(bytes(-len(_blob_data___b) % 256))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 def _d_env_branch_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -12369,51 +7374,6 @@ def _d_env_branch_body(mv, pos, end, p_span):
     _obj.head = f_head
     return _obj, pos
 
-def _u_env_branch_body(mv, pos, end, p_span):
-    f_branch, f_head, f_reserved = _S58.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if not max(f_branch) > 0:
-        raise ConstraintError('nil branch id')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(EnvBranchBody)
-    _obj.branch = f_branch
-    _obj.head = f_head
-    return (_obj, pos)
-
-def _m_env_branch_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S58_unpack_from = _S58.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_branch, f_head, f_reserved = _S58_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if not max(f_branch) > 0:
-                raise ConstraintError('nil branch id')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(EnvBranchBody)
-            _obj.branch = f_branch
-            _obj.head = f_head
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_branch_body, 'env_branch_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_branch_body, 'env_branch_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_branch_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='branch')
@@ -12424,21 +7384,6 @@ def _e_env_branch_body(out, v, p_span):
     if len(v.head) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.head)), path='head')
     out += _S58.pack(v.branch, v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_env_branch_body(values, p_span):
-    out = bytearray()
-    _S58_pack = _S58.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='branch')
-        if not max(v.branch) > 0:
-            raise EncodeError('nil branch id', path='branch')
-        if len(v.branch) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.branch)), path='branch')
-        if len(v.head) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.head)), path='head')
-        out += _S58_pack(v.branch, v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_env_tombstone_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -12454,62 +7399,12 @@ def _d_env_tombstone_body(mv, pos, end, p_span):
     _obj.branch = f_branch
     return _obj, pos
 
-def _u_env_tombstone_body(mv, pos, end, p_span):
-    f_branch, f_reserved = _S60.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(EnvTombstoneBody)
-    _obj.branch = f_branch
-    return (_obj, pos)
-
-def _m_env_tombstone_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S60_unpack_from = _S60.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_branch, f_reserved = _S60_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(EnvTombstoneBody)
-            _obj.branch = f_branch
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_tombstone_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='branch')
     if len(v.branch) != 16:
         raise EncodeError('expected 16 bytes, found ' + str(len(v.branch)), path='branch')
     out += _S60.pack(v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_env_tombstone_body(values, p_span):
-    out = bytearray()
-    _S60_pack = _S60.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='branch')
-        if len(v.branch) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.branch)), path='branch')
-        out += _S60_pack(v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_env_blob_want_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -12525,62 +7420,12 @@ def _d_env_blob_want_body(mv, pos, end, p_span):
     _obj.blob = f_blob
     return _obj, pos
 
-def _u_env_blob_want_body(mv, pos, end, p_span):
-    f_blob, f_reserved = _S62.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(EnvBlobWantBody)
-    _obj.blob = f_blob
-    return (_obj, pos)
-
-def _m_env_blob_want_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S62_unpack_from = _S62.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_blob, f_reserved = _S62_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(EnvBlobWantBody)
-            _obj.blob = f_blob
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_blob_want_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='blob')
     if len(v.blob) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.blob)), path='blob')
     out += _S62.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_env_blob_want_body(values, p_span):
-    out = bytearray()
-    _S62_pack = _S62.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='blob')
-        if len(v.blob) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.blob)), path='blob')
-        out += _S62_pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_env_typed_want_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -12601,55 +7446,6 @@ def _d_env_typed_want_body(mv, pos, end, p_span):
     _obj.c = f_c
     return _obj, pos
 
-def _u_env_typed_want_body(mv, pos, end, p_span):
-    f_tag, f_a, f_b, f_c, f_reserved = _S64.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-        raise ConstraintError('typed want tag must be 2, 3 or 4')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(EnvTypedWantBody)
-    _obj.tag = f_tag
-    _obj.a = f_a
-    _obj.b = f_b
-    _obj.c = f_c
-    return (_obj, pos)
-
-def _m_env_typed_want_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S64_unpack_from = _S64.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_tag, f_a, f_b, f_c, f_reserved = _S64_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
-                raise ConstraintError('typed want tag must be 2, 3 or 4')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(EnvTypedWantBody)
-            _obj.tag = f_tag
-            _obj.a = f_a
-            _obj.b = f_b
-            _obj.c = f_c
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_typed_want_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='tag')
@@ -12662,23 +7458,6 @@ def _e_env_typed_want_body(out, v, p_span):
     if len(v.c) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.c)), path='c')
     out += _S64.pack(v.tag, v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_env_typed_want_body(values, p_span):
-    out = bytearray()
-    _S64_pack = _S64.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='tag')
-        if not (v.tag == 2 or v.tag == 3 or v.tag == 4):
-            raise EncodeError('typed want tag must be 2, 3 or 4', path='tag')
-        if len(v.a) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.a)), path='a')
-        if len(v.b) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.b)), path='b')
-        if len(v.c) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.c)), path='c')
-        out += _S64_pack(v.tag, v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_env_commit_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -12699,55 +7478,6 @@ def _d_env_commit_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
-def _u_env_commit_body(mv, pos, end, p_span):
-    f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S66.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(EnvCommitBody)
-    _obj.collection = f_collection
-    _obj.data = f_data
-    _obj.metadata = f_metadata
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_env_commit_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S66_unpack_from = _S66.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S66_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(EnvCommitBody)
-            _obj.collection = f_collection
-            _obj.data = f_data
-            _obj.metadata = f_metadata
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_commit_body, 'env_commit_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_commit_body, 'env_commit_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_commit_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='collection')
@@ -12764,27 +7494,6 @@ def _e_env_commit_body(out, v, p_span):
     if len(v.sig_s) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
     out += _S66.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_env_commit_body(values, p_span):
-    out = bytearray()
-    _S66_pack = _S66.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='collection')
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.data) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.data)), path='data')
-        if len(v.metadata) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.metadata)), path='metadata')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S66_pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_env_merge_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -12805,55 +7514,6 @@ def _d_env_merge_body(mv, pos, end, p_span):
     _obj.result = f_result
     return _obj, pos
 
-def _u_env_merge_body(mv, pos, end, p_span):
-    f_collection, f_low, f_high, f_result, f_reserved = _S68.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if not f_high >= f_low:
-        raise ConstraintError('merge high < low')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(EnvMergeBody)
-    _obj.collection = f_collection
-    _obj.low = f_low
-    _obj.high = f_high
-    _obj.result = f_result
-    return (_obj, pos)
-
-def _m_env_merge_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S68_unpack_from = _S68.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_low, f_high, f_result, f_reserved = _S68_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if not f_high >= f_low:
-                raise ConstraintError('merge high < low')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(EnvMergeBody)
-            _obj.collection = f_collection
-            _obj.low = f_low
-            _obj.high = f_high
-            _obj.result = f_result
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_merge_body, 'env_merge_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_merge_body, 'env_merge_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_merge_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='collection')
@@ -12868,25 +7528,6 @@ def _e_env_merge_body(out, v, p_span):
     if len(v.result) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
     out += _S68.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_env_merge_body(values, p_span):
-    out = bytearray()
-    _S68_pack = _S68.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='collection')
-        if not v.high >= v.low:
-            raise EncodeError('merge high < low', path='high')
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        if len(v.result) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-        out += _S68_pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_env_derive_v4_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -12905,51 +7546,6 @@ def _d_env_derive_v4_body(mv, pos, end, p_span):
     _obj.output = f_output
     return _obj, pos
 
-def _u_env_derive_v4_body(mv, pos, end, p_span):
-    f_source, f_target, f_input, f_output, f_reserved = _S68.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(EnvDeriveV4Body)
-    _obj.source = f_source
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    return (_obj, pos)
-
-def _m_env_derive_v4_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S68_unpack_from = _S68.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_source, f_target, f_input, f_output, f_reserved = _S68_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(EnvDeriveV4Body)
-            _obj.source = f_source
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_derive_v4_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='source')
@@ -12962,23 +7558,6 @@ def _e_env_derive_v4_body(out, v, p_span):
     if len(v.output) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
     out += _S68.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-
-def _em_env_derive_v4_body(values, p_span):
-    out = bytearray()
-    _S68_pack = _S68.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='source')
-        if len(v.source) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.source)), path='source')
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        out += _S68_pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
 
 def _d_env_derive_v5_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -12996,49 +7575,6 @@ def _d_env_derive_v5_body(mv, pos, end, p_span):
     _obj.output = f_output
     return _obj, pos
 
-def _u_env_derive_v5_body(mv, pos, end, p_span):
-    f_target, f_input, f_output, f_reserved = _S71.unpack_from(mv, pos)
-    pos += 220
-    if not p_span == 1:
-        raise ConstraintError('kind requires span 1')
-    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero')
-    _obj = _new(EnvDeriveV5Body)
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    return (_obj, pos)
-
-def _m_env_derive_v5_body(mv, pos, end, p_span, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S71_unpack_from = _S71.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_target, f_input, f_output, f_reserved = _S71_unpack_from(mv, pos)
-            pos += 220
-            if not p_span == 1:
-                raise ConstraintError('kind requires span 1')
-            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero')
-            _obj = _new(EnvDeriveV5Body)
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, _end, (p_span, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, _end, (p_span, ), _out)
-    return _out
-
 def _e_env_derive_v5_body(out, v, p_span):
     if not ((p_span == 1)):
         raise EncodeError('kind requires span 1', path='target')
@@ -13050,33 +7586,18 @@ def _e_env_derive_v5_body(out, v, p_span):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
     out += _S71.pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
-def _em_env_derive_v5_body(values, p_span):
-    out = bytearray()
-    _S71_pack = _S71.pack
-    for v in values:
-        if not p_span == 1:
-            raise EncodeError('kind requires span 1', path='target')
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        out += _S71_pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-    return bytes(out)
-
 def _d_commit_transcript(mv, pos, end):
     if pos + 188 > end:
-        raise _short(pos, end, _T112)
-    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S111.unpack_from(mv, pos)
-    _r111 = pos
+        raise _short(pos, end, _T116)
+    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S115.unpack_from(mv, pos)
+    _r115 = pos
     pos += 188
     if f_domain != b'triblespace.collection.commit.transcript':
-        raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r115, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
     if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-        raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r115 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
     if f_version != 2:
-        raise ConstraintError('bad magic', offset=_r111 + 56, path='version', expected=2, found=f_version)
+        raise ConstraintError('bad magic', offset=_r115 + 56, path='version', expected=2, found=f_version)
     _obj = _new(CommitTranscript)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -13085,7 +7606,7 @@ def _d_commit_transcript(mv, pos, end):
     return _obj, pos
 
 def _u_commit_transcript(mv, pos, end):
-    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S111.unpack_from(mv, pos)
+    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S115.unpack_from(mv, pos)
     pos += 188
     if f_domain != b'triblespace.collection.commit.transcript':
         raise ConstraintError('bad magic')
@@ -13105,13 +7626,13 @@ def _m_commit_transcript(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S111_unpack_from = _S111.unpack_from
+    _S115_unpack_from = _S115.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S111_unpack_from(mv, pos)
+            f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S115_unpack_from(mv, pos)
             pos += 188
             if f_domain != b'triblespace.collection.commit.transcript':
                 raise ConstraintError('bad magic')
@@ -13142,11 +7663,11 @@ def _e_commit_transcript(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.data)), path='data')
     if len(v.metadata) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.metadata)), path='metadata')
-    out += _S111.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
+    out += _S115.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
 
 def _em_commit_transcript(values):
     out = bytearray()
-    _S111_pack = _S111.pack
+    _S115_pack = _S115.pack
     for v in values:
         if len(v.author) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
@@ -13156,7 +7677,7 @@ def _em_commit_transcript(values):
             raise EncodeError('expected 32 bytes, found ' + str(len(v.data)), path='data')
         if len(v.metadata) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(v.metadata)), path='metadata')
-        out += _S111_pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
+        out += _S115_pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
     return bytes(out)
 
 def _d_merge_endorsement(mv, pos, end):
@@ -13270,14 +7791,14 @@ def _em_merge_endorsement(values):
 
 def _d_derive_endorsement(mv, pos, end):
     if pos + 217 > end:
-        raise _short(pos, end, _T116)
-    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S115.unpack_from(mv, pos)
-    _r115 = pos
+        raise _short(pos, end, _T112)
+    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S111.unpack_from(mv, pos)
+    _r111 = pos
     pos += 217
     if f_domain != b'triblespace.collection.derive.endorsement':
-        raise ConstraintError('bad magic', offset=_r115, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
     if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-        raise ConstraintError('bad magic', offset=_r115 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r111 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
     _obj = _new(DeriveEndorsement)
     _obj.author = f_author
     _obj.target = f_target
@@ -13287,7 +7808,7 @@ def _d_derive_endorsement(mv, pos, end):
     return _obj, pos
 
 def _u_derive_endorsement(mv, pos, end):
-    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S115.unpack_from(mv, pos)
+    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S111.unpack_from(mv, pos)
     pos += 217
     if f_domain != b'triblespace.collection.derive.endorsement':
         raise ConstraintError('bad magic')
@@ -13306,13 +7827,13 @@ def _m_derive_endorsement(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S115_unpack_from = _S115.unpack_from
+    _S111_unpack_from = _S111.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S115_unpack_from(mv, pos)
+            f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S111_unpack_from(mv, pos)
             pos += 217
             if f_domain != b'triblespace.collection.derive.endorsement':
                 raise ConstraintError('bad magic')
@@ -13344,11 +7865,11 @@ def _e_derive_endorsement(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
     if len(v.input_witness) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.input_witness)), path='input_witness')
-    out += _S115.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
+    out += _S111.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
 
 def _em_derive_endorsement(values):
     out = bytearray()
-    _S115_pack = _S115.pack
+    _S111_pack = _S111.pack
     for v in values:
         if len(v.author) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
@@ -13360,7 +7881,7 @@ def _em_derive_endorsement(values):
             raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
         if len(v.input_witness) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(v.input_witness)), path='input_witness')
-        out += _S115_pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
+        out += _S111_pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
     return bytes(out)
 
 def _d_dense_commit(mv, pos, end):
@@ -13377,47 +7898,6 @@ def _d_dense_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
-def _u_dense_commit(mv, pos, end):
-    f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
-    pos += 192
-    _obj = _new(DenseCommit)
-    _obj.collection = f_collection
-    _obj.data = f_data
-    _obj.metadata = f_metadata
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_dense_commit(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S19_unpack_from = _S19.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
-            pos += 192
-            _obj = _new(DenseCommit)
-            _obj.collection = f_collection
-            _obj.data = f_data
-            _obj.metadata = f_metadata
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_dense_commit, 'dense_commit', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_dense_commit, 'dense_commit', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_dense_commit(out, v):
     if len(v.collection) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
@@ -13433,29 +7913,10 @@ def _e_dense_commit(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
     out += _S19.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
 
-def _em_dense_commit(values):
-    out = bytearray()
-    _S19_pack = _S19.pack
-    for v in values:
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.data) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.data)), path='data')
-        if len(v.metadata) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.metadata)), path='metadata')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S19_pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
-    return bytes(out)
-
 def _d_dense_unsigned_merge(mv, pos, end):
     if pos + 128 > end:
-        raise _short(pos, end, _T118)
-    f_collection, f_low, f_high, f_result = _S117.unpack_from(mv, pos)
+        raise _short(pos, end, _T103)
+    f_collection, f_low, f_high, f_result = _S102.unpack_from(mv, pos)
     pos += 128
     _obj = _new(DenseUnsignedMerge)
     _obj.collection = f_collection
@@ -13463,43 +7924,6 @@ def _d_dense_unsigned_merge(mv, pos, end):
     _obj.high = f_high
     _obj.result = f_result
     return _obj, pos
-
-def _u_dense_unsigned_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result = _S117.unpack_from(mv, pos)
-    pos += 128
-    _obj = _new(DenseUnsignedMerge)
-    _obj.collection = f_collection
-    _obj.low = f_low
-    _obj.high = f_high
-    _obj.result = f_result
-    return (_obj, pos)
-
-def _m_dense_unsigned_merge(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S117_unpack_from = _S117.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_low, f_high, f_result = _S117_unpack_from(mv, pos)
-            pos += 128
-            _obj = _new(DenseUnsignedMerge)
-            _obj.collection = f_collection
-            _obj.low = f_low
-            _obj.high = f_high
-            _obj.result = f_result
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, _end, (), _out)
-    return _out
 
 def _e_dense_unsigned_merge(out, v):
     if len(v.collection) != 32:
@@ -13510,26 +7934,11 @@ def _e_dense_unsigned_merge(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
     if len(v.result) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-    out += _S117.pack(v.collection, v.low, v.high, v.result)
-
-def _em_dense_unsigned_merge(values):
-    out = bytearray()
-    _S117_pack = _S117.pack
-    for v in values:
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        if len(v.result) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-        out += _S117_pack(v.collection, v.low, v.high, v.result)
-    return bytes(out)
+    out += _S102.pack(v.collection, v.low, v.high, v.result)
 
 def _d_dense_unsigned_derive(mv, pos, end):
     if pos + 96 > end:
-        raise _short(pos, end, _T119)
+        raise _short(pos, end, _T104)
     f_target, f_input, f_output = _S14.unpack_from(mv, pos)
     pos += 96
     _obj = _new(DenseUnsignedDerive)
@@ -13537,41 +7946,6 @@ def _d_dense_unsigned_derive(mv, pos, end):
     _obj.input = f_input
     _obj.output = f_output
     return _obj, pos
-
-def _u_dense_unsigned_derive(mv, pos, end):
-    f_target, f_input, f_output = _S14.unpack_from(mv, pos)
-    pos += 96
-    _obj = _new(DenseUnsignedDerive)
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    return (_obj, pos)
-
-def _m_dense_unsigned_derive(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S14_unpack_from = _S14.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_target, f_input, f_output = _S14_unpack_from(mv, pos)
-            pos += 96
-            _obj = _new(DenseUnsignedDerive)
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, _end, (), _out)
-    return _out
 
 def _e_dense_unsigned_derive(out, v):
     if len(v.target) != 32:
@@ -13582,23 +7956,10 @@ def _e_dense_unsigned_derive(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
     out += _S14.pack(v.target, v.input, v.output)
 
-def _em_dense_unsigned_derive(values):
-    out = bytearray()
-    _S14_pack = _S14.pack
-    for v in values:
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        out += _S14_pack(v.target, v.input, v.output)
-    return bytes(out)
-
 def _d_dense_signed_merge(mv, pos, end):
     if pos + 224 > end:
-        raise _short(pos, end, _T121)
-    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S120.unpack_from(mv, pos)
+        raise _short(pos, end, _T106)
+    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S105.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseSignedMerge)
     _obj.collection = f_collection
@@ -13609,49 +7970,6 @@ def _d_dense_signed_merge(mv, pos, end):
     _obj.sig_r = f_sig_r
     _obj.sig_s = f_sig_s
     return _obj, pos
-
-def _u_dense_signed_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S120.unpack_from(mv, pos)
-    pos += 224
-    _obj = _new(DenseSignedMerge)
-    _obj.collection = f_collection
-    _obj.low = f_low
-    _obj.high = f_high
-    _obj.result = f_result
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_dense_signed_merge(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S120_unpack_from = _S120.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S120_unpack_from(mv, pos)
-            pos += 224
-            _obj = _new(DenseSignedMerge)
-            _obj.collection = f_collection
-            _obj.low = f_low
-            _obj.high = f_high
-            _obj.result = f_result
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, _end, (), _out)
-    return _out
 
 def _e_dense_signed_merge(out, v):
     if len(v.collection) != 32:
@@ -13668,32 +7986,11 @@ def _e_dense_signed_merge(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
     if len(v.sig_s) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-    out += _S120.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
-
-def _em_dense_signed_merge(values):
-    out = bytearray()
-    _S120_pack = _S120.pack
-    for v in values:
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        if len(v.result) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S120_pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
-    return bytes(out)
+    out += _S105.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
 
 def _d_dense_signed_derive(mv, pos, end):
     if pos + 192 > end:
-        raise _short(pos, end, _T122)
+        raise _short(pos, end, _T107)
     f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
     pos += 192
     _obj = _new(DenseSignedDerive)
@@ -13704,47 +8001,6 @@ def _d_dense_signed_derive(mv, pos, end):
     _obj.sig_r = f_sig_r
     _obj.sig_s = f_sig_s
     return _obj, pos
-
-def _u_dense_signed_derive(mv, pos, end):
-    f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
-    pos += 192
-    _obj = _new(DenseSignedDerive)
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_dense_signed_derive(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S19_unpack_from = _S19.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
-            pos += 192
-            _obj = _new(DenseSignedDerive)
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, _end, (), _out)
-    return _out
 
 def _e_dense_signed_derive(out, v):
     if len(v.target) != 32:
@@ -13761,29 +8017,10 @@ def _e_dense_signed_derive(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
     out += _S19.pack(v.target, v.input, v.output, v.author, v.sig_r, v.sig_s)
 
-def _em_dense_signed_derive(values):
-    out = bytearray()
-    _S19_pack = _S19.pack
-    for v in values:
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S19_pack(v.target, v.input, v.output, v.author, v.sig_r, v.sig_s)
-    return bytes(out)
-
 def _d_dense_witness_merge(mv, pos, end):
     if pos + 288 > end:
-        raise _short(pos, end, _T124)
-    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S123.unpack_from(mv, pos)
+        raise _short(pos, end, _T109)
+    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S108.unpack_from(mv, pos)
     pos += 288
     _obj = _new(DenseWitnessMerge)
     _obj.collection = f_collection
@@ -13796,53 +8033,6 @@ def _d_dense_witness_merge(mv, pos, end):
     _obj.sig_r = f_sig_r
     _obj.sig_s = f_sig_s
     return _obj, pos
-
-def _u_dense_witness_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S123.unpack_from(mv, pos)
-    pos += 288
-    _obj = _new(DenseWitnessMerge)
-    _obj.collection = f_collection
-    _obj.low = f_low
-    _obj.high = f_high
-    _obj.result = f_result
-    _obj.low_witness = f_low_witness
-    _obj.high_witness = f_high_witness
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_dense_witness_merge(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S123_unpack_from = _S123.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S123_unpack_from(mv, pos)
-            pos += 288
-            _obj = _new(DenseWitnessMerge)
-            _obj.collection = f_collection
-            _obj.low = f_low
-            _obj.high = f_high
-            _obj.result = f_result
-            _obj.low_witness = f_low_witness
-            _obj.high_witness = f_high_witness
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, _end, (), _out)
-    return _out
 
 def _e_dense_witness_merge(out, v):
     if len(v.collection) != 32:
@@ -13863,37 +8053,12 @@ def _e_dense_witness_merge(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
     if len(v.sig_s) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-    out += _S123.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
-
-def _em_dense_witness_merge(values):
-    out = bytearray()
-    _S123_pack = _S123.pack
-    for v in values:
-        if len(v.collection) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
-        if len(v.low) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
-        if len(v.high) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
-        if len(v.result) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
-        if len(v.low_witness) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.low_witness)), path='low_witness')
-        if len(v.high_witness) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.high_witness)), path='high_witness')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S123_pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
-    return bytes(out)
+    out += _S108.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
 
 def _d_dense_witness_derive(mv, pos, end):
     if pos + 224 > end:
-        raise _short(pos, end, _T125)
-    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S120.unpack_from(mv, pos)
+        raise _short(pos, end, _T110)
+    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S105.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseWitnessDerive)
     _obj.target = f_target
@@ -13904,49 +8069,6 @@ def _d_dense_witness_derive(mv, pos, end):
     _obj.sig_r = f_sig_r
     _obj.sig_s = f_sig_s
     return _obj, pos
-
-def _u_dense_witness_derive(mv, pos, end):
-    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S120.unpack_from(mv, pos)
-    pos += 224
-    _obj = _new(DenseWitnessDerive)
-    _obj.target = f_target
-    _obj.input = f_input
-    _obj.output = f_output
-    _obj.input_witness = f_input_witness
-    _obj.author = f_author
-    _obj.sig_r = f_sig_r
-    _obj.sig_s = f_sig_s
-    return (_obj, pos)
-
-def _m_dense_witness_derive(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S120_unpack_from = _S120.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S120_unpack_from(mv, pos)
-            pos += 224
-            _obj = _new(DenseWitnessDerive)
-            _obj.target = f_target
-            _obj.input = f_input
-            _obj.output = f_output
-            _obj.input_witness = f_input_witness
-            _obj.author = f_author
-            _obj.sig_r = f_sig_r
-            _obj.sig_s = f_sig_s
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, _end, (), _out)
-    return _out
 
 def _e_dense_witness_derive(out, v):
     if len(v.target) != 32:
@@ -13963,38 +8085,17 @@ def _e_dense_witness_derive(out, v):
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
     if len(v.sig_s) != 32:
         raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-    out += _S120.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
-
-def _em_dense_witness_derive(values):
-    out = bytearray()
-    _S120_pack = _S120.pack
-    for v in values:
-        if len(v.target) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
-        if len(v.input) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
-        if len(v.output) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
-        if len(v.input_witness) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.input_witness)), path='input_witness')
-        if len(v.author) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
-        if len(v.sig_r) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_r)), path='sig_r')
-        if len(v.sig_s) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.sig_s)), path='sig_s')
-        out += _S120_pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
-    return bytes(out)
+    out += _S105.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
 
 def _d_dense_record(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T110)
+        raise _short(pos, end, _T101)
     f_tag = mv[pos]
-    _r109 = pos
+    _r100 = pos
     pos += 1
     _v = _DENSETAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown dense_tag value', offset=_r109, path='tag', expected=[1, 2, 3, 4, 5, 6, 7], found=f_tag)
+        raise ConstraintError('unknown dense_tag value', offset=_r100, path='tag', expected=[1, 2, 3, 4, 5, 6, 7], found=f_tag)
     f_tag = _v
     _tag = f_tag
     if _tag == 1:
@@ -14016,8 +8117,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 2:
         try:
             if pos + 128 > end:
-                raise _short(pos, end, _T118)
-            _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S117.unpack_from(mv, pos)
+                raise _short(pos, end, _T103)
+            _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S102.unpack_from(mv, pos)
             pos += 128
             _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
             _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -14030,7 +8131,7 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 3:
         try:
             if pos + 96 > end:
-                raise _short(pos, end, _T119)
+                raise _short(pos, end, _T104)
             _dense_unsigned_derive__f_target, _dense_unsigned_derive__f_input, _dense_unsigned_derive__f_output = _S14.unpack_from(mv, pos)
             pos += 96
             _dense_unsigned_derive___obj = _new(DenseUnsignedDerive)
@@ -14043,8 +8144,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 4:
         try:
             if pos + 224 > end:
-                raise _short(pos, end, _T121)
-            _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S120.unpack_from(mv, pos)
+                raise _short(pos, end, _T106)
+            _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S105.unpack_from(mv, pos)
             pos += 224
             _dense_signed_merge___obj = _new(DenseSignedMerge)
             _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -14060,7 +8161,7 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 5:
         try:
             if pos + 192 > end:
-                raise _short(pos, end, _T122)
+                raise _short(pos, end, _T107)
             _dense_signed_derive__f_target, _dense_signed_derive__f_input, _dense_signed_derive__f_output, _dense_signed_derive__f_author, _dense_signed_derive__f_sig_r, _dense_signed_derive__f_sig_s = _S19.unpack_from(mv, pos)
             pos += 192
             _dense_signed_derive___obj = _new(DenseSignedDerive)
@@ -14076,8 +8177,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 6:
         try:
             if pos + 288 > end:
-                raise _short(pos, end, _T124)
-            _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S123.unpack_from(mv, pos)
+                raise _short(pos, end, _T109)
+            _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S108.unpack_from(mv, pos)
             pos += 288
             _dense_witness_merge___obj = _new(DenseWitnessMerge)
             _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -14095,8 +8196,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 7:
         try:
             if pos + 224 > end:
-                raise _short(pos, end, _T125)
-            _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S120.unpack_from(mv, pos)
+                raise _short(pos, end, _T110)
+            _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S105.unpack_from(mv, pos)
             pos += 224
             _dense_witness_derive___obj = _new(DenseWitnessDerive)
             _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -14133,7 +8234,7 @@ def _u_dense_record(mv, pos, end):
         _dense_commit___obj.sig_s = _dense_commit__f_sig_s
         f_payload = _dense_commit___obj
     elif _tag == 2:
-        _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S117.unpack_from(mv, pos)
+        _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S102.unpack_from(mv, pos)
         pos += 128
         _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
         _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -14150,7 +8251,7 @@ def _u_dense_record(mv, pos, end):
         _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
         f_payload = _dense_unsigned_derive___obj
     elif _tag == 4:
-        _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S120.unpack_from(mv, pos)
+        _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S105.unpack_from(mv, pos)
         pos += 224
         _dense_signed_merge___obj = _new(DenseSignedMerge)
         _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -14173,7 +8274,7 @@ def _u_dense_record(mv, pos, end):
         _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
         f_payload = _dense_signed_derive___obj
     elif _tag == 6:
-        _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S123.unpack_from(mv, pos)
+        _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S108.unpack_from(mv, pos)
         pos += 288
         _dense_witness_merge___obj = _new(DenseWitnessMerge)
         _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -14187,7 +8288,7 @@ def _u_dense_record(mv, pos, end):
         _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
         f_payload = _dense_witness_merge___obj
     elif _tag == 7:
-        _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S120.unpack_from(mv, pos)
+        _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S105.unpack_from(mv, pos)
         pos += 224
         _dense_witness_derive___obj = _new(DenseWitnessDerive)
         _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -14210,9 +8311,9 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S117_unpack_from = _S117.unpack_from
-    _S120_unpack_from = _S120.unpack_from
-    _S123_unpack_from = _S123.unpack_from
+    _S102_unpack_from = _S102.unpack_from
+    _S105_unpack_from = _S105.unpack_from
+    _S108_unpack_from = _S108.unpack_from
     _S14_unpack_from = _S14.unpack_from
     _S19_unpack_from = _S19.unpack_from
     try:
@@ -14236,7 +8337,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_commit___obj.sig_s = _dense_commit__f_sig_s
                 f_payload = _dense_commit___obj
             elif _tag == 2:
-                _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S117_unpack_from(mv, pos)
+                _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S102_unpack_from(mv, pos)
                 pos += 128
                 _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
                 _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -14253,7 +8354,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
                 f_payload = _dense_unsigned_derive___obj
             elif _tag == 4:
-                _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S120_unpack_from(mv, pos)
+                _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S105_unpack_from(mv, pos)
                 pos += 224
                 _dense_signed_merge___obj = _new(DenseSignedMerge)
                 _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -14276,7 +8377,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
                 f_payload = _dense_signed_derive___obj
             elif _tag == 6:
-                _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S123_unpack_from(mv, pos)
+                _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S108_unpack_from(mv, pos)
                 pos += 288
                 _dense_witness_merge___obj = _new(DenseWitnessMerge)
                 _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -14290,7 +8391,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
                 f_payload = _dense_witness_merge___obj
             elif _tag == 7:
-                _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S120_unpack_from(mv, pos)
+                _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S105_unpack_from(mv, pos)
                 pos += 224
                 _dense_witness_derive___obj = _new(DenseWitnessDerive)
                 _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -14316,7 +8417,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_dense_record(out, v):
-    out += _S109.pack(_DENSETAG_BY_VALUE[v.tag])
+    out += _S100.pack(_DENSETAG_BY_VALUE[v.tag])
     _tag = v.tag
     if _tag == 1:
         if v.payload.__class__ is not DenseCommit:
@@ -14347,7 +8448,7 @@ def _e_dense_record(out, v):
             raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.high)), path='high')
         if len(_dense_unsigned_merge__v.result) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.result)), path='result')
-        out += _S117.pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
+        out += _S102.pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
     elif _tag == 3:
         if v.payload.__class__ is not DenseUnsignedDerive:
             raise EncodeError('tag UnsignedDerive takes a DenseUnsignedDerive, not ' + type(v.payload).__name__, path='payload')
@@ -14377,7 +8478,7 @@ def _e_dense_record(out, v):
             raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_r)), path='sig_r')
         if len(_dense_signed_merge__v.sig_s) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_s)), path='sig_s')
-        out += _S120.pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
+        out += _S105.pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
     elif _tag == 5:
         if v.payload.__class__ is not DenseSignedDerive:
             raise EncodeError('tag SignedDerive takes a DenseSignedDerive, not ' + type(v.payload).__name__, path='payload')
@@ -14417,7 +8518,7 @@ def _e_dense_record(out, v):
             raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_r)), path='sig_r')
         if len(_dense_witness_merge__v.sig_s) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_s)), path='sig_s')
-        out += _S123.pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
+        out += _S108.pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
     elif _tag == 7:
         if v.payload.__class__ is not DenseWitnessDerive:
             raise EncodeError('tag WitnessDerive takes a DenseWitnessDerive, not ' + type(v.payload).__name__, path='payload')
@@ -14436,7 +8537,7 @@ def _e_dense_record(out, v):
             raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_r)), path='sig_r')
         if len(_dense_witness_derive__v.sig_s) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_s)), path='sig_s')
-        out += _S120.pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
+        out += _S105.pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='payload')
 
@@ -14444,17 +8545,17 @@ def _em_dense_record(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S109_pack = _S109.pack
-    _S117_pack = _S117.pack
-    _S120_pack = _S120.pack
-    _S123_pack = _S123.pack
+    _S100_pack = _S100.pack
+    _S102_pack = _S102.pack
+    _S105_pack = _S105.pack
+    _S108_pack = _S108.pack
     _S14_pack = _S14.pack
     _S19_pack = _S19.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S109_pack(_DENSETAG_BY_VALUE[v.tag]))
+        _a(_S100_pack(_DENSETAG_BY_VALUE[v.tag]))
         _tag = v.tag
         if _tag == 1:
             if v.payload.__class__ is not DenseCommit:
@@ -14485,7 +8586,7 @@ def _em_dense_record(values):
                 raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.high)), path='high')
             if len(_dense_unsigned_merge__v.result) != 32:
                 raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.result)), path='result')
-            _a(_S117_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result))
+            _a(_S102_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result))
         elif _tag == 3:
             if v.payload.__class__ is not DenseUnsignedDerive:
                 raise EncodeError('tag UnsignedDerive takes a DenseUnsignedDerive, not ' + type(v.payload).__name__, path='payload')
@@ -14515,7 +8616,7 @@ def _em_dense_record(values):
                 raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_r)), path='sig_r')
             if len(_dense_signed_merge__v.sig_s) != 32:
                 raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_s)), path='sig_s')
-            _a(_S120_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s))
+            _a(_S105_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s))
         elif _tag == 5:
             if v.payload.__class__ is not DenseSignedDerive:
                 raise EncodeError('tag SignedDerive takes a DenseSignedDerive, not ' + type(v.payload).__name__, path='payload')
@@ -14555,7 +8656,7 @@ def _em_dense_record(values):
                 raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_r)), path='sig_r')
             if len(_dense_witness_merge__v.sig_s) != 32:
                 raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_s)), path='sig_s')
-            _a(_S123_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s))
+            _a(_S108_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s))
         elif _tag == 7:
             if v.payload.__class__ is not DenseWitnessDerive:
                 raise EncodeError('tag WitnessDerive takes a DenseWitnessDerive, not ' + type(v.payload).__name__, path='payload')
@@ -14574,7 +8675,7 @@ def _em_dense_record(values):
                 raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_r)), path='sig_r')
             if len(_dense_witness_derive__v.sig_s) != 32:
                 raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_s)), path='sig_s')
-            _a(_S120_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
+            _a(_S105_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
     _chunks.append(b''.join(_all))
@@ -14701,7 +8802,7 @@ def _u_pile_file(mv, pos, end):
         if pos >= end:
             break
         _ip = pos
-        _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
+        _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S119.unpack_from(mv, pos)
         pos += 16
         if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
             pos += 48
@@ -14777,7 +8878,7 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S100_unpack_from = _S100.unpack_from
+    _S119_unpack_from = _S119.unpack_from
     try:
         while True:
             if pos >= end:
@@ -14788,7 +8889,7 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                 if pos >= end:
                     break
                 _ip = pos
-                _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S100_unpack_from(mv, pos)
+                _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S119_unpack_from(mv, pos)
                 pos += 16
                 if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
                     pos += 48
@@ -15008,8 +9109,7 @@ def iter_frame_rest(buf, offset: int = 0, end: int | None = None):
 def decode_many_frame_rest(buf, offset: int = 0, end: int | None = None) -> list[FrameRest]:
     """Decode consecutive `frame_rest` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_frame_rest``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_frame_rest(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_frame_rest, "frame_rest", buf, offset, end, ())
 
 
 def decode_prefix_frame_rest(buf, offset: int = 0, end: int | None = None) -> tuple[list[FrameRest], int]:
@@ -15017,19 +9117,11 @@ def decode_prefix_frame_rest(buf, offset: int = 0, end: int | None = None) -> tu
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_frame_rest(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_frame_rest, "frame_rest", buf, offset, end, ())
 
 
 def encode_many_frame_rest(values) -> bytes:
     """Encode consecutive `frame_rest` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_frame_rest(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_frame_rest, "frame_rest", values, ())
 
 
@@ -15129,14 +9221,6 @@ def decode_blob_head(buf, offset: int = 0, *, span: int) -> tuple[BlobHead, int]
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_blob_head(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_blob_head(mv, offset, len(mv), span)
     except DecodeError as exc:
         raise exc.prefixed("blob_head") from None
@@ -15170,8 +9254,7 @@ def iter_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int):
 def decode_many_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[BlobHead]:
     """Decode consecutive `blob_head` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_blob_head``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_blob_head(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_blob_head, "blob_head", buf, offset, end, (span,))
 
 
 def decode_prefix_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[BlobHead], int]:
@@ -15179,19 +9262,11 @@ def decode_prefix_blob_head(buf, offset: int = 0, end: int | None = None, *, spa
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_blob_head(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_blob_head, "blob_head", buf, offset, end, (span,))
 
 
 def encode_many_blob_head(values, *, span: int) -> bytes:
     """Encode consecutive `blob_head` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_blob_head(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_blob_head, "blob_head", values, (span,))
 
 
@@ -15209,14 +9284,6 @@ def decode_blob_data(buf, offset: int = 0, *, length: int) -> tuple[BlobData, in
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_blob_data(mv, offset, len(mv), length)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_blob_data(mv, offset, len(mv), length)
     except DecodeError as exc:
@@ -15251,8 +9318,7 @@ def iter_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int)
 def decode_many_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> list[BlobData]:
     """Decode consecutive `blob_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_blob_data``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_blob_data(mv, offset, len(mv) if end is None else end, length)
+    return _decode_many(_d_blob_data, "blob_data", buf, offset, end, (length,))
 
 
 def decode_prefix_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> tuple[list[BlobData], int]:
@@ -15260,19 +9326,11 @@ def decode_prefix_blob_data(buf, offset: int = 0, end: int | None = None, *, len
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_blob_data(mv, offset, end, length, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_blob_data, "blob_data", buf, offset, end, (length,))
 
 
 def encode_many_blob_data(values, *, length: int) -> bytes:
     """Encode consecutive `blob_data` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_blob_data(values, length)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_blob_data, "blob_data", values, (length,))
 
 
@@ -15290,14 +9348,6 @@ def decode_blob_body(buf, offset: int = 0, *, span: int) -> tuple[BlobBody, int]
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_blob_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_blob_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -15332,8 +9382,7 @@ def iter_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int):
 def decode_many_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[BlobBody]:
     """Decode consecutive `blob_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_blob_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_blob_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_blob_body, "blob_body", buf, offset, end, (span,))
 
 
 def decode_prefix_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[BlobBody], int]:
@@ -15341,19 +9390,11 @@ def decode_prefix_blob_body(buf, offset: int = 0, end: int | None = None, *, spa
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_blob_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_blob_body, "blob_body", buf, offset, end, (span,))
 
 
 def encode_many_blob_body(values, *, span: int) -> bytes:
     """Encode consecutive `blob_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_blob_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_blob_body, "blob_body", values, (span,))
 
 
@@ -15371,14 +9412,6 @@ def decode_pin_head_body(buf, offset: int = 0, *, span: int) -> tuple[PinHeadBod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_pin_head_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_pin_head_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -15413,8 +9446,7 @@ def iter_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PinHeadBody]:
     """Decode consecutive `pin_head_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_pin_head_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_pin_head_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_pin_head_body, "pin_head_body", buf, offset, end, (span,))
 
 
 def decode_prefix_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[PinHeadBody], int]:
@@ -15422,19 +9454,11 @@ def decode_prefix_pin_head_body(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_pin_head_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_pin_head_body, "pin_head_body", buf, offset, end, (span,))
 
 
 def encode_many_pin_head_body(values, *, span: int) -> bytes:
     """Encode consecutive `pin_head_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_pin_head_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_pin_head_body, "pin_head_body", values, (span,))
 
 
@@ -15452,14 +9476,6 @@ def decode_pin_tombstone_body(buf, offset: int = 0, *, span: int) -> tuple[PinTo
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_pin_tombstone_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_pin_tombstone_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -15494,8 +9510,7 @@ def iter_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PinTombstoneBody]:
     """Decode consecutive `pin_tombstone_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_pin_tombstone_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_pin_tombstone_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_pin_tombstone_body, "pin_tombstone_body", buf, offset, end, (span,))
 
 
 def decode_prefix_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[PinTombstoneBody], int]:
@@ -15503,19 +9518,11 @@ def decode_prefix_pin_tombstone_body(buf, offset: int = 0, end: int | None = Non
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_pin_tombstone_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_pin_tombstone_body, "pin_tombstone_body", buf, offset, end, (span,))
 
 
 def encode_many_pin_tombstone_body(values, *, span: int) -> bytes:
     """Encode consecutive `pin_tombstone_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_pin_tombstone_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_pin_tombstone_body, "pin_tombstone_body", values, (span,))
 
 
@@ -15533,14 +9540,6 @@ def decode_want_blob(buf, offset: int = 0) -> tuple[WantBlob, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_want_blob(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_want_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -15575,8 +9574,7 @@ def iter_want_blob(buf, offset: int = 0, end: int | None = None):
 def decode_many_want_blob(buf, offset: int = 0, end: int | None = None) -> list[WantBlob]:
     """Decode consecutive `want_blob` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_blob``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_want_blob(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_want_blob, "want_blob", buf, offset, end, ())
 
 
 def decode_prefix_want_blob(buf, offset: int = 0, end: int | None = None) -> tuple[list[WantBlob], int]:
@@ -15584,19 +9582,11 @@ def decode_prefix_want_blob(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_want_blob(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_want_blob, "want_blob", buf, offset, end, ())
 
 
 def encode_many_want_blob(values) -> bytes:
     """Encode consecutive `want_blob` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_want_blob(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_blob, "want_blob", values, ())
 
 
@@ -15614,14 +9604,6 @@ def decode_want_merge(buf, offset: int = 0) -> tuple[WantMerge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_want_merge(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_want_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -15656,8 +9638,7 @@ def iter_want_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_want_merge(buf, offset: int = 0, end: int | None = None) -> list[WantMerge]:
     """Decode consecutive `want_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_merge``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_want_merge(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_want_merge, "want_merge", buf, offset, end, ())
 
 
 def decode_prefix_want_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[WantMerge], int]:
@@ -15665,19 +9646,11 @@ def decode_prefix_want_merge(buf, offset: int = 0, end: int | None = None) -> tu
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_want_merge(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_want_merge, "want_merge", buf, offset, end, ())
 
 
 def encode_many_want_merge(values) -> bytes:
     """Encode consecutive `want_merge` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_want_merge(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_merge, "want_merge", values, ())
 
 
@@ -15695,14 +9668,6 @@ def decode_want_derive(buf, offset: int = 0) -> tuple[WantDerive, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_want_derive(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_want_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -15737,8 +9702,7 @@ def iter_want_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_want_derive(buf, offset: int = 0, end: int | None = None) -> list[WantDerive]:
     """Decode consecutive `want_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_derive``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_want_derive(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_want_derive, "want_derive", buf, offset, end, ())
 
 
 def decode_prefix_want_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[WantDerive], int]:
@@ -15746,19 +9710,11 @@ def decode_prefix_want_derive(buf, offset: int = 0, end: int | None = None) -> t
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_want_derive(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_want_derive, "want_derive", buf, offset, end, ())
 
 
 def encode_many_want_derive(values) -> bytes:
     """Encode consecutive `want_derive` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_want_derive(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_derive, "want_derive", values, ())
 
 
@@ -15858,14 +9814,6 @@ def decode_want_v3_body(buf, offset: int = 0, *, span: int) -> tuple[WantV3Body,
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_want_v3_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_want_v3_body(mv, offset, len(mv), span)
     except DecodeError as exc:
         raise exc.prefixed("want_v3_body") from None
@@ -15899,8 +9847,7 @@ def iter_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int
 def decode_many_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[WantV3Body]:
     """Decode consecutive `want_v3_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_v3_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_want_v3_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_want_v3_body, "want_v3_body", buf, offset, end, (span,))
 
 
 def decode_prefix_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[WantV3Body], int]:
@@ -15908,19 +9855,11 @@ def decode_prefix_want_v3_body(buf, offset: int = 0, end: int | None = None, *, 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_want_v3_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_want_v3_body, "want_v3_body", buf, offset, end, (span,))
 
 
 def encode_many_want_v3_body(values, *, span: int) -> bytes:
     """Encode consecutive `want_v3_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_want_v3_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_v3_body, "want_v3_body", values, (span,))
 
 
@@ -15938,14 +9877,6 @@ def decode_commit_body(buf, offset: int = 0, *, span: int) -> tuple[CommitBody, 
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_commit_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_commit_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -15980,8 +9911,7 @@ def iter_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int)
 def decode_many_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[CommitBody]:
     """Decode consecutive `commit_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_commit_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_commit_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_commit_body, "commit_body", buf, offset, end, (span,))
 
 
 def decode_prefix_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[CommitBody], int]:
@@ -15989,19 +9919,11 @@ def decode_prefix_commit_body(buf, offset: int = 0, end: int | None = None, *, s
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_commit_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_commit_body, "commit_body", buf, offset, end, (span,))
 
 
 def encode_many_commit_body(values, *, span: int) -> bytes:
     """Encode consecutive `commit_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_commit_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_commit_body, "commit_body", values, (span,))
 
 
@@ -16019,14 +9941,6 @@ def decode_merge_v6_body(buf, offset: int = 0, *, span: int) -> tuple[MergeV6Bod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_merge_v6_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_merge_v6_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16061,8 +9975,7 @@ def iter_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[MergeV6Body]:
     """Decode consecutive `merge_v6_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_merge_v6_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_merge_v6_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_merge_v6_body, "merge_v6_body", buf, offset, end, (span,))
 
 
 def decode_prefix_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[MergeV6Body], int]:
@@ -16070,19 +9983,11 @@ def decode_prefix_merge_v6_body(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_merge_v6_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_merge_v6_body, "merge_v6_body", buf, offset, end, (span,))
 
 
 def encode_many_merge_v6_body(values, *, span: int) -> bytes:
     """Encode consecutive `merge_v6_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_merge_v6_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_merge_v6_body, "merge_v6_body", values, (span,))
 
 
@@ -16100,14 +10005,6 @@ def decode_derive_v7_body(buf, offset: int = 0, *, span: int) -> tuple[DeriveV7B
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_derive_v7_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_derive_v7_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16142,8 +10039,7 @@ def iter_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: i
 def decode_many_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[DeriveV7Body]:
     """Decode consecutive `derive_v7_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_derive_v7_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_derive_v7_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_derive_v7_body, "derive_v7_body", buf, offset, end, (span,))
 
 
 def decode_prefix_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[DeriveV7Body], int]:
@@ -16151,19 +10047,11 @@ def decode_prefix_derive_v7_body(buf, offset: int = 0, end: int | None = None, *
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_derive_v7_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_derive_v7_body, "derive_v7_body", buf, offset, end, (span,))
 
 
 def encode_many_derive_v7_body(values, *, span: int) -> bytes:
     """Encode consecutive `derive_v7_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_derive_v7_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_derive_v7_body, "derive_v7_body", values, (span,))
 
 
@@ -16263,14 +10151,6 @@ def decode_proof_v5_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV5Bod
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v5_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_proof_v5_body(mv, offset, len(mv), span)
     except DecodeError as exc:
         raise exc.prefixed("proof_v5_body") from None
@@ -16304,8 +10184,7 @@ def iter_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV5Body]:
     """Decode consecutive `proof_v5_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v5_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v5_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_proof_v5_body, "proof_v5_body", buf, offset, end, (span,))
 
 
 def decode_prefix_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ProofV5Body], int]:
@@ -16313,19 +10192,11 @@ def decode_prefix_proof_v5_body(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v5_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v5_body, "proof_v5_body", buf, offset, end, (span,))
 
 
 def encode_many_proof_v5_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v5_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v5_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v5_body, "proof_v5_body", values, (span,))
 
 
@@ -16343,14 +10214,6 @@ def decode_retired_blob_want_body(buf, offset: int = 0, *, span: int) -> tuple[R
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_retired_blob_want_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_retired_blob_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16385,8 +10248,7 @@ def iter_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *,
 def decode_many_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[RetiredBlobWantBody]:
     """Decode consecutive `retired_blob_want_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_retired_blob_want_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_retired_blob_want_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_retired_blob_want_body, "retired_blob_want_body", buf, offset, end, (span,))
 
 
 def decode_prefix_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[RetiredBlobWantBody], int]:
@@ -16394,19 +10256,11 @@ def decode_prefix_retired_blob_want_body(buf, offset: int = 0, end: int | None =
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_retired_blob_want_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_retired_blob_want_body, "retired_blob_want_body", buf, offset, end, (span,))
 
 
 def encode_many_retired_blob_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `retired_blob_want_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_retired_blob_want_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_retired_blob_want_body, "retired_blob_want_body", values, (span,))
 
 
@@ -16424,14 +10278,6 @@ def decode_retired_typed_want_body(buf, offset: int = 0, *, span: int) -> tuple[
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_retired_typed_want_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_retired_typed_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16466,8 +10312,7 @@ def iter_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *
 def decode_many_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[RetiredTypedWantBody]:
     """Decode consecutive `retired_typed_want_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_retired_typed_want_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_retired_typed_want_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_retired_typed_want_body, "retired_typed_want_body", buf, offset, end, (span,))
 
 
 def decode_prefix_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[RetiredTypedWantBody], int]:
@@ -16475,19 +10320,11 @@ def decode_prefix_retired_typed_want_body(buf, offset: int = 0, end: int | None 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_retired_typed_want_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_retired_typed_want_body, "retired_typed_want_body", buf, offset, end, (span,))
 
 
 def encode_many_retired_typed_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `retired_typed_want_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_retired_typed_want_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_retired_typed_want_body, "retired_typed_want_body", values, (span,))
 
 
@@ -16505,14 +10342,6 @@ def decode_unsigned_merge_body(buf, offset: int = 0, *, span: int) -> tuple[Unsi
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_unsigned_merge_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_unsigned_merge_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16547,8 +10376,7 @@ def iter_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, sp
 def decode_many_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[UnsignedMergeBody]:
     """Decode consecutive `unsigned_merge_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_unsigned_merge_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_unsigned_merge_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_unsigned_merge_body, "unsigned_merge_body", buf, offset, end, (span,))
 
 
 def decode_prefix_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[UnsignedMergeBody], int]:
@@ -16556,19 +10384,11 @@ def decode_prefix_unsigned_merge_body(buf, offset: int = 0, end: int | None = No
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_unsigned_merge_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_unsigned_merge_body, "unsigned_merge_body", buf, offset, end, (span,))
 
 
 def encode_many_unsigned_merge_body(values, *, span: int) -> bytes:
     """Encode consecutive `unsigned_merge_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_unsigned_merge_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_unsigned_merge_body, "unsigned_merge_body", values, (span,))
 
 
@@ -16586,14 +10406,6 @@ def decode_unsigned_derive_body(buf, offset: int = 0, *, span: int) -> tuple[Uns
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_unsigned_derive_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_unsigned_derive_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16628,8 +10440,7 @@ def iter_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, s
 def decode_many_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[UnsignedDeriveBody]:
     """Decode consecutive `unsigned_derive_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_unsigned_derive_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_unsigned_derive_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_unsigned_derive_body, "unsigned_derive_body", buf, offset, end, (span,))
 
 
 def decode_prefix_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[UnsignedDeriveBody], int]:
@@ -16637,19 +10448,11 @@ def decode_prefix_unsigned_derive_body(buf, offset: int = 0, end: int | None = N
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_unsigned_derive_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_unsigned_derive_body, "unsigned_derive_body", buf, offset, end, (span,))
 
 
 def encode_many_unsigned_derive_body(values, *, span: int) -> bytes:
     """Encode consecutive `unsigned_derive_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_unsigned_derive_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_unsigned_derive_body, "unsigned_derive_body", values, (span,))
 
 
@@ -16667,14 +10470,6 @@ def decode_peer_body(buf, offset: int = 0, *, span: int) -> tuple[PeerBody, int]
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_peer_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_peer_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16709,8 +10504,7 @@ def iter_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int):
 def decode_many_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PeerBody]:
     """Decode consecutive `peer_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_peer_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_peer_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_peer_body, "peer_body", buf, offset, end, (span,))
 
 
 def decode_prefix_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[PeerBody], int]:
@@ -16718,19 +10512,11 @@ def decode_prefix_peer_body(buf, offset: int = 0, end: int | None = None, *, spa
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_peer_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_peer_body, "peer_body", buf, offset, end, (span,))
 
 
 def encode_many_peer_body(values, *, span: int) -> bytes:
     """Encode consecutive `peer_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_peer_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_peer_body, "peer_body", values, (span,))
 
 
@@ -16748,14 +10534,6 @@ def decode_store_scope_body(buf, offset: int = 0, *, span: int) -> tuple[StoreSc
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_store_scope_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_store_scope_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16790,8 +10568,7 @@ def iter_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span:
 def decode_many_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[StoreScopeBody]:
     """Decode consecutive `store_scope_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_store_scope_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_store_scope_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_store_scope_body, "store_scope_body", buf, offset, end, (span,))
 
 
 def decode_prefix_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[StoreScopeBody], int]:
@@ -16799,19 +10576,11 @@ def decode_prefix_store_scope_body(buf, offset: int = 0, end: int | None = None,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_store_scope_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_store_scope_body, "store_scope_body", buf, offset, end, (span,))
 
 
 def encode_many_store_scope_body(values, *, span: int) -> bytes:
     """Encode consecutive `store_scope_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_store_scope_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_store_scope_body, "store_scope_body", values, (span,))
 
 
@@ -16829,14 +10598,6 @@ def decode_artifact_offer_body(buf, offset: int = 0, *, span: int) -> tuple[Arti
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_artifact_offer_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_artifact_offer_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -16871,8 +10632,7 @@ def iter_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, sp
 def decode_many_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ArtifactOfferBody]:
     """Decode consecutive `artifact_offer_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_artifact_offer_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_artifact_offer_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_artifact_offer_body, "artifact_offer_body", buf, offset, end, (span,))
 
 
 def decode_prefix_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ArtifactOfferBody], int]:
@@ -16880,19 +10640,11 @@ def decode_prefix_artifact_offer_body(buf, offset: int = 0, end: int | None = No
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_artifact_offer_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_artifact_offer_body, "artifact_offer_body", buf, offset, end, (span,))
 
 
 def encode_many_artifact_offer_body(values, *, span: int) -> bytes:
     """Encode consecutive `artifact_offer_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_artifact_offer_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_artifact_offer_body, "artifact_offer_body", values, (span,))
 
 
@@ -16992,14 +10744,6 @@ def decode_proof_v1_content(buf, offset: int = 0) -> tuple[ProofV1Content, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v1_content(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_proof_v1_content(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("proof_v1_content") from None
@@ -17033,8 +10777,7 @@ def iter_proof_v1_content(buf, offset: int = 0, end: int | None = None):
 def decode_many_proof_v1_content(buf, offset: int = 0, end: int | None = None) -> list[ProofV1Content]:
     """Decode consecutive `proof_v1_content` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v1_content``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v1_content(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_proof_v1_content, "proof_v1_content", buf, offset, end, ())
 
 
 def decode_prefix_proof_v1_content(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProofV1Content], int]:
@@ -17042,19 +10785,11 @@ def decode_prefix_proof_v1_content(buf, offset: int = 0, end: int | None = None)
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v1_content(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v1_content, "proof_v1_content", buf, offset, end, ())
 
 
 def encode_many_proof_v1_content(values) -> bytes:
     """Encode consecutive `proof_v1_content` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v1_content(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v1_content, "proof_v1_content", values, ())
 
 
@@ -17154,14 +10889,6 @@ def decode_proof_v2_content(buf, offset: int = 0) -> tuple[ProofV2Content, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v2_content(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_proof_v2_content(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("proof_v2_content") from None
@@ -17195,8 +10922,7 @@ def iter_proof_v2_content(buf, offset: int = 0, end: int | None = None):
 def decode_many_proof_v2_content(buf, offset: int = 0, end: int | None = None) -> list[ProofV2Content]:
     """Decode consecutive `proof_v2_content` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v2_content``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v2_content(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_proof_v2_content, "proof_v2_content", buf, offset, end, ())
 
 
 def decode_prefix_proof_v2_content(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProofV2Content], int]:
@@ -17204,19 +10930,11 @@ def decode_prefix_proof_v2_content(buf, offset: int = 0, end: int | None = None)
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v2_content(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v2_content, "proof_v2_content", buf, offset, end, ())
 
 
 def encode_many_proof_v2_content(values) -> bytes:
     """Encode consecutive `proof_v2_content` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v2_content(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v2_content, "proof_v2_content", values, ())
 
 
@@ -17234,14 +10952,6 @@ def decode_proof_v1_data(buf, offset: int = 0, *, body_len: int) -> tuple[ProofV
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v1_data(mv, offset, len(mv), body_len)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_proof_v1_data(mv, offset, len(mv), body_len)
     except DecodeError as exc:
@@ -17276,8 +10986,7 @@ def iter_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len
 def decode_many_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> list[ProofV1Data]:
     """Decode consecutive `proof_v1_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v1_data``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v1_data(mv, offset, len(mv) if end is None else end, body_len)
+    return _decode_many(_d_proof_v1_data, "proof_v1_data", buf, offset, end, (body_len,))
 
 
 def decode_prefix_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> tuple[list[ProofV1Data], int]:
@@ -17285,19 +10994,11 @@ def decode_prefix_proof_v1_data(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v1_data(mv, offset, end, body_len, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v1_data, "proof_v1_data", buf, offset, end, (body_len,))
 
 
 def encode_many_proof_v1_data(values, *, body_len: int) -> bytes:
     """Encode consecutive `proof_v1_data` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v1_data(values, body_len)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v1_data, "proof_v1_data", values, (body_len,))
 
 
@@ -17315,14 +11016,6 @@ def decode_proof_v2_data(buf, offset: int = 0, *, body_len: int) -> tuple[ProofV
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v2_data(mv, offset, len(mv), body_len)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_proof_v2_data(mv, offset, len(mv), body_len)
     except DecodeError as exc:
@@ -17357,8 +11050,7 @@ def iter_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len
 def decode_many_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> list[ProofV2Data]:
     """Decode consecutive `proof_v2_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v2_data``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v2_data(mv, offset, len(mv) if end is None else end, body_len)
+    return _decode_many(_d_proof_v2_data, "proof_v2_data", buf, offset, end, (body_len,))
 
 
 def decode_prefix_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> tuple[list[ProofV2Data], int]:
@@ -17366,19 +11058,11 @@ def decode_prefix_proof_v2_data(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v2_data(mv, offset, end, body_len, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v2_data, "proof_v2_data", buf, offset, end, (body_len,))
 
 
 def encode_many_proof_v2_data(values, *, body_len: int) -> bytes:
     """Encode consecutive `proof_v2_data` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v2_data(values, body_len)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v2_data, "proof_v2_data", values, (body_len,))
 
 
@@ -17396,14 +11080,6 @@ def decode_proof_v1_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV1Bod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v1_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_proof_v1_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -17438,8 +11114,7 @@ def iter_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV1Body]:
     """Decode consecutive `proof_v1_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v1_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v1_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_proof_v1_body, "proof_v1_body", buf, offset, end, (span,))
 
 
 def decode_prefix_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ProofV1Body], int]:
@@ -17447,19 +11122,11 @@ def decode_prefix_proof_v1_body(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v1_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v1_body, "proof_v1_body", buf, offset, end, (span,))
 
 
 def encode_many_proof_v1_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v1_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v1_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v1_body, "proof_v1_body", values, (span,))
 
 
@@ -17477,14 +11144,6 @@ def decode_proof_v2_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV2Bod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v2_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_proof_v2_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -17519,8 +11178,7 @@ def iter_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV2Body]:
     """Decode consecutive `proof_v2_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v2_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v2_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_proof_v2_body, "proof_v2_body", buf, offset, end, (span,))
 
 
 def decode_prefix_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ProofV2Body], int]:
@@ -17528,19 +11186,11 @@ def decode_prefix_proof_v2_body(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v2_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v2_body, "proof_v2_body", buf, offset, end, (span,))
 
 
 def encode_many_proof_v2_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v2_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v2_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v2_body, "proof_v2_body", values, (span,))
 
 
@@ -17640,14 +11290,6 @@ def decode_proof_v3_content(buf, offset: int = 0) -> tuple[ProofV3Content, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v3_content(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_proof_v3_content(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("proof_v3_content") from None
@@ -17681,8 +11323,7 @@ def iter_proof_v3_content(buf, offset: int = 0, end: int | None = None):
 def decode_many_proof_v3_content(buf, offset: int = 0, end: int | None = None) -> list[ProofV3Content]:
     """Decode consecutive `proof_v3_content` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v3_content``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v3_content(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_proof_v3_content, "proof_v3_content", buf, offset, end, ())
 
 
 def decode_prefix_proof_v3_content(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProofV3Content], int]:
@@ -17690,19 +11331,11 @@ def decode_prefix_proof_v3_content(buf, offset: int = 0, end: int | None = None)
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v3_content(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v3_content, "proof_v3_content", buf, offset, end, ())
 
 
 def encode_many_proof_v3_content(values) -> bytes:
     """Encode consecutive `proof_v3_content` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v3_content(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v3_content, "proof_v3_content", values, ())
 
 
@@ -17720,14 +11353,6 @@ def decode_proof_v3_data(buf, offset: int = 0, *, body_len: int) -> tuple[ProofV
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v3_data(mv, offset, len(mv), body_len)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_proof_v3_data(mv, offset, len(mv), body_len)
     except DecodeError as exc:
@@ -17762,8 +11387,7 @@ def iter_proof_v3_data(buf, offset: int = 0, end: int | None = None, *, body_len
 def decode_many_proof_v3_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> list[ProofV3Data]:
     """Decode consecutive `proof_v3_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v3_data``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v3_data(mv, offset, len(mv) if end is None else end, body_len)
+    return _decode_many(_d_proof_v3_data, "proof_v3_data", buf, offset, end, (body_len,))
 
 
 def decode_prefix_proof_v3_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> tuple[list[ProofV3Data], int]:
@@ -17771,19 +11395,11 @@ def decode_prefix_proof_v3_data(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v3_data(mv, offset, end, body_len, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v3_data, "proof_v3_data", buf, offset, end, (body_len,))
 
 
 def encode_many_proof_v3_data(values, *, body_len: int) -> bytes:
     """Encode consecutive `proof_v3_data` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v3_data(values, body_len)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v3_data, "proof_v3_data", values, (body_len,))
 
 
@@ -17801,14 +11417,6 @@ def decode_proof_v3_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV3Bod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_proof_v3_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_proof_v3_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -17843,8 +11451,7 @@ def iter_proof_v3_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_proof_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV3Body]:
     """Decode consecutive `proof_v3_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v3_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_proof_v3_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_proof_v3_body, "proof_v3_body", buf, offset, end, (span,))
 
 
 def decode_prefix_proof_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ProofV3Body], int]:
@@ -17852,19 +11459,11 @@ def decode_prefix_proof_v3_body(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_proof_v3_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_proof_v3_body, "proof_v3_body", buf, offset, end, (span,))
 
 
 def encode_many_proof_v3_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v3_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_proof_v3_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v3_body, "proof_v3_body", values, (span,))
 
 
@@ -17882,14 +11481,6 @@ def decode_v1_blob_data(buf, offset: int = 0, *, length: int) -> tuple[V1BlobDat
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v1_blob_data(mv, offset, len(mv), length)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v1_blob_data(mv, offset, len(mv), length)
     except DecodeError as exc:
@@ -17924,8 +11515,7 @@ def iter_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: i
 def decode_many_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> list[V1BlobData]:
     """Decode consecutive `v1_blob_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v1_blob_data``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v1_blob_data(mv, offset, len(mv) if end is None else end, length)
+    return _decode_many(_d_v1_blob_data, "v1_blob_data", buf, offset, end, (length,))
 
 
 def decode_prefix_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> tuple[list[V1BlobData], int]:
@@ -17933,19 +11523,11 @@ def decode_prefix_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v1_blob_data(mv, offset, end, length, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v1_blob_data, "v1_blob_data", buf, offset, end, (length,))
 
 
 def encode_many_v1_blob_data(values, *, length: int) -> bytes:
     """Encode consecutive `v1_blob_data` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v1_blob_data(values, length)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v1_blob_data, "v1_blob_data", values, (length,))
 
 
@@ -17963,14 +11545,6 @@ def decode_v1_blob(buf, offset: int = 0) -> tuple[V1Blob, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v1_blob(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v1_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18005,8 +11579,7 @@ def iter_v1_blob(buf, offset: int = 0, end: int | None = None):
 def decode_many_v1_blob(buf, offset: int = 0, end: int | None = None) -> list[V1Blob]:
     """Decode consecutive `v1_blob` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v1_blob``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v1_blob(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v1_blob, "v1_blob", buf, offset, end, ())
 
 
 def decode_prefix_v1_blob(buf, offset: int = 0, end: int | None = None) -> tuple[list[V1Blob], int]:
@@ -18014,19 +11587,11 @@ def decode_prefix_v1_blob(buf, offset: int = 0, end: int | None = None) -> tuple
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v1_blob(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v1_blob, "v1_blob", buf, offset, end, ())
 
 
 def encode_many_v1_blob(values) -> bytes:
     """Encode consecutive `v1_blob` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v1_blob(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v1_blob, "v1_blob", values, ())
 
 
@@ -18044,14 +11609,6 @@ def decode_v1_branch(buf, offset: int = 0) -> tuple[V1Branch, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v1_branch(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v1_branch(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18086,8 +11643,7 @@ def iter_v1_branch(buf, offset: int = 0, end: int | None = None):
 def decode_many_v1_branch(buf, offset: int = 0, end: int | None = None) -> list[V1Branch]:
     """Decode consecutive `v1_branch` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v1_branch``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v1_branch(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v1_branch, "v1_branch", buf, offset, end, ())
 
 
 def decode_prefix_v1_branch(buf, offset: int = 0, end: int | None = None) -> tuple[list[V1Branch], int]:
@@ -18095,19 +11651,11 @@ def decode_prefix_v1_branch(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v1_branch(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v1_branch, "v1_branch", buf, offset, end, ())
 
 
 def encode_many_v1_branch(values) -> bytes:
     """Encode consecutive `v1_branch` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v1_branch(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v1_branch, "v1_branch", values, ())
 
 
@@ -18125,14 +11673,6 @@ def decode_v1_tombstone(buf, offset: int = 0) -> tuple[V1Tombstone, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v1_tombstone(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v1_tombstone(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18167,8 +11707,7 @@ def iter_v1_tombstone(buf, offset: int = 0, end: int | None = None):
 def decode_many_v1_tombstone(buf, offset: int = 0, end: int | None = None) -> list[V1Tombstone]:
     """Decode consecutive `v1_tombstone` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v1_tombstone``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v1_tombstone(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v1_tombstone, "v1_tombstone", buf, offset, end, ())
 
 
 def decode_prefix_v1_tombstone(buf, offset: int = 0, end: int | None = None) -> tuple[list[V1Tombstone], int]:
@@ -18176,19 +11715,11 @@ def decode_prefix_v1_tombstone(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v1_tombstone(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v1_tombstone, "v1_tombstone", buf, offset, end, ())
 
 
 def encode_many_v1_tombstone(values) -> bytes:
     """Encode consecutive `v1_tombstone` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v1_tombstone(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v1_tombstone, "v1_tombstone", values, ())
 
 
@@ -18206,14 +11737,6 @@ def decode_v3_blob(buf, offset: int = 0) -> tuple[V3Blob, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_blob(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18248,8 +11771,7 @@ def iter_v3_blob(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_blob(buf, offset: int = 0, end: int | None = None) -> list[V3Blob]:
     """Decode consecutive `v3_blob` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_blob``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_blob(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_blob, "v3_blob", buf, offset, end, ())
 
 
 def decode_prefix_v3_blob(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Blob], int]:
@@ -18257,19 +11779,11 @@ def decode_prefix_v3_blob(buf, offset: int = 0, end: int | None = None) -> tuple
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_blob(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_blob, "v3_blob", buf, offset, end, ())
 
 
 def encode_many_v3_blob(values) -> bytes:
     """Encode consecutive `v3_blob` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_blob(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_blob, "v3_blob", values, ())
 
 
@@ -18287,14 +11801,6 @@ def decode_v3_branch(buf, offset: int = 0) -> tuple[V3Branch, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_branch(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_branch(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18329,8 +11835,7 @@ def iter_v3_branch(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_branch(buf, offset: int = 0, end: int | None = None) -> list[V3Branch]:
     """Decode consecutive `v3_branch` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_branch``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_branch(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_branch, "v3_branch", buf, offset, end, ())
 
 
 def decode_prefix_v3_branch(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Branch], int]:
@@ -18338,19 +11843,11 @@ def decode_prefix_v3_branch(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_branch(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_branch, "v3_branch", buf, offset, end, ())
 
 
 def encode_many_v3_branch(values) -> bytes:
     """Encode consecutive `v3_branch` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_branch(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_branch, "v3_branch", values, ())
 
 
@@ -18368,14 +11865,6 @@ def decode_v3_tombstone(buf, offset: int = 0) -> tuple[V3Tombstone, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_tombstone(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_tombstone(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18410,8 +11899,7 @@ def iter_v3_tombstone(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_tombstone(buf, offset: int = 0, end: int | None = None) -> list[V3Tombstone]:
     """Decode consecutive `v3_tombstone` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_tombstone``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_tombstone(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_tombstone, "v3_tombstone", buf, offset, end, ())
 
 
 def decode_prefix_v3_tombstone(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Tombstone], int]:
@@ -18419,19 +11907,11 @@ def decode_prefix_v3_tombstone(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_tombstone(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_tombstone, "v3_tombstone", buf, offset, end, ())
 
 
 def encode_many_v3_tombstone(values) -> bytes:
     """Encode consecutive `v3_tombstone` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_tombstone(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_tombstone, "v3_tombstone", values, ())
 
 
@@ -18449,14 +11929,6 @@ def decode_v3_blob_want(buf, offset: int = 0) -> tuple[V3BlobWant, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_blob_want(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_blob_want(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18491,8 +11963,7 @@ def iter_v3_blob_want(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_blob_want(buf, offset: int = 0, end: int | None = None) -> list[V3BlobWant]:
     """Decode consecutive `v3_blob_want` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_blob_want``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_blob_want(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_blob_want, "v3_blob_want", buf, offset, end, ())
 
 
 def decode_prefix_v3_blob_want(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3BlobWant], int]:
@@ -18500,19 +11971,11 @@ def decode_prefix_v3_blob_want(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_blob_want(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_blob_want, "v3_blob_want", buf, offset, end, ())
 
 
 def encode_many_v3_blob_want(values) -> bytes:
     """Encode consecutive `v3_blob_want` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_blob_want(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_blob_want, "v3_blob_want", values, ())
 
 
@@ -18530,14 +11993,6 @@ def decode_v3_local_cell(buf, offset: int = 0) -> tuple[V3LocalCell, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_local_cell(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_local_cell(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18572,8 +12027,7 @@ def iter_v3_local_cell(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_local_cell(buf, offset: int = 0, end: int | None = None) -> list[V3LocalCell]:
     """Decode consecutive `v3_local_cell` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_local_cell``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_local_cell(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_local_cell, "v3_local_cell", buf, offset, end, ())
 
 
 def decode_prefix_v3_local_cell(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3LocalCell], int]:
@@ -18581,19 +12035,11 @@ def decode_prefix_v3_local_cell(buf, offset: int = 0, end: int | None = None) ->
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_local_cell(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_local_cell, "v3_local_cell", buf, offset, end, ())
 
 
 def encode_many_v3_local_cell(values) -> bytes:
     """Encode consecutive `v3_local_cell` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_local_cell(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_local_cell, "v3_local_cell", values, ())
 
 
@@ -18611,14 +12057,6 @@ def decode_v3_collection_definition(buf, offset: int = 0) -> tuple[V3CollectionD
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_collection_definition(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_collection_definition(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18653,8 +12091,7 @@ def iter_v3_collection_definition(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_collection_definition(buf, offset: int = 0, end: int | None = None) -> list[V3CollectionDefinition]:
     """Decode consecutive `v3_collection_definition` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_collection_definition``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_collection_definition(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_collection_definition, "v3_collection_definition", buf, offset, end, ())
 
 
 def decode_prefix_v3_collection_definition(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3CollectionDefinition], int]:
@@ -18662,19 +12099,11 @@ def decode_prefix_v3_collection_definition(buf, offset: int = 0, end: int | None
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_collection_definition(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_collection_definition, "v3_collection_definition", buf, offset, end, ())
 
 
 def encode_many_v3_collection_definition(values) -> bytes:
     """Encode consecutive `v3_collection_definition` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_collection_definition(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_collection_definition, "v3_collection_definition", values, ())
 
 
@@ -18692,14 +12121,6 @@ def decode_v3_commit(buf, offset: int = 0) -> tuple[V3Commit, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_commit(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18734,8 +12155,7 @@ def iter_v3_commit(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_commit(buf, offset: int = 0, end: int | None = None) -> list[V3Commit]:
     """Decode consecutive `v3_commit` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_commit``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_commit(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_commit, "v3_commit", buf, offset, end, ())
 
 
 def decode_prefix_v3_commit(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Commit], int]:
@@ -18743,19 +12163,11 @@ def decode_prefix_v3_commit(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_commit(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_commit, "v3_commit", buf, offset, end, ())
 
 
 def encode_many_v3_commit(values) -> bytes:
     """Encode consecutive `v3_commit` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_commit(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_commit, "v3_commit", values, ())
 
 
@@ -18773,14 +12185,6 @@ def decode_v3_merge(buf, offset: int = 0) -> tuple[V3Merge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_merge(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18815,8 +12219,7 @@ def iter_v3_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_merge(buf, offset: int = 0, end: int | None = None) -> list[V3Merge]:
     """Decode consecutive `v3_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_merge``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_merge(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_merge, "v3_merge", buf, offset, end, ())
 
 
 def decode_prefix_v3_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Merge], int]:
@@ -18824,19 +12227,11 @@ def decode_prefix_v3_merge(buf, offset: int = 0, end: int | None = None) -> tupl
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_merge(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_merge, "v3_merge", buf, offset, end, ())
 
 
 def encode_many_v3_merge(values) -> bytes:
     """Encode consecutive `v3_merge` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_merge(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_merge, "v3_merge", values, ())
 
 
@@ -18854,14 +12249,6 @@ def decode_v3_derive(buf, offset: int = 0) -> tuple[V3Derive, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v3_derive(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v3_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18896,8 +12283,7 @@ def iter_v3_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_derive(buf, offset: int = 0, end: int | None = None) -> list[V3Derive]:
     """Decode consecutive `v3_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_derive``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v3_derive(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v3_derive, "v3_derive", buf, offset, end, ())
 
 
 def decode_prefix_v3_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Derive], int]:
@@ -18905,19 +12291,11 @@ def decode_prefix_v3_derive(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v3_derive(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v3_derive, "v3_derive", buf, offset, end, ())
 
 
 def encode_many_v3_derive(values) -> bytes:
     """Encode consecutive `v3_derive` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v3_derive(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_derive, "v3_derive", values, ())
 
 
@@ -18935,14 +12313,6 @@ def decode_v4_commit(buf, offset: int = 0) -> tuple[V4Commit, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v4_commit(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v4_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -18977,8 +12347,7 @@ def iter_v4_commit(buf, offset: int = 0, end: int | None = None):
 def decode_many_v4_commit(buf, offset: int = 0, end: int | None = None) -> list[V4Commit]:
     """Decode consecutive `v4_commit` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v4_commit``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v4_commit(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v4_commit, "v4_commit", buf, offset, end, ())
 
 
 def decode_prefix_v4_commit(buf, offset: int = 0, end: int | None = None) -> tuple[list[V4Commit], int]:
@@ -18986,19 +12355,11 @@ def decode_prefix_v4_commit(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v4_commit(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v4_commit, "v4_commit", buf, offset, end, ())
 
 
 def encode_many_v4_commit(values) -> bytes:
     """Encode consecutive `v4_commit` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v4_commit(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v4_commit, "v4_commit", values, ())
 
 
@@ -19016,14 +12377,6 @@ def decode_v4_merge(buf, offset: int = 0) -> tuple[V4Merge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v4_merge(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v4_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -19058,8 +12411,7 @@ def iter_v4_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_v4_merge(buf, offset: int = 0, end: int | None = None) -> list[V4Merge]:
     """Decode consecutive `v4_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v4_merge``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v4_merge(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v4_merge, "v4_merge", buf, offset, end, ())
 
 
 def decode_prefix_v4_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[V4Merge], int]:
@@ -19067,19 +12419,11 @@ def decode_prefix_v4_merge(buf, offset: int = 0, end: int | None = None) -> tupl
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v4_merge(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v4_merge, "v4_merge", buf, offset, end, ())
 
 
 def encode_many_v4_merge(values) -> bytes:
     """Encode consecutive `v4_merge` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v4_merge(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v4_merge, "v4_merge", values, ())
 
 
@@ -19097,14 +12441,6 @@ def decode_v4_derive(buf, offset: int = 0) -> tuple[V4Derive, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_v4_derive(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_v4_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -19139,8 +12475,7 @@ def iter_v4_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_v4_derive(buf, offset: int = 0, end: int | None = None) -> list[V4Derive]:
     """Decode consecutive `v4_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v4_derive``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_v4_derive(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_v4_derive, "v4_derive", buf, offset, end, ())
 
 
 def decode_prefix_v4_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[V4Derive], int]:
@@ -19148,19 +12483,11 @@ def decode_prefix_v4_derive(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_v4_derive(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_v4_derive, "v4_derive", buf, offset, end, ())
 
 
 def encode_many_v4_derive(values) -> bytes:
     """Encode consecutive `v4_derive` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_v4_derive(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v4_derive, "v4_derive", values, ())
 
 
@@ -19220,8 +12547,7 @@ def iter_envelope36_rest(buf, offset: int = 0, end: int | None = None):
 def decode_many_envelope36_rest(buf, offset: int = 0, end: int | None = None) -> list[Envelope36Rest]:
     """Decode consecutive `envelope36_rest` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_envelope36_rest``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_envelope36_rest(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_envelope36_rest, "envelope36_rest", buf, offset, end, ())
 
 
 def decode_prefix_envelope36_rest(buf, offset: int = 0, end: int | None = None) -> tuple[list[Envelope36Rest], int]:
@@ -19229,19 +12555,11 @@ def decode_prefix_envelope36_rest(buf, offset: int = 0, end: int | None = None) 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_envelope36_rest(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_envelope36_rest, "envelope36_rest", buf, offset, end, ())
 
 
 def encode_many_envelope36_rest(values) -> bytes:
     """Encode consecutive `envelope36_rest` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_envelope36_rest(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_envelope36_rest, "envelope36_rest", values, ())
 
 
@@ -19259,14 +12577,6 @@ def decode_env_blob_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBlobBod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_blob_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_blob_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19301,8 +12611,7 @@ def iter_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBlobBody]:
     """Decode consecutive `env_blob_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_blob_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_blob_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_blob_body, "env_blob_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvBlobBody], int]:
@@ -19310,19 +12619,11 @@ def decode_prefix_env_blob_body(buf, offset: int = 0, end: int | None = None, *,
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_blob_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_blob_body, "env_blob_body", buf, offset, end, (span,))
 
 
 def encode_many_env_blob_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_blob_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_blob_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_blob_body, "env_blob_body", values, (span,))
 
 
@@ -19340,14 +12641,6 @@ def decode_env_branch_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBranc
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_branch_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_branch_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19382,8 +12675,7 @@ def iter_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: 
 def decode_many_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBranchBody]:
     """Decode consecutive `env_branch_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_branch_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_branch_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_branch_body, "env_branch_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvBranchBody], int]:
@@ -19391,19 +12683,11 @@ def decode_prefix_env_branch_body(buf, offset: int = 0, end: int | None = None, 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_branch_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_branch_body, "env_branch_body", buf, offset, end, (span,))
 
 
 def encode_many_env_branch_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_branch_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_branch_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_branch_body, "env_branch_body", values, (span,))
 
 
@@ -19421,14 +12705,6 @@ def decode_env_tombstone_body(buf, offset: int = 0, *, span: int) -> tuple[EnvTo
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_tombstone_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_tombstone_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19463,8 +12739,7 @@ def iter_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvTombstoneBody]:
     """Decode consecutive `env_tombstone_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_tombstone_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_tombstone_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_tombstone_body, "env_tombstone_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvTombstoneBody], int]:
@@ -19472,19 +12747,11 @@ def decode_prefix_env_tombstone_body(buf, offset: int = 0, end: int | None = Non
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_tombstone_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_tombstone_body, "env_tombstone_body", buf, offset, end, (span,))
 
 
 def encode_many_env_tombstone_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_tombstone_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_tombstone_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_tombstone_body, "env_tombstone_body", values, (span,))
 
 
@@ -19502,14 +12769,6 @@ def decode_env_blob_want_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBl
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_blob_want_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_blob_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19544,8 +12803,7 @@ def iter_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBlobWantBody]:
     """Decode consecutive `env_blob_want_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_blob_want_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_blob_want_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_blob_want_body, "env_blob_want_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvBlobWantBody], int]:
@@ -19553,19 +12811,11 @@ def decode_prefix_env_blob_want_body(buf, offset: int = 0, end: int | None = Non
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_blob_want_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_blob_want_body, "env_blob_want_body", buf, offset, end, (span,))
 
 
 def encode_many_env_blob_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_blob_want_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_blob_want_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_blob_want_body, "env_blob_want_body", values, (span,))
 
 
@@ -19583,14 +12833,6 @@ def decode_env_typed_want_body(buf, offset: int = 0, *, span: int) -> tuple[EnvT
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_typed_want_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_typed_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19625,8 +12867,7 @@ def iter_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, sp
 def decode_many_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvTypedWantBody]:
     """Decode consecutive `env_typed_want_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_typed_want_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_typed_want_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_typed_want_body, "env_typed_want_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvTypedWantBody], int]:
@@ -19634,19 +12875,11 @@ def decode_prefix_env_typed_want_body(buf, offset: int = 0, end: int | None = No
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_typed_want_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_typed_want_body, "env_typed_want_body", buf, offset, end, (span,))
 
 
 def encode_many_env_typed_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_typed_want_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_typed_want_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_typed_want_body, "env_typed_want_body", values, (span,))
 
 
@@ -19664,14 +12897,6 @@ def decode_env_commit_body(buf, offset: int = 0, *, span: int) -> tuple[EnvCommi
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_commit_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_commit_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19706,8 +12931,7 @@ def iter_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: 
 def decode_many_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvCommitBody]:
     """Decode consecutive `env_commit_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_commit_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_commit_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_commit_body, "env_commit_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvCommitBody], int]:
@@ -19715,19 +12939,11 @@ def decode_prefix_env_commit_body(buf, offset: int = 0, end: int | None = None, 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_commit_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_commit_body, "env_commit_body", buf, offset, end, (span,))
 
 
 def encode_many_env_commit_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_commit_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_commit_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_commit_body, "env_commit_body", values, (span,))
 
 
@@ -19745,14 +12961,6 @@ def decode_env_merge_body(buf, offset: int = 0, *, span: int) -> tuple[EnvMergeB
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_merge_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_merge_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19787,8 +12995,7 @@ def iter_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: i
 def decode_many_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvMergeBody]:
     """Decode consecutive `env_merge_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_merge_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_merge_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_merge_body, "env_merge_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvMergeBody], int]:
@@ -19796,19 +13003,11 @@ def decode_prefix_env_merge_body(buf, offset: int = 0, end: int | None = None, *
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_merge_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_merge_body, "env_merge_body", buf, offset, end, (span,))
 
 
 def encode_many_env_merge_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_merge_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_merge_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_merge_body, "env_merge_body", values, (span,))
 
 
@@ -19826,14 +13025,6 @@ def decode_env_derive_v4_body(buf, offset: int = 0, *, span: int) -> tuple[EnvDe
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_derive_v4_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_derive_v4_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19868,8 +13059,7 @@ def iter_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvDeriveV4Body]:
     """Decode consecutive `env_derive_v4_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_derive_v4_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_derive_v4_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_derive_v4_body, "env_derive_v4_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvDeriveV4Body], int]:
@@ -19877,19 +13067,11 @@ def decode_prefix_env_derive_v4_body(buf, offset: int = 0, end: int | None = Non
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_derive_v4_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_derive_v4_body, "env_derive_v4_body", buf, offset, end, (span,))
 
 
 def encode_many_env_derive_v4_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_derive_v4_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_derive_v4_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_derive_v4_body, "env_derive_v4_body", values, (span,))
 
 
@@ -19907,14 +13089,6 @@ def decode_env_derive_v5_body(buf, offset: int = 0, *, span: int) -> tuple[EnvDe
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_env_derive_v5_body(mv, offset, len(mv), span)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_env_derive_v5_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -19949,8 +13123,7 @@ def iter_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvDeriveV5Body]:
     """Decode consecutive `env_derive_v5_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_derive_v5_body``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_env_derive_v5_body(mv, offset, len(mv) if end is None else end, span)
+    return _decode_many(_d_env_derive_v5_body, "env_derive_v5_body", buf, offset, end, (span,))
 
 
 def decode_prefix_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvDeriveV5Body], int]:
@@ -19958,19 +13131,11 @@ def decode_prefix_env_derive_v5_body(buf, offset: int = 0, end: int | None = Non
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_env_derive_v5_body(mv, offset, end, span, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_env_derive_v5_body, "env_derive_v5_body", buf, offset, end, (span,))
 
 
 def encode_many_env_derive_v5_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_derive_v5_body` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_env_derive_v5_body(values, span)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_derive_v5_body, "env_derive_v5_body", values, (span,))
 
 
@@ -20232,14 +13397,6 @@ def decode_dense_commit(buf, offset: int = 0) -> tuple[DenseCommit, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_dense_commit(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_dense_commit(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("dense_commit") from None
@@ -20273,8 +13430,7 @@ def iter_dense_commit(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_commit(buf, offset: int = 0, end: int | None = None) -> list[DenseCommit]:
     """Decode consecutive `dense_commit` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_commit``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_dense_commit(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_dense_commit, "dense_commit", buf, offset, end, ())
 
 
 def decode_prefix_dense_commit(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseCommit], int]:
@@ -20282,19 +13438,11 @@ def decode_prefix_dense_commit(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_dense_commit(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_dense_commit, "dense_commit", buf, offset, end, ())
 
 
 def encode_many_dense_commit(values) -> bytes:
     """Encode consecutive `dense_commit` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_dense_commit(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_commit, "dense_commit", values, ())
 
 
@@ -20312,14 +13460,6 @@ def decode_dense_unsigned_merge(buf, offset: int = 0) -> tuple[DenseUnsignedMerg
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_dense_unsigned_merge(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_dense_unsigned_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -20354,8 +13494,7 @@ def iter_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseUnsignedMerge]:
     """Decode consecutive `dense_unsigned_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_unsigned_merge``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_dense_unsigned_merge(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_dense_unsigned_merge, "dense_unsigned_merge", buf, offset, end, ())
 
 
 def decode_prefix_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseUnsignedMerge], int]:
@@ -20363,19 +13502,11 @@ def decode_prefix_dense_unsigned_merge(buf, offset: int = 0, end: int | None = N
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_dense_unsigned_merge(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_dense_unsigned_merge, "dense_unsigned_merge", buf, offset, end, ())
 
 
 def encode_many_dense_unsigned_merge(values) -> bytes:
     """Encode consecutive `dense_unsigned_merge` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_dense_unsigned_merge(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_unsigned_merge, "dense_unsigned_merge", values, ())
 
 
@@ -20393,14 +13524,6 @@ def decode_dense_unsigned_derive(buf, offset: int = 0) -> tuple[DenseUnsignedDer
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_dense_unsigned_derive(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_dense_unsigned_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -20435,8 +13558,7 @@ def iter_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseUnsignedDerive]:
     """Decode consecutive `dense_unsigned_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_unsigned_derive``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_dense_unsigned_derive(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_dense_unsigned_derive, "dense_unsigned_derive", buf, offset, end, ())
 
 
 def decode_prefix_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseUnsignedDerive], int]:
@@ -20444,19 +13566,11 @@ def decode_prefix_dense_unsigned_derive(buf, offset: int = 0, end: int | None = 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_dense_unsigned_derive(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_dense_unsigned_derive, "dense_unsigned_derive", buf, offset, end, ())
 
 
 def encode_many_dense_unsigned_derive(values) -> bytes:
     """Encode consecutive `dense_unsigned_derive` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_dense_unsigned_derive(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_unsigned_derive, "dense_unsigned_derive", values, ())
 
 
@@ -20474,14 +13588,6 @@ def decode_dense_signed_merge(buf, offset: int = 0) -> tuple[DenseSignedMerge, i
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_dense_signed_merge(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_dense_signed_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -20516,8 +13622,7 @@ def iter_dense_signed_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_signed_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseSignedMerge]:
     """Decode consecutive `dense_signed_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_signed_merge``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_dense_signed_merge(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_dense_signed_merge, "dense_signed_merge", buf, offset, end, ())
 
 
 def decode_prefix_dense_signed_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseSignedMerge], int]:
@@ -20525,19 +13630,11 @@ def decode_prefix_dense_signed_merge(buf, offset: int = 0, end: int | None = Non
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_dense_signed_merge(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_dense_signed_merge, "dense_signed_merge", buf, offset, end, ())
 
 
 def encode_many_dense_signed_merge(values) -> bytes:
     """Encode consecutive `dense_signed_merge` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_dense_signed_merge(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_signed_merge, "dense_signed_merge", values, ())
 
 
@@ -20555,14 +13652,6 @@ def decode_dense_signed_derive(buf, offset: int = 0) -> tuple[DenseSignedDerive,
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_dense_signed_derive(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_dense_signed_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -20597,8 +13686,7 @@ def iter_dense_signed_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_signed_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseSignedDerive]:
     """Decode consecutive `dense_signed_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_signed_derive``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_dense_signed_derive(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_dense_signed_derive, "dense_signed_derive", buf, offset, end, ())
 
 
 def decode_prefix_dense_signed_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseSignedDerive], int]:
@@ -20606,19 +13694,11 @@ def decode_prefix_dense_signed_derive(buf, offset: int = 0, end: int | None = No
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_dense_signed_derive(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_dense_signed_derive, "dense_signed_derive", buf, offset, end, ())
 
 
 def encode_many_dense_signed_derive(values) -> bytes:
     """Encode consecutive `dense_signed_derive` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_dense_signed_derive(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_signed_derive, "dense_signed_derive", values, ())
 
 
@@ -20636,14 +13716,6 @@ def decode_dense_witness_merge(buf, offset: int = 0) -> tuple[DenseWitnessMerge,
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_dense_witness_merge(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_dense_witness_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -20678,8 +13750,7 @@ def iter_dense_witness_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_witness_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseWitnessMerge]:
     """Decode consecutive `dense_witness_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_witness_merge``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_dense_witness_merge(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_dense_witness_merge, "dense_witness_merge", buf, offset, end, ())
 
 
 def decode_prefix_dense_witness_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseWitnessMerge], int]:
@@ -20687,19 +13758,11 @@ def decode_prefix_dense_witness_merge(buf, offset: int = 0, end: int | None = No
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_dense_witness_merge(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_dense_witness_merge, "dense_witness_merge", buf, offset, end, ())
 
 
 def encode_many_dense_witness_merge(values) -> bytes:
     """Encode consecutive `dense_witness_merge` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_dense_witness_merge(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_witness_merge, "dense_witness_merge", values, ())
 
 
@@ -20717,14 +13780,6 @@ def decode_dense_witness_derive(buf, offset: int = 0) -> tuple[DenseWitnessDeriv
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_dense_witness_derive(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_dense_witness_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -20759,8 +13814,7 @@ def iter_dense_witness_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_witness_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseWitnessDerive]:
     """Decode consecutive `dense_witness_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_witness_derive``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_dense_witness_derive(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_dense_witness_derive, "dense_witness_derive", buf, offset, end, ())
 
 
 def decode_prefix_dense_witness_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseWitnessDerive], int]:
@@ -20768,19 +13822,11 @@ def decode_prefix_dense_witness_derive(buf, offset: int = 0, end: int | None = N
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_dense_witness_derive(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_dense_witness_derive, "dense_witness_derive", buf, offset, end, ())
 
 
 def encode_many_dense_witness_derive(values) -> bytes:
     """Encode consecutive `dense_witness_derive` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_dense_witness_derive(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_witness_derive, "dense_witness_derive", values, ())
 
 
@@ -29079,7 +22125,7 @@ CONSTRUCT_ENCODERS = {"pile_record": construct_encode_pile_record, "frame_rest":
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVAQABAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEcGlsZZSMBXRpdGxllIwSUGlsZSAodHJpYmxlc3BhY2UplIwEc3BlY5SMNHRyaWJsZXNwYWNlIHBpbGUgZm9ybWF0IChzcGVjLnR4dDsgZmFjdHMubWQgwqcxLcKnNSmUjANkb2OUWDECAABBIHBpbGUgaXMgcmVjb3JkcyBjb25jYXRlbmF0ZWQgd2l0aCBubyBmaWxlIGhlYWRlcjsgYW4gZW1wdHkgZmlsZSBpcyBhbiBlbXB0eSBwaWxlLiBDdXJyZW50IHJlY29yZHMgYXJlIDI1Ni1ieXRlIGZyYW1lZDogYSAyOC1ieXRl'
+    'gASVAAABAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEcGlsZZSMBXRpdGxllIwSUGlsZSAodHJpYmxlc3BhY2UplIwEc3BlY5SMNHRyaWJsZXNwYWNlIHBpbGUgZm9ybWF0IChzcGVjLnR4dDsgZmFjdHMubWQgwqcxLcKnNSmUjANkb2OUWDECAABBIHBpbGUgaXMgcmVjb3JkcyBjb25jYXRlbmF0ZWQgd2l0aCBubyBmaWxlIGhlYWRlcjsgYW4gZW1wdHkgZmlsZSBpcyBhbiBlbXB0eSBwaWxlLiBDdXJyZW50IHJlY29yZHMgYXJlIDI1Ni1ieXRlIGZyYW1lZDogYSAyOC1ieXRl'
     'IG1hZ2ljLCB0aGUgc3BhbiAodTMyIExFLCBpbiAyNTYtYnl0ZSBibG9ja3MsIGluY2x1ZGluZyB0aGUgZmlyc3QpIGFuZCBhIDMyLWJ5dGUgcmVjb3JkIGtpbmQgKHRoZSBCTEFLRTMgaGFuZGxlIG9mIHRoZSBraW5kJ3MgZGVzY3JpcHRpb24pLiBVbmtub3duIGtpbmRzIHdpdGggYSB2YWxpZCBmcmFtZSBhcmUgb3BhcXVlIGFuZCBjcm9zc2VkIGF0IHRoZWlyIHNwYW4uIFRoZSBmaXJzdCAxNiBieXRlcyBzZWxlY3QgdGhlIGZyYW1pbmc6IHRoZSBtYWdpYydzIGZpcnN0IGhhbGYgKGN1cnJlbnQpLCB0aGUgMzYtYnl0ZSBlbnZl'
     'bG9wZSBtYXJrZXIsIG9yIGEgVjEvVjMvVjQgbGVnYWN5IG1hcmtlcjsgYW55dGhpbmcgZWxzZSBpcyBhbiB1bnN1cHBvcnRlZCByZWNvcmQuIEFsbCBpbnRlZ2VycyBhcmUgbGl0dGxlLWVuZGlhbiB1bmxlc3MgbWFya2VkIGJlLgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UjBFzY2hlbWFzL3BpbGUueWFtbJRhjAZkaWdlc3SUjEdzaGEyNTY6MGZmNzJlMGJiNGUwZjdhZGVkOWRmYzVlMjBlZDBlZWJlZjEzOTNhOGY0Y2RlNjE0YzM3MjVmZjhlZTI0NTkwYZSMCHZlcnNpb25zlE6MBWVudW1zlH2UKIwId2FudF90YWeUaACMB0Vu'
     'dW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsIjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVtYmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjARCbG9ilIwFdmFsdWWUSwFoC4waQSA9IGJsb2IgaGFuZGxlOyBCLCBDIHplcm+UjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMBU1lcmdllGgrSwJoC4w3QSA9IGNvbGxlY3Rpb24sIEIgPSBsb3cgaW5wdXQgZGlnZXN0LCBDID0gaGlnaCAoQyA+PSBCKZRoLU5oLk51YmgnKYGUfZQoaAWMBkRlcml2ZZRo'
@@ -29095,399 +22141,401 @@ _IR = (
     '2UzhlIwkaGV4OjNCRTEwODUwNEU0RjUyNDJGQjI0QUE3MkQ2RDk0Q0UxlIwYdjNfY29sbGVjdGlvbl9kZWZpbml0aW9ulIeUQxC7dYqm95+/xNGVhZKolWd3lIwkaGV4OkJCNzU4QUE2Rjc5RkJGQzREMTk1ODU5MkE4OTU2Nzc3lIwJdjNfY29tbWl0lIeUQxDMAQisHfTzNa+oVqUpxCvplIwkaGV4OkNDMDEwOEFDMURGNEYzMzVBRkE4NTZBNTI5QzQyQkU5lIwIdjNfbWVyZ2WUh5RDEAfs8Fb28BXZQ4n/8h+FFICUjCRoZXg6MDdFQ0YwNTZGNkYwMTVEOTQzODlGRkYyMUY4NTE0ODCUjAl2M19kZXJpdmWUh5RDEMvyz5fVKjSG4WwS'
     '1w05fGaUjCRoZXg6Q0JGMkNGOTdENTJBMzQ4NkUxNkMxMkQ3MEQzOTdDNjaUjAl2NF9jb21taXSUh5RDEJ9dAo1MQjYg1pV6X3JvpyeUjCRoZXg6OUY1RDAyOEQ0QzQyMzYyMEQ2OTU3QTVGNzI2RkE3MjeUjAh2NF9tZXJnZZSHlEMQ7Psu6Q7YBCJE97rHBEVLuZSMJGhleDpFQ0ZCMkVFOTBFRDgwNDIyNDRGN0JBQzcwNDQ1NEJCOZSMCXY0X2Rlcml2ZZSHlHSUaKuMBWVycm9ylIwEYXJnc5QpaAWMBnN3aXRjaJSMBW9yZGVylE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZO'
     'aKdOaKhLAGgNTmipaJhoqoloq05oPEs2aKyMHXJlY29yZHMucGlsZV9yZWNvcmQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjOhPbmUgcmVjb3JkIG9mIGFueSBmb3JtLCBjaG9zZW4gYnkgaXRzIGZpcnN0IDE2IGJ5dGVzLiBBbiB1bmtub3duIG1hcmtlciBpcyBhbiB1bnN1cHBvcnRlZCByZWNvcmQgKFVuc3VwcG9ydGVkUmVjb3Jke29mZnNldCwgbWFya2VyfSk7IGEgcmVjb3JkIHRoYXQgZW5kcyBlYXJseSBvciBicmVha3MgYSBydWxlIGlzIGNvcnJ1cHRpb24gYXQgaXRzIHN0YXJ0IChDb3JydXB0UGlsZXt2YWxpZF9s'
-    'ZW5ndGh9KS4KlGgJjB9mYWN0cyDCpzUgKGRpc3BhdGNoIG9yZGVyKSwgwqcxlIwGcGFyYW1zlH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaG1obowKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UKGhzSwBos0sQdYwFc2l6ZXOUfZRoc0sQc2oXAQAATnViYWg8Sy6MBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUaLOMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UdWJoy2hqKYGUfZQoaAVoy2htXZQoaHApgZR9lChoBYwKbWFn'
-    'aWNfdGFpbJRodGh2KYGUfZQoaHlofCmBlH2UKGh/jAIxMpRogWiEKVKUfZQoaCtLDGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMH2J5dGVzIDE2Li4yOCBvZiB0aGUgZnJhbWUgbWFnaWOUaAlomGiZTmiaTmibTmicQwydllal6lpJcyA1HzuUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEtUaKyMHHJlY29yZHMuZnJhbWVfcmVzdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjARzcGFulGh0aB4pgZR9lChoIUsg'
-    'aCKJaA1oDmgjiHViaAuMTHRvdGFsIHJlY29yZCBsZW5ndGggaW4gMjU2LWJ5dGUgYmxvY2tzLCBpbmNsdWRpbmcgdGhlIGZpcnN0OyB6ZXJvIGlzIGludmFsaWSUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikaACMBkFzc2VydJSTlCmBlH2UKIwFY2hlY2uUaHwpgZR9lChof4wJc3BhbiA+PSAxlGiBaIKMB0NvbXBhcmWUk5QpUpR9lCiMBGxlZnSUaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YowDb3BzlF2UaIKMA0d0RZSTlClSlH2UYmGMC2NvbXBhcmF0b3JzlF2UaIQpUpR9'
-    'lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YowHbWVzc2FnZZSMFHNwYW4gMCAoQ29ycnVwdFBpbGUplGoUAQAAjApjb25zdHJhaW50lGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEtVaKyMHHJlY29yZHMuZnJhbWVfcmVzdC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaIdodGh2KYGUfZQoaHlofCmBlH2UKGh/jAIzMpRogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnVi'
-    'aAuMPnJlY29yZCBraW5kOiBCTEFLRTMgaGFuZGxlIG9mIHRoZSBraW5kIGRlc2NyaXB0aW9uIChmYWN0cyDCpzIplGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S1lorIwccmVjb3Jkcy5mcmFtZV9yZXN0LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBGJvZHmUaHRotSmBlH2UKGi4aHwpgZR9lChof2iHaIFovClSlH2UKGi/aIdowGjDaIhLAWiJSwBoiksBaItLBHViaIxoj12UaIdhhZRSlHViaMgoQyABFI8wH+VuNG0WWWqE'
-    'gFMui0QgxO/QDI3/Q30N+YEO0JSMRGhleDowMTE0OEYzMDFGRTU2RTM0NkQxNjU5NkE4NDgwNTMyRThCNDQyMEM0RUZEMDBDOERGRjQzN0QwREY5ODEwRUQwlIwJYmxvYl9ib2R5lIeUQyArwLn+Dv2wvFNlThe7nQbgElnzavk+7lStXVV7Et9wbZSMRGhleDoyQkMwQjlGRTBFRkRCMEJDNTM2NTRFMTdCQjlEMDZFMDEyNTlGMzZBRjkzRUVFNTRBRDVENTU3QjEyREY3MDZElIwNcGluX2hlYWRfYm9keZSHlEMgjZ8n5202IO7Cm3gfhB6e938mB7QNxwL+Pa7QB+kijKWUjERoZXg6OEQ5RjI3RTc2RDM2MjBFRUMyOUI3ODFGODQxRTlF'
-    'Rjc3RjI2MDdCNDBEQzcwMkZFM0RBRUQwMDdFOTIyOENBNZSMEnBpbl90b21ic3RvbmVfYm9keZSHlEMggu6McuJSq0A8QxqpjJ53wOqJeWqBEd/4wlKrzeb4fW+UjERoZXg6ODJFRThDNzJFMjUyQUI0MDNDNDMxQUE5OEM5RTc3QzBFQTg5Nzk2QTgxMTFERkY4QzI1MkFCQ0RFNkY4N0Q2RpSMDHdhbnRfdjNfYm9keZSHlEMgoTIrs/UhQofDFNQq/MGpfLJk+s2aIrSTiDi+eNsxqlmUjERoZXg6QTEzMjJCQjNGNTIxNDI4N0MzMTRENDJBRkNDMUE5N0NCMjY0RkFDRDlBMjJCNDkzODgzOEJFNzhEQjMxQUE1OZSMC2NvbW1pdF9ib2R5'
-    'lIeUQyBNIIe2xJRKQE4dC89ImIGSZ+APyuSbFG9ZVVIsvpNZCZSMRGhleDo0RDIwODdCNkM0OTQ0QTQwNEUxRDBCQ0Y0ODk4ODE5MjY3RTAwRkNBRTQ5QjE0NkY1OTU1NTIyQ0JFOTM1OTA5lIwNbWVyZ2VfdjZfYm9keZSHlEMg2/ZB8x53L2znFQh9lUN1qkSGC/QRwN6EnCB7VCq9xYOUjERoZXg6REJGNjQxRjMxRTc3MkY2Q0U3MTUwODdEOTU0Mzc1QUE0NDg2MEJGNDExQzBERTg0OUMyMDdCNTQyQUJEQzU4M5SMDmRlcml2ZV92N19ib2R5lIeUQyCeAPbrjWPl6xo+z6KEEY8Vey8Iy9yV7M64wjkq15QGnZSMRGhleDo5RTAwRjZF'
-    'QjhENjNFNUVCMUEzRUNGQTI4NDExOEYxNTdCMkYwOENCREM5NUVDQ0VCOEMyMzkyQUQ3OTQwNjlElIwNcHJvb2ZfdjVfYm9keZSHlEMg7BwCTASvCCQ9s64xjJP6UANVx0OVwPVTz/wK8KS6A0aUjERoZXg6RUMxQzAyNEMwNEFGMDgyNDNEQjNBRTMxOEM5M0ZBNTAwMzU1Qzc0Mzk1QzBGNTUzQ0ZGQzBBRjBBNEJBMDM0NpSMFnJldGlyZWRfYmxvYl93YW50X2JvZHmUh5RDIKzLUx/HSJNXxA/O8N3ovZCI8qwZJKZS6iEa3VwwuVtGlIxEaGV4OkFDQ0I1MzFGQzc0ODkzNTdDNDBGQ0VGMERERThCRDkwODhGMkFDMTkyNEE2NTJFQTIx'
-    'MUFERDVDMzBCOTVCNDaUaqgBAACHlEMgZe6eQnn/4B0mPnWo4t9iibbeQDy0RoCYoOq5JfgcKO2UjERoZXg6NjVFRTlFNDI3OUZGRTAxRDI2M0U3NUE4RTJERjYyODlCNkRFNDAzQ0I0NDY4MDk4QTBFQUI5MjVGODFDMjhFRJSMF3JldGlyZWRfdHlwZWRfd2FudF9ib2R5lIeUQyClfIZqg6kGNQkKlH2SRksZ2fiYwMlhq3qRx5qXn58Ug5SMRGhleDpBNTdDODY2QTgzQTkwNjM1MDkwQTk0N0Q5MjQ2NEIxOUQ5Rjg5OEMwQzk2MUFCN0E5MUM3OUE5NzlGOUYxNDgzlGqvAQAAh5RDIAzuMg3gvaQKam9SIhxeTk0s47FltpyFhnP9E9mP'
-    'ZVN5lIxEaGV4OjBDRUUzMjBERTBCREE0MEE2QTZGNTIyMjFDNUU0RTREMkNFM0IxNjVCNjlDODU4NjczRkQxM0Q5OEY2NTUzNzmUjBN1bnNpZ25lZF9tZXJnZV9ib2R5lIeUQyB6zh7RDz68YyYnBYzEYdwcwXHNLlbFLl3OYOpMjcI8NpSMRGhleDo3QUNFMUVEMTBGM0VCQzYzMjYyNzA1OENDNDYxREMxQ0MxNzFDRDJFNTZDNTJFNURDRTYwRUE0QzhEQzIzQzM2lIwUdW5zaWduZWRfZGVyaXZlX2JvZHmUh5RDIDJ//Kqj9aEEJNwgWeOno1F/g35+VqPIUJee+p9eOh7XlIxEaGV4OjMyN0ZGQ0FBQTNGNUExMDQyNERDMjA1OUUzQTdB'
-    'MzUxN0Y4MzdFN0U1NkEzQzg1MDk3OUVGQTlGNUUzQTFFRDeUjAlwZWVyX2JvZHmUh5RDIJfGnHRtAXQcgBKlbwjSxCTgKRtUJOuc12N/1KZVyT37lIxEaGV4Ojk3QzY5Qzc0NkQwMTc0MUM4MDEyQTU2RjA4RDJDNDI0RTAyOTFCNTQyNEVCOUNENzYzN0ZENEE2NTVDOTNERkKUjBBzdG9yZV9zY29wZV9ib2R5lIeUQyDqexhayDlV0iSfTYyDtpENRNAcYbTkl8G2bht1w63Lb5SMRGhleDpFQTdCMTg1QUM4Mzk1NUQyMjQ5RjREOEM4M0I2OTEwRDQ0RDAxQzYxQjRFNDk3QzFCNjZFMUI3NUMzQURDQjZGlIwTYXJ0aWZhY3Rfb2ZmZXJf'
-    'Ym9keZSHlEMgKaxGxheIAi1ivm4jiNpKFkQZumSDd9SLLm2wku4KgFOUjERoZXg6MjlBQzQ2QzYxNzg4MDIyRDYyQkU2RTIzODhEQTRBMTY0NDE5QkE2NDgzNzdENDhCMkU2REIwOTJFRTBBODA1M5SMDXByb29mX3YxX2JvZHmUh5RDIDNNegROX57U8+UWGKP7F1ISDze7XNvGufZJf7njOOjVlIxEaGV4OjMzNEQ3QTA0NEU1RjlFRDRGM0U1MTYxOEEzRkIxNzUyMTIwRjM3QkI1Q0RCQzZCOUY2NDk3RkI5RTMzOEU4RDWUjA1wcm9vZl92Ml9ib2R5lIeUQyDPrSHfb6PTrfmTnkMt3PhEfLnFcIG5efHP1mnkgA0+MpSMRGhleDpDRkFE'
-    'MjFERjZGQTNEM0FERjk5MzlFNDMyRERDRjg0NDdDQjlDNTcwODFCOTc5RjFDRkQ2NjlFNDgwMEQzRTMylIwNcHJvb2ZfdjNfYm9keZSHlHSUaKuMBWJ5dGVzlGoVAQAAakcBAABofCmBlH2UKGh/akcBAABogWi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRqRwEAAGGFlFKUdWKGlIWUaAVqFgEAAGoXAQAATnViaAuMNnRoZSBraW5kLXNwZWNpZmljIGJvZHk7IHVua25vd24ga2luZHMgYXJlIG9wYXF1ZSBieXRlc5RoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlofCmBlH2UKGh/jA9zcGFuICogMjU2IC0g'
-    'NjSUaIFogowFQmluT3CUk5QpUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVijAJvcJRogowETXVsdJSTlClSlH2UYowFcmlnaHSUaIQpUpR9lChoK00AAWiHTmiISwFoiUsHaIpLAWiLSwp1YmiISwFoiUsAaIpLAWiLSwp1YmrrAQAAaIKMA1N1YpSTlClSlH2UYmrwAQAAaIQpUpR9lChoK0tAaIdOaIhLAWiJSw1oiksBaItLD3ViaIhLAWiJSwBoiksBaItLD3ViaIxoj12UakcBAABhhZRSlHViaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJho'
-    'qoloq05oPEtaaKyMHHJlY29yZHMuZnJhbWVfcmVzdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMpkEgY3VycmVudCAyNTYtYnl0ZSBmcmFtZWQgcmVjb3JkIGFmdGVyIHRoZSBmaXJzdCAxNiBtYWdpYyBieXRlczogdGhlIHJlc3Qgb2YgdGhlIG1hZ2ljLCB0aGUgc3BhbiBhbmQgdGhlIDMyLWJ5dGUga2luZCwgdGhlbiB0aGUga2luZCdzIGJvZHkgZmlsbGluZyBzcGFuIHggMjU2IGJ5dGVzLgqUaAmMCWZhY3RzIMKnMZRqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qNAEAAGomAQAA'
-    'TmonAQAAfZQoajcBAABLAGpHAQAASwxoh0sQanwBAABLMHVqKQEAAH2UKGo3AQAASwxqRwEAAEsEaIdLIHVqFwEAAE51YmFoPEtOaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijApmcmFtZV9oZWFklGhqKYGUfZQoaAVqBwIAAGhtXZQoaHApgZR9lChoBYwFbWFnaWOUaHRodimBlH2UKGh5aHwpgZR9lChof4wCMjiUaIFohClSlH2UKGgrSxxoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxDHANxsknwYmsqvduA4j6paQWdllal6lpJcyA1'
-    'HzuUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEt9aKyMHHJlY29yZHMuZnJhbWVfaGVhZC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakcBAABodGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pSAQAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqXgEAAGFq'
-    'YAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAamgBAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S35orIwccmVjb3Jkcy5mcmFtZV9oZWFkLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVoh2h0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmic'
-    'TmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLgWisjBxyZWNvcmRzLmZyYW1lX2hlYWQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEaGVhZJRodGi1KYGUfZQoaLhofCmBlH2UKGh/aIdogWi8KVKUfZQoaL9oh2jAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRoh2GFlFKUdWJoyEMgARSPMB/lbjRtFllqhIBTLotEIMTv0AyN/0N9DfmBDtCUaocBAACMCWJsb2JfaGVhZJSHlIWUaKtq1QEAAGoVAQAAakcBAABofCmBlH2UKGh/akcBAABogWi8KVKUfZQo'
-    'aL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRqRwEAAGGFlFKUdWKGlIWUaAVqFgEAAGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeWh8KYGUfZQoaH+MAzE5MpRogWiEKVKUfZQoaCtLwGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLgmisjBxyZWNvcmRzLmZyYW1lX2hlYWQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjOBUaGUgNjQtYnl0ZSBwcmVmaXggYW5kIHRoZSByZXN0IG9mIHRoZSBm'
-    'aXJzdCBibG9jayBvZiBhIGN1cnJlbnQgZnJhbWUsIHdpdGhvdXQgdGhlIGJsb2NrcyBhZnRlciBpdC4gUmVmcmVzaCByZWFkcyBibG9icyB0aHJvdWdoIHRoaXMgcmVjb3JkIHNvIHRoYXQgaXQgbmV2ZXIgdG91Y2hlcyBhIHBheWxvYWQ7IG90aGVyIGtpbmRzIGhhdmUgdGhlaXIgMTkyIGJ5dGVzIGtlcHQgcmF3IGhlcmUuCpRoCYwQZmFjdHMgwqcxLCDCpzMuMZRqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qCgIAAGomAQAATmonAQAAfZQoag0CAABLAGpHAQAASxxoh0sgaj0CAABLQHVq'
-    'KQEAAH2UKGoNAgAASxxqRwEAAEsEaIdLIHVqFwEAAE51YmFoPEt2aisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViakgCAABoaimBlH2UKGgFakgCAABobV2UKGhwKYGUfZQoaAWMCXRpbWVzdGFtcJRodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjCFpbnNlcnRpb24gdGltZSwgVW5peCBtaWxsaXNlY29uZHOUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLkWisjBtyZWNvcmRzLmJsb2JfaGVhZC5maWVsZHNbMF2UaCEp'
-    'aK5OaK9OaLCJdWJocCmBlH2UKGgFjAZsZW5ndGiUaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC4wdZXhhY3QgdW5wYWRkZWQgcGF5bG9hZCBsZW5ndGiUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MIXNwYW4gPT0gMSArIChsZW5ndGggKyAyNTUpIC8vIDI1NpRogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGiCjAJFcZSTlClSlH2UYmFqYAEAAF2UauQBAAApUpR9lChqVwEAAGiE'
-    'KVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmrrAQAAaIKMA0FkZJSTlClSlH2UYmrwAQAAauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/anMCAABowGjDaIhLAWiJSw1oiksBaItLE3ViausBAABqjAIAAGrwAQAAaIQpUpR9lChoK0v/aIdOaIhLAWiJSxZoiksBaItLGXViaIhLAWiJSw1oiksBaItLGXViausBAABogowIRmxvb3JEaXaUk5QpUpR9lGJq8AEAAGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLHmiKSwFoi0shdWJoiEsBaIlLDGiKSwFoi0shdWJoiEsBaIlLCGiKSwFoi0shdWJhaIhLAWiJ'
-    'SwBoiksBaItLIXViaIxoj12UKGpzAgAAakcBAABlhZRSlHViamcBAACMJ2Jsb2Igc3BhbiBpcyBub3QgMSArIGNlaWwobGVuZ3RoIC8gMjU2KZRqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S5JorIwbcmVjb3Jkcy5ibG9iX2hlYWQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwKc2NhbGFyX3BhZJRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5o'
-    'm05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S5ZorIwbcmVjb3Jkcy5ibG9iX2hlYWQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEaGFzaJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMQEJMQUtFMyBvZiB0aGUgcGF5bG9hZCA9IHRoZSBibG9iIGhhbmRsZSAoY2hlY2tlZCBsYXppbHkgb24gcmVhZCmUaAlomGiZTmiaTmibTmic'
-    'TmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLl2isjBtyZWNvcmRzLmJsb2JfaGVhZC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMxMjiUaIFohClSlH2UKGgrS4Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuYaKyMG3JlY29yZHMu'
-    'YmxvYl9oZWFkLmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4xOVGhlIEJMT0IgaGVhZGVyIChyZWNvcmQgYnl0ZXMgNjQuLjI1Nik7IHRoZSBwYXlsb2FkIHN0YXJ0cyBhdCByZWNvcmQgYnl0ZSAyNTYulGgJjAtmYWN0cyDCpzMuMZRqGwEAAH2UakcBAABoAIwFUGFyYW2Uk5QpgZR9lChoBWpHAQAAaHSMA2ludJRoq05oC4wQdGhlIGZyYW1lJ3Mgc3BhbpR1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWppAgAAaiYBAABLwGonAQAAfZQoamwCAABLAGpzAgAASwhqpAIAAEsQarECAABLIGidS0B1'
-    'aikBAAB9lChqbAIAAEsIanMCAABLCGqkAgAASxBqsQIAAEsgaJ1LgHVqFwEAAE51YmFoPEuLaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAlibG9iX2RhdGGUaGopgZR9lChoBWraAgAAaG1dlChocCmBlH2UKGgFjAdwYXlsb2FklGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwIAAGiBaLwpUpR9lChov2pzAgAAaMBow2iISwFoiUsAaIpLAWiLSwZ1YmiMaI9dlGpzAgAAYYWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5o'
-    'p05oqEsAaA1OaKlomGiqiWirTmg8S6BorIwbcmVjb3Jkcy5ibG9iX2RhdGEuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwIcG9zdF9wYWSUaHRoAIwIUGFkZGluZ1SUk5QpgZR9lCiMBWFsaWdulE0AAWgFjAdwYWRkaW5nlIwJYXJiaXRyYXJ5lIh1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuhaKyMG3JlY29yZHMuYmxvYl9kYXRhLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xmQSBibG9iIHBheWxvYWQgYW5k'
-    'IGl0cyBwb3N0LXBhZGRpbmcgdG8gdGhlIG5leHQgMjU2LWJ5dGUgYm91bmRhcnkgKG5vdCBjaGVja2VkIG9uIHJlYWQ7IHdyaXR0ZW4gemVybykulGgJjBlmYWN0cyDCpzMuMSwgwqc1LjIsIMKnNS4zlGobAQAAfZRqcwIAAGrOAgAAKYGUfZQoaAVqcwIAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1q3QIAAGomAQAATmonAQAAfZRq4AIAAEsAc2opAQAAfZRqFwEAAE51YmFoPEuaaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViaogBAABoaimBlH2U'
-    'KGgFaogBAABobV2UKGhwKYGUfZQoaAVqPQIAAGh0aACMBFJlZlSUk5QpgZR9lChoh2izjAZ0YXJnZXSUakgCAABqFQEAAGpHAQAAaHwpgZR9lChof2pHAQAAaIFovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHViaIxoj12UakcBAABhhZRSlHVihpSFlGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S6lorIwbcmVjb3Jkcy5ibG9iX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEZGF0'
-    'YZRodGoIAwAAKYGUfZQoaIdos2oLAwAAatoCAABqFQEAAGpzAgAAaHwpgZR9lChof4wLaGVhZC5sZW5ndGiUaIFogowJQXR0cmlidXRllJOUKVKUfZQoaCtovClSlH2UKGi/aj0CAABowGjDaIhLAWiJSwBoiksBaItLBHVijARhdHRylGpzAgAAaMBow2iISwFoiUsAaIpLAWiLSwt1YmiMaI9dlGo9AgAAYYWUUpR1YoaUhZRqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuqaKyMG3JlY29yZHMuYmxvYl9ib2R5LmZpZWxkc1sx'
-    'XZRoISlork5or05osIl1YmVoC4xMQkxPQjogc3BhbiA9IDEgKyBjZWlsKGxlbi8yNTYpOyBoZWFkZXIsIHRoZW4gdGhlIHBheWxvYWQgYXQgcmVjb3JkIGJ5dGUgMjU2LpRoCWrLAgAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWoEAwAAaiYBAABOaicBAAB9lChqPQIAAEsAahgDAABLwHVqKQEAAH2Uaj0CAABLwHNqFwEAAE51YmFoPEujaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViaowBAABo'
-    'aimBlH2UKGgFaowBAABobV2UKGhwKYGUfZQoaAWMA3BpbpRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jAlzcGFuID09IDGUaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhL'
-    'AWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAjBRraW5kIHJlcXVpcmVzIHNwYW4gMZRqFAEAAGppAQAAaKxomHViakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MDG1heChwaW4pID4gMJRogWpUAQAAKVKUfZQoalcBAABogowEQ2FsbJSTlClSlH2UKIwEZnVuY5RovClSlH2UKGi/jANtYXiUaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ajsDAABowGjDaIhLAWiJSwRoiksBaItLB3ViYYwIa2V5d29yZHOUXZRoiEsBaIlLAGiKSwFoi0sIdWJqWgEAAF2U'
-    'aIKMAkd0lJOUKVKUfZRiYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLC2iKSwFoi0sMdWJhaIhLAWiJSwBoiksBaItLDHViaIxoj12UajsDAABhhZRSlHViamcBAACMCm5pbCBwaW4gaWSUahQBAABqaQEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuyaKyMH3JlY29yZHMucGluX2hlYWRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAlyZXNlcnZlZDGUaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKU'
-    'dWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEu4aKyMH3JlY29yZHMucGluX2hlYWRfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj0CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMJGhlYWQgaGFuZGxlIChhIFNpbXBsZUFyY2hpdmUgaGFuZGxlKZRoCWiYaJlOaJpO'
-    'aJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEu5aKyMH3JlY29yZHMucGluX2hlYWRfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAlyZXNlcnZlZDKUaHRodimBlH2UKGh5aHwpgZR9lChof2rDAgAAaIFohClSlH2UKGgrS4Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqolo'
-    'q05oPEu6aKyMH3JlY29yZHMucGluX2hlYWRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMTExlZ2FjeSBwaW4gaGVhZCBpbiB0aGUgY3VycmVudCBmcmFtZSAoc3BhbiAxKTsgcGlucyByZXBsYXkgbGFzdC13cml0ZXItd2lucy6UaAmMC2ZhY3RzIMKnMy44lGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qOAMAAGomAQAAS8BqJwEAAH2UKGo7AwAASwBqegMAAEsQaj0CAABLIGqUAwAAS0B1aikBAAB9lChq'
-    'OwMAAEsQanoDAABLEGo9AgAASyBqlAMAAEuAdWoXAQAATnViYWg8S6xqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqkAEAAGhqKYGUfZQoaAVqkAEAAGhtXZQoaHApgZR9lChoBWo7AwAAaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpX'
-    'AQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHViakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qWgMAAGiBalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qOwMAAGjAaMNoiEsBaIlLBGiKSwFoi0sH'
-    'dWJhamgDAABdlGiISwFoiUsAaIpLAWiLSwh1YmpaAQAAXZRqbQMAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSwtoiksBaItLDHViYWiISwFoiUsAaIpLAWiLSwx1YmiMaI9dlGo7AwAAYYWUUpR1YmpnAQAAanUDAABqFAEAAGppAQAAaKxomHVihpRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S8ForIwkcmVjb3Jkcy5waW5fdG9tYnN0b25lX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTc2lGiBaIQpUpR9lChoK0uwaIdOaIhLAWiJSwBoiksB'
-    'aItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLwmisjCRyZWNvcmRzLnBpbl90b21ic3RvbmVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMRExlZ2FjeSBwaW4gdG9tYnN0b25lIGluIHRoZSBjdXJyZW50IGZyYW1lIChzcGFuIDEpOyByZW1vdmVzIHRoZSBwaW4ulGgJaqADAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAA'
-    'TmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaq0DAABqJgEAAEvAaicBAAB9lChqOwMAAEsAaJ1LEHVqKQEAAH2UKGo7AwAASxBonUuwdWoXAQAATnViYWg8S7xqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMCXdhbnRfYmxvYpRoaimBlH2UKGgFavcDAABobV2UKGhwKYGUfZQoaAWMBGJsb2KUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
-    'aJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEvIaKyMG3JlY29yZHMud2FudF9ibG9iLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBHplcm+UaHRodimBlH2UKGh5aHwpgZR9lChof4wCNjSUaIFohClSlH2UKGgrS0Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEvJaKyMG3JlY29yZHMu'
-    'd2FudF9ibG9iLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w4V2FudFJlcXVlc3QgQmxvYjogQSA9IGJsb2IgaGFuZGxlOyBCIGFuZCBDIG11c3QgYmUgemVyby6UaAloOGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWr6AwAAaiYBAABLYGonAQAAfZQoav0DAABLAGoKBAAASyB1aikBAAB9lChq/QMAAEsgagoEAABLQHVqFwEAAE51YmFoPEvEaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAp3YW50X21lcmdllGhqKYGUfZQoaAVqHwQAAGhtXZQoaHApgZR9lCho'
-    'BYwKY29sbGVjdGlvbpRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S89orIwccmVjb3Jkcy53YW50X21lcmdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMA2xvd5RodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpL'
-    'AWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S9BorIwccmVjb3Jkcy53YW50X21lcmdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBGhpZ2iUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBO'
-    'aKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4wLaGlnaCA+PSBsb3eUaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2o/BAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqXgEAAGFqYAEAAF2UaLwpUpR9lChov2oyBAAAaMBow2iISwFoiUsIaIpLAWiLSwt1YmFoiEsBaIlLAGiKSwFoi0sLdWJojGiPXZQoaj8EAABqMgQAAGWFlFKUdWJqZwEAAIwYbWVyZ2UgcmVxdWVzdCBoaWdoIDwgbG93lGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL0WisjBxyZWNvcmRz'
-    'LndhbnRfbWVyZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjFNXYW50UmVxdWVzdCBNZXJnZTogY29sbGVjdGlvbiwgbG93IGFuZCBoaWdoIGlucHV0IGRpZ2VzdHMgKGhpZ2ggPj0gbG93LCByYXcgYnl0ZXMpLpRoCWg4ahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaiIEAABqJgEAAEtgaicBAAB9lChqJQQAAEsAajIEAABLIGo/BAAAS0B1aikBAAB9lChqJQQAAEsgajIEAABLIGo/BAAASyB1ahcBAABOdWJhaDxLy2orAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1'
-    'YowLd2FudF9kZXJpdmWUaGopgZR9lChoBWplBAAAaG1dlChocCmBlH2UKGgFagsDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S9porIwdcmVjb3Jkcy53YW50X2Rlcml2ZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAVpbnB1dJRodGh2KYGUfZQoaHlofCmB'
-    'lH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S9torIwdcmVjb3Jkcy53YW50X2Rlcml2ZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagoEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiW'
-    'TnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S9xorIwdcmVjb3Jkcy53YW50X2Rlcml2ZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAuMR1dhbnRSZXF1ZXN0IERlcml2ZTogdGFyZ2V0IGRlc2NyaXB0b3IgYW5kIGlucHV0IGRpZ2VzdDsgQyBtdXN0IGJlIHplcm8ulGgJaDhqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qaAQAAGomAQAAS2BqJwEAAH2UKGoLAwAASwBqdwQAAEsgagoEAABL'
-    'QHVqKQEAAH2UKGoLAwAASyBqdwQAAEsgagoEAABLIHVqFwEAAE51YmFoPEvWaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAx3YW50X3JlcXVlc3SUaGopgZR9lChoBWqXBAAAaG1dlChocCmBlH2UKGgFjAN0YWeUaHRqCAMAACmBlH2UKGiHjARlbnVtlGoLAwAAaBdqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEviaKyMHnJlY29yZHMud2FudF9yZXF1ZXN0LmZpZWxkc1swXZRoISlork5o'
-    'r05osIl1YmhwKYGUfZQoaAWMB3JlcXVlc3SUaHRotSmBlH2UKGi4aHwpgZR9lChof2qdBAAAaIFovClSlH2UKGi/ap0EAABowGjDaIhLAWiJSwBoiksBaItLA3ViaIxoj12Uap0EAABhhZRSlHViaMhLAWgqavcDAACHlEsCaDFqHwQAAIeUSwRoNWplBAAAh5SHlGirahQBAABqFQEAACloBWoWAQAAahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL42isjB5yZWNvcmRzLndhbnRfcmVxdWVzdC5maWVsZHNbMV2UaCEpaK5OaK9O'
-    'aLCJdWJlaAuMSVRoZSBjYW5vbmljYWwgOTctYnl0ZSBXYW50UmVxdWVzdCBrZXk6IHRhZygxKSB8fCBBKDMyKSB8fCBCKDMyKSB8fCBDKDMyKS6UaAloOGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWqaBAAAaiYBAABOaicBAAB9lChqnQQAAEsAaqQEAABLAXVqKQEAAH2Uap0EAABLAXNqFwEAAE51YmFoPEveaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViapQBAABoaimBlH2UKGgFapQBAABobV2UKGhwKYGUfZQoaAVqnQQAAGh0aggDAAApgZR9lChoh2qgBAAAagsD'
-    'AABoF2oVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL'
-    '7GisjB5yZWNvcmRzLndhbnRfdjNfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFanoDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/jAIzMZRogWiEKVKUfZQoaCtLH2iHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S+9orIwecmVjb3Jkcy53YW50X3YzX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqkBAAAaHRo'
-    'tSmBlH2UKGi4aHwpgZR9lChof2qdBAAAaIFovClSlH2UKGi/ap0EAABowGjDaIhLAWiJSwBoiksBaItLA3ViaIxoj12Uap0EAABhhZRSlHViaMhLAWgqavcDAACHlEsCaDFqHwQAAIeUSwRoNWplBAAAh5SHlGirahQBAABqFQEAACloBWoWAQAAahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL8GisjB5yZWNvcmRzLndhbnRfdjNfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFapQDAABodGh2KYGUfZQo'
-    'aHlofCmBlH2UKGh/ag8EAABogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S/NorIwecmVjb3Jkcy53YW50X3YzX2JvZHkuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjCxXQU5UIHYzIChzcGFuIDEpOyB0aGUgV0FOVCBzZXQgaXMgZ3Jvdy1vbmx5LpRoCWg4ahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGir'
-    'TmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWq+BAAAaiYBAABOaicBAAB9lChqnQQAAEsAanoDAABLAWqkBAAASyB1aikBAAB9lChqnQQAAEsBanoDAABLH2qUAwAAS0B1ahcBAABOdWJhaDxL52orAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmqYAQAAaGopgZR9lChoBWqYAQAAaG1dlChocCmBlH2UKGgFaiUEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnVi'
-    'aAuMHGNvbGxlY3Rpb24gZGVzY3JpcHRvciBoYW5kbGWUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmip'
-    'aJhoqoloq05oPEv6aKyMHXJlY29yZHMuY29tbWl0X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoYAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjBVtZW1iZXIgcGF5bG9hZCBkaWdlc3SUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL/2isjB1yZWNvcmRzLmNvbW1pdF9ib2R5LmZpZWxkc1sxXZRo'
-    'ISlork5or05osIl1YmhwKYGUfZQoaAWMCG1ldGFkYXRhlGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4w7bWV0YWRhdGEgYXJjaGl2ZSBoYW5kbGUgKGVtcHR5IGFyY2hpdmUgPSBCTEFLRTMgb2Ygbm90aGluZymUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNAAForIwdcmVjb3Jkcy5jb21taXRfYm9keS5maWVsZHNbMl2UaCEp'
-    'aK5OaK9OaLCJdWJocCmBlH2UKGgFjAZhdXRob3KUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjBJFZDI1NTE5IHB1YmxpYyBrZXmUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNAQForIwdcmVjb3Jkcy5jb21taXRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAVzaWdfcpRodGh2KYGUfZQoaHlofCmB'
-    'lH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TQIBaKyMHXJlY29yZHMuY29tbWl0X2JvZHkuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwFc2lnX3OUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlo'
-    'lU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0DAWisjB1yZWNvcmRzLmNvbW1pdF9ib2R5LmZpZWxkc1s1XZRoISlork5or05osIl1YmVoC4xVQ09NTUlUIChzcGFuIDEpOyB0aGUgc2lnbmF0dXJlIGlzIG92ZXIgdGhlIGNvbW1pdCB0cmFuc2NyaXB0LCBjaGVja2VkIG9uIGluc2VydCBvbmx5LpRoCYwSZmFjdHMgwqczLjIsIMKnNC4xlGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0B'
-    'AABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qCgUAAGomAQAAS8BqJwEAAH2UKGolBAAASwBqGAMAAEsgajcFAABLQGpFBQAAS2BqUwUAAEuAamAFAABLoHVqKQEAAH2UKGolBAAASyBqGAMAAEsgajcFAABLIGpFBQAASyBqUwUAAEsgamAFAABLIHVqFwEAAE51YmFoPEv1aisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViapwBAABoaimBlH2UKGgFapwBAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksB'
-    'aItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MCXNwYW4gPT0gMpRogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwJoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAACMFGtpbmQgcmVxdWlyZXMgc3BhbiAylGoUAQAAamkB'
-    'AABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNCgForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqMgQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNDgForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5'
-    'LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqPwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNDwForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBnJlc3VsdJRodGh2KYGUfZQoaHlofCmBlH2UKGh/'
-    'anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRABaKyMH3JlY29yZHMubWVyZ2VfdjZfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAtsb3dfd2l0bmVzc5RodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiU'
-    'iWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TREBaKyMH3JlY29yZHMubWVyZ2VfdjZfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAxoaWdoX3dpdG5lc3OUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNO'
-    'aKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4woaGlnaCArIGhpZ2hfd2l0bmVzcyA+PSBsb3cgKyBsb3dfd2l0bmVzc5RogWpUAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2o/BAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmrrAQAAaowCAABq8AEAAGi8KVKUfZQoaL9qzAUAAGjAaMNoiEsBaIlLB2iKSwFoi0sTdWJoiEsBaIlLAGiKSwFoi0sTdWJqWgEAAF2Ual4BAABhamABAABdlGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/ajIEAABowGjDaIhLAWiJSxdoiksBaItLGnViausBAABqjAIAAGrwAQAA'
-    'aLwpUpR9lChov2q/BQAAaMBow2iISwFoiUsdaIpLAWiLSyh1YmiISwFoiUsXaIpLAWiLSyh1YmFoiEsBaIlLAGiKSwFoi0sodWJojGiPXZQoaj8EAABqzAUAAGoyBAAAar8FAABlhZRSlHViamcBAACMI21lcmdlIGlucHV0cyBvdXQgb2YgY2Fub25pY2FsIG9yZGVylGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNEgForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s1XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRQUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9'
-    'lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNFgForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s2XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqUwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmia'
-    'TmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNFwForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s3XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN'
-    'GAForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s4XZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAzE2MJRogWiEKVKUfZQoaCtLoGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRkBaKyMH3JlY29yZHMubWVyZ2VfdjZfYm9keS5maWVsZHNbOV2UaCEpaK5OaK9OaLCJdWJlaAuMKU1FUkdFIHY2LCB3'
-    'aXRuZXNzLWJvdW5kIChzcGFuIGV4YWN0bHkgMikulGgJjBJmYWN0cyDCpzMuMywgwqc0LjKUahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWp5BQAAaiYBAABNwAFqJwEAAH2UKGolBAAASwBqMgQAAEsgaj8EAABLQGqyBQAAS2BqvwUAAEuAaswFAABLoGpFBQAAS8BqUwUAAEvgamAFAABNAAFonU0gAXVqKQEAAH2UKGolBAAASyBqMgQAAEsgaj8EAABLIGqyBQAASyBqvwUAAEsgaswFAABLIGpFBQAASyBqUwUAAEsgamAF'
-    'AABLIGidS6B1ahcBAABOdWJhaDxNBQFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqoAEAAGhqKYGUfZQoaAVqoAEAAGhtXZQoaHApgZR9lChoBWoLAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2qJBQAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pH'
-    'AQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sCaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAapUFAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSABaKyMIHJlY29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp3BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sC'
-    'dWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0hAWisjCByZWNvcmRzLmRlcml2ZV92N19ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBm91dHB1dJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05o'
-    'oE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSIBaKyMIHJlY29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwNaW5wdXRfd2l0bmVzc5RodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSMBaKyMIHJl'
-    'Y29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0kAWisjCByZWNvcmRzLmRlcml2ZV92N19ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqUwUAAGh0aHYp'
-    'gZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJQForIwgcmVjb3Jkcy5kZXJpdmVfdjdfYm9keS5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFamAFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWU'
-    'UpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSYBaKyMIHJlY29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzZdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMjI0lGiBaIQpUpR9lChoK0vgaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmik'
-    'KWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJwForIwgcmVjb3Jkcy5kZXJpdmVfdjdfYm9keS5maWVsZHNbN12UaCEpaK5OaK9OaLCJdWJlaAuMKkRFUklWRSB2Nywgd2l0bmVzcy1ib3VuZCAoc3BhbiBleGFjdGx5IDIpLpRoCYwSZmFjdHMgwqczLjQsIMKnNC4ylGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qMAYAAGomAQAATcABaicBAAB9lChqCwMAAEsAancEAABLIGpbBgAAS0BqaAYAAEtgakUFAABLgGpT'
-    'BQAAS6BqYAUAAEvAaJ1L4HVqKQEAAH2UKGoLAwAASyBqdwQAAEsgalsGAABLIGpoBgAASyBqRQUAAEsgalMFAABLIGpgBQAASyBonUvgdWoXAQAATnViYWg8TRsBaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijApwcm9vZl9lZGdllGhqKYGUfZQoaAVqsAYAAGhtXZQoaHApgZR9lChoBYwKY2FwYWJpbGl0eZRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMHGNhcGFiaWxpdHktZGVmaW5pdGlv'
-    'biBoYW5kbGWUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNLQForIwccmVjb3Jkcy5wcm9vZl9lZGdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMCGRlbGVnYXRllGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wbZGVsZWdhdGUgRWQyNTUxOSBwdWJsaWMga2V5lGgJaJhomU5omk5om05onE5onYlonk5oeU5o'
-    'n05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TS4BaKyMHHJlY29yZHMucHJvb2ZfZWRnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAlzaWduYXR1cmWUaHRodimBlH2UKGh5aHwpgZR9lChof2oPBAAAaIFohClSlH2UKGgrS0Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjBtFZDI1NTE5IHNpZ25hdHVyZSwgUiB0aGVuIFOUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBo'
-    'DU5oqWiYaKqJaKtOaDxNLwForIwccmVjb3Jkcy5wcm9vZl9lZGdlLmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4xIT25lIGRlbGVnYXRpb24gZWRnZSAoMTI4IGJ5dGVzKTsgYWxsLXplcm8gZWRnZXMgYXJlIHRoZSBwcm9vZidzIHBhZGRpbmculGgJjAtmYWN0cyDCpzMuN5RqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qswYAAGomAQAAS4BqJwEAAH2UKGq2BgAASwBqxAYAAEsgatIGAABLQHVqKQEAAH2UKGq2BgAASyBqxAYAAEsgatIGAABLQHVqFwEAAE51YmFoPE0pAWorAQAAaBFo'
-    'DU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmqkAQAAaGopgZR9lChoBWqkAQAAaG1dlChocCmBlH2UKGgFjAhyZXNvdXJjZZRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMEm9wYXF1ZSByZXNvdXJjZSBpZJRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE06AWisjB9yZWNvcmRzLnByb29mX3Y1X2JvZHkuZmllbGRzWzBd'
-    'lGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEcm9vdJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMF3Jvb3QgRWQyNTUxOSBwdWJsaWMga2V5lGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTsBaKyMH3JlY29yZHMucHJvb2ZfdjVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAVlZGdlc5RodGoIAwAA'
-    'KYGUfZQoaIdos2oLAwAAarAGAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9oAIwGUmVwZWF0lJOUKYGUfZQojAVjb3VudJROaJNOaJSIaJtOjAp1bnRpbF9pdGVtlE6MDXN0b3Bfb25fZXJyb3KUiWivTnViaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE08AWisjB9yZWNvcmRzLnByb29mX3Y1X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLWBQBAABDYXBhYmlsaXR5IHByb29mIHY1IGFmdGVyIHRoZSBraW5kICh3aGljaCBpcyB0aGUgcHJvb2Yg'
-    'bWFnaWMgYW5kIHRoZSBib2R5J3MgZmlyc3QgMzIgYnl0ZXMpOiByZXNvdXJjZSwgcm9vdCBrZXksIHRoZW4gMTI4LWJ5dGUgZWRnZXMgdG8gdGhlIGVuZCBvZiB0aGUgc3Bhbi4gVHJhaWxpbmcgYWxsLXplcm8gZWRnZXMgYXJlIHBhZGRpbmc7IHJ1bnRpbWUvcGlsZSBjb3VudHMgdGhlIHJlYWwgZWRnZXMgYW5kIGNoZWNrcyB0aGUgbWluaW1hbCBzcGFuIGFuZCB0aGUga2V5IHJ1bGVzLgqUaAlq3wYAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABd'
-    'lGojAQAAKYGUfZQoaBROaG1q6gYAAGomAQAATmonAQAAfZQoau0GAABLAGr7BgAASyBqCQcAAEtAdWopAQAAfZQoau0GAABLIGr7BgAASyB1ahcBAABOdWJhaDxNMQFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqqAEAAGhqKYGUfZQoaAVqqAEAAGhtXZQoaHApgZR9lChoBWr9AwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFO'
-    'aKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUMBaKyMKHJlY29yZHMucmV0aXJlZF9ibG9iX3dhbnRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9O'
-    'aLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/ahsGAABogWiEKVKUfZQoaCtLoGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUQBaKyMKHJlY29yZHMucmV0aXJlZF9ibG9iX3dhbnRfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMMVJldGlyZWQgYmxvYi13YW50IGFzc2VydC9yZXRyYWN0IChzcGFuIDEpOyBpbmVydC6U'
-    'aAmMC2ZhY3RzIMKnMy45lGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qIQcAAGomAQAAS8BqJwEAAH2UKGr9AwAASwBonUsgdWopAQAAfZQoav0DAABLIGidS6B1ahcBAABOdWJhaDxNPgFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqrwEAAGhqKYGUfZQoaAVqrwEAAGhtXZQoaHApgZR9lChoBWqdBAAAaHRoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWie'
-    'Tmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YmpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jCB0YWcgPT0gMiBvciB0YWcgPT0gMyBvciB0YWcgPT0gNJRogWiCjAZCb29sT3CU'
-    'k5QpUpR9lChq6wEAAGiCjAJPcpSTlClSlH2UYowGdmFsdWVzlF2UKGpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/ap0EAABowGjDaIhLAWiJSwBoiksBaItLA3VialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwJoh05oiEsBaIlLB2iKSwFoi0sIdWJhaIhLAWiJSwBoiksBaItLCHVialQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qnQQAAGjAaMNoiEsBaIlLDGiKSwFoi0sPdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLA2iHTmiISwFoiUsTaIpLAWiLSxR1YmFoiEsBaIlLDGiKSwFoi0sUdWJqVAEAAClSlH2U'
-    'KGpXAQAAaLwpUpR9lChov2qdBAAAaMBow2iISwFoiUsYaIpLAWiLSxt1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sEaIdOaIhLAWiJSx9oiksBaItLIHViYWiISwFoiUsYaIpLAWiLSyB1YmVoiEsBaIlLAGiKSwFoi0sgdWJojGiPXZRqnQQAAGGFlFKUdWJqZwEAAIwgdHlwZWQgd2FudCB0YWcgbXVzdCBiZSAyLCAzIG9yIDSUahQBAABqaQEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1LAWisjClyZWNvcmRzLnJldGlyZWRfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1'
-    'YmhwKYGUfZQoaAVqegMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9q2gQAAGiBaIQpUpR9lChoK0sfaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNUAForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAFhlGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sg'
-    'aIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNUQForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAFilGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZ'
-    'TmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNUgForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAFjlGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5o'
-    'qWiYaKqJaKtOaDxNUwForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFapQDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/ag8EAABogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TVQBaKyMKXJlY29yZHMucmV0aXJlZF90eXBlZF93YW50X2JvZHkuZmllbGRz'
-    'WzVdlGghKWiuTmivTmiwiXViZWgLjFNSZXRpcmVkIHR5cGVkIHdhbnQgYXNzZXJ0L3JldHJhY3QgKHNwYW4gMSk7IHRhZyAxIGlzIHJlZnVzZWQsIHRhZyAzIGFsbG93ZWQ7IGluZXJ0LpRoCWpLBwAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWpYBwAAaiYBAABLwGonAQAAfZQoap0EAABLAGp6AwAASwFqpwcAAEsgarQHAABLQGrBBwAAS2BqlAMAAEuAdWopAQAAfZQoap0EAABLAWp6AwAASx9qpwcAAEsgarQHAABL'
-    'IGrBBwAASyBqlAMAAEtAdWoXAQAATnViYWg8TUYBaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViarYBAABoaimBlH2UKGgFarYBAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKU'
-    'fZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1bAWisjCVyZWNvcmRzLnVuc2lnbmVkX21lcmdlX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoyBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsB'
-    'aIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1cAWisjCVyZWNvcmRzLnVuc2lnbmVkX21lcmdlX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo/BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
-    'aJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pNBAAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2o/BAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqXgEAAGFqYAEAAF2UaLwpUpR9lChov2oyBAAAaMBow2iISwFoiUsIaIpLAWiLSwt1YmFoiEsBaIlLAGiKSwFoi0sLdWJojGiPXZQoaj8EAABqMgQAAGWFlFKUdWJqZwEAAIwQbWVyZ2UgaGlnaCA8IGxvd5RqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TV0BaKyMJXJlY29yZHMu'
-    'dW5zaWduZWRfbWVyZ2VfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarIFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWEBaKyMJXJlY29yZHMudW5zaWduZWRfbWVyZ2VfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2'
-    'KYGUfZQoaHlofCmBlH2UKGh/ag8EAABogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWIBaKyMJXJlY29yZHMudW5zaWduZWRfbWVyZ2VfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAuMOVJldGlyZWQgdW5zaWduZWQgTUVSR0UgZXF1YXRpb24gKHNwYW4gMSk7IGluZXJ0IGV2aWRlbmNlLpRoCWpLBwAAahsBAAB9lGpH'
-    'AQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWrlBwAAaiYBAABLwGonAQAAfZQoaiUEAABLAGoyBAAASyBqPwQAAEtAarIFAABLYGidS4B1aikBAAB9lChqJQQAAEsgajIEAABLIGo/BAAASyBqsgUAAEsgaJ1LQHVqFwEAAE51YmFoPE1WAWorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1Ymq6AQAAaGopgZR9lChoBWq6AQAAaG1dlChocCmBlH2UKGgFagsDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKU'
-    'fZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABo'
-    'rGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNaQForIwmcmVjb3Jkcy51bnNpZ25lZF9kZXJpdmVfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFancEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWoBaKyMJnJlY29yZHMudW5zaWduZWRf'
-    'ZGVyaXZlX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1rAWisjCZyZWNvcmRzLnVuc2lnbmVkX2Rlcml2ZV9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lCho'
-    'eWh8KYGUfZQoaH+MAjk2lGiBaIQpUpR9lChoK0tgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNbAForIwmcmVjb3Jkcy51bnNpZ25lZF9kZXJpdmVfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMOlJldGlyZWQgdW5zaWduZWQgREVSSVZFIGVxdWF0aW9uIChzcGFuIDEpOyBpbmVydCBldmlkZW5jZS6UaAlqSwcAAGobAQAAfZRqRwEAAGrO'
-    'AgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qUAgAAGomAQAAS8BqJwEAAH2UKGoLAwAASwBqdwQAAEsgalsGAABLQGidS2B1aikBAAB9lChqCwMAAEsgancEAABLIGpbBgAASyBonUtgdWoXAQAATnViYWg8TWQBaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViar4BAABoaimBlH2UKGgFar4BAABobV2UKGhwKYGUfZQoaAWMBHRlYW2UaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlL'
-    'AGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05o'
-    'qEsAaA1OaKlomGiqiWirTmg8TXMBaKyMG3JlY29yZHMucGVlcl9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBHBlZXKUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE10AWisjBtyZWNvcmRzLnBlZXJfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJo'
-    'cCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/asMCAABogWiEKVKUfZQoaCtLgGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXUBaKyMG3JlY29yZHMucGVlcl9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4w5UmV0aXJlZCBQRUVSICh0ZWFtIGVyYTsgc3BhbiAxKTsgYm90aCBrZXlzIHVuaW50ZXJwcmV0ZWQulGgJaksHAABqGwEA'
-    'AH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtap8IAABqJgEAAEvAaicBAAB9lChqoggAAEsAar8IAABLIGidS0B1aikBAAB9lChqoggAAEsgar8IAABLIGidS4B1ahcBAABOdWJhaDxNbgFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqwgEAAGhqKYGUfZQoaAVqwgEAAGhtXZQoaHApgZR9lChoBWqiCAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFo'
-    'i0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1O'
-    'aKlomGiqiWirTmg8TXwBaKyMInJlY29yZHMuc3RvcmVfc2NvcGVfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/ahsGAABogWiEKVKUfZQoaCtLoGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TX0BaKyMInJlY29yZHMuc3RvcmVfc2NvcGVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJ'
-    'dWJlaAuMHVJldGlyZWQgU1RPUkVfU0NPUEUgKHNwYW4gMSkulGgJaksHAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtauMIAABqJgEAAEvAaicBAAB9lChqoggAAEsAaJ1LIHVqKQEAAH2UKGqiCAAASyBonUugdWoXAQAATnViYWg8TXcBaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViasYBAABoaimBlH2UKGgFasYBAABobV2UaHApgZR9lChoBYwHY29udGVudJRodGh2KYGUfZQoaHlofCmBlH2U'
-    'KGh/alYCAABogWiEKVKUfZQoaCtLwGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABq'
-    'VQMAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNhAForIwlcmVjb3Jkcy5hcnRpZmFjdF9vZmZlcl9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmFoC4xKUmV0aXJlZCBhcnRpZmFjdCBvZmZlcjsgaXRzIGxheW91dCBpcyB1bnB1Ymxpc2hlZCwgb25seSBzcGFuIDEgaXMgY2hlY2tlZC6UaAlqSwcAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qGQkAAGomAQAAS8BqJwEA'
-    'AH2UahwJAABLAHNqKQEAAH2UahwJAABLwHNqFwEAAE51YmFoPE1/AWorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YowNcHJvb2ZfdjFfZWRnZZRoaimBlH2UKGgFakIJAABobV2UKGhwKYGUfZQoaAVqPQIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qiwgAAGiBaIQpUpR9lChoK0tgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNigFo'
-    'rIwfcmVjb3Jkcy5wcm9vZl92MV9lZGdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqxAYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNiwForIwfcmVjb3Jkcy5wcm9vZl92MV9lZGdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xjQSByZXRpcmVkIHBy'
-    'b29mIHYxIGVkZ2UgKDEyOCBieXRlcyk6IDk2IGJ5dGVzIHRoZSByZWFkZXIgZG9lcyBub3QgaW50ZXJwcmV0LCB0aGVuIHRoZSBkZWxlZ2F0ZSBrZXkulGgJaksHAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qRQkAAGomAQAAS4BqJwEAAH2UKGo9AgAASwBqxAYAAEtgdWopAQAAfZQoaj0CAABLYGrEBgAASyB1ahcBAABOdWJhaDxNhgFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMEHByb29mX3YxX2NvbnRlbnSUaGopgZR9lChoBWpnCQAAaG1dlChocCmBlH2U'
-    'KGgFavsGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZEBaKyMInJlY29yZHMucHJvb2ZfdjFfY29udGVudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagkHAABodGoIAwAAKYGUfZQoaIdos2oLAwAAakIJAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpO'
-    'aJtOaJxOaJ2JaJ5OaHlOaJ9qDQcAACmBlH2UKGoQBwAATmiTTmiUiGibTmoRBwAATmoSBwAAiWivTnViaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2SAWisjCJyZWNvcmRzLnByb29mX3YxX2NvbnRlbnQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjF9SZXRpcmVkIHByb29mIHYxIGJvZHk6IHJvb3Qga2V5LCB0aGVuIDEyOC1ieXRlIGVkZ2VzIChrZXlzIG11c3QgYmUgY3VydmUgcG9pbnRzOiBydW50aW1lL3BpbGUpLpRoCWpLBwAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAA'
-    'XZRqIwEAACmBlH2UKGgUTmhtamoJAABqJgEAAE5qJwEAAH2UKGr7BgAASwBqCQcAAEsgdWopAQAAfZRq+wYAAEsgc2oXAQAATnViYWg8TY0BaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijA1wcm9vZl92Ml9lZGdllGhqKYGUfZQoaAVqhwkAAGhtXZQoaHApgZR9lChoBYwGYWN0aW9ulGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmii'
-    'TmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MD21heChhY3Rpb24pID4gMJRogWpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2pkAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ao0JAABowGjDaIhLAWiJSwRoiksBaItLCnViYWpoAwAAXZRoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2Uam0DAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsOaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJojGiPXZRqjQkAAGGFlFKUdWJqZwEAAIwNbmlsIGFjdGlv'
-    'biBpZJRqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZgBaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaGJodGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4wjZmxhZ3MgJiAyNDggPT0gMCBhbmQgZmxhZ3MgJiAzICE9IDCUaIFqcgcAAClSlH2UKGrrAQAAaIKMA0FuZJSTlClSlH2UYmp5BwAAXZQoalQB'
-    'AAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/aGJowGjDaIhLAWiJSwBoiksBaItLBXViausBAABogowGQml0QW5klJOUKVKUfZRiavABAABohClSlH2UKGgrS/hoh05oiEsBaIlLCGiKSwFoi0sLdWJoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsPaIpLAWiLSxB1YmFoiEsBaIlLAGiKSwFoi0sQdWJqVAEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9oYmjAaMNoiEsBaIlLFWiKSwFoi0sadWJq6wEAAGrICQAAavABAABohClS'
-    'lH2UKGgrSwNoh05oiEsBaIlLHWiKSwFoi0sedWJoiEsBaIlLFWiKSwFoi0sedWJqWgEAAF2UaIKMBU5vdEVxlJOUKVKUfZRiYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLImiKSwFoi0sjdWJhaIhLAWiJSxVoiksBaItLI3ViZWiISwFoiUsAaIpLAWiLSyN1YmiMaI9dlGhiYYWUUpR1YmpnAQAAjBdiYWQgcHJvb2YgdjIgZWRnZSBmbGFnc5RqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZkBaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmB'
-    'lH2UKGgFjAVsb3dlcpRodGgeKYGUfZQoaCFLgGgiiGgNjAJiZZRoI4l1YmgLjC12YWxpZGl0eSBsb3dlciBib3VuZCAoemVybyB1bmxlc3MgZmxhZyBiaXQgMimUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNnAForIwfcmVjb3Jkcy5wcm9vZl92Ml9lZGdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBXVwcGVylGh0aB4pgZR9lChoIUuAaCKIaA1q6wkAAGgjiXViaAuMFHZhbGlkaXR5IHVwcGVyIGJvdW5klGgJaJhomU5o'
-    'mk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jD4obG93ZXIgPD0gdXBwZXIpIGlmIGZsYWdzICYgNCBlbHNlIChsb3dlciA9PSAwIGFuZCB1cHBlciA9PSAwKZRogWiCjAVJZkV4cJSTlClSlH2UKIwEdGVzdJRq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2hiaMBow2iISwFoiUsUaIpLAWiLSxl1YmrrAQAAasgJAABq8AEAAGiEKVKUfZQoaCtLBGiHTmiISwFoiUscaIpLAWiLSx11YmiISwFoiUsUaIpLAWiLSx11Ymp8AQAAalQBAAApUpR9lChqVwEAAGi8KVKUfZQo'
-    'aL9q6AkAAGjAaMNoiEsBaIlLAWiKSwFoi0sGdWJqWgEAAF2UaIKMA0x0RZSTlClSlH2UYmFqYAEAAF2UaLwpUpR9lChov2rwCQAAaMBow2iISwFoiUsKaIpLAWiLSw91YmFoiEsBaIlLAWiKSwFoi0sPdWKMBm9yZWxzZZRqcgcAAClSlH2UKGrrAQAAar0JAABqeQcAAF2UKGpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/augJAABowGjDaIhLAWiJSyRoiksBaItLKXVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLLWiKSwFoi0sudWJhaIhLAWiJSyRoiksBaItLLnVialQBAAApUpR9lChqVwEAAGi8KVKU'
-    'fZQoaL9q8AkAAGjAaMNoiEsBaIlLM2iKSwFoi0s4dWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUs8aIpLAWiLSz11YmFoiEsBaIlLM2iKSwFoi0s9dWJlaIhLAWiJSyRoiksBaItLPXViaIhLAWiJSwBoiksBaItLPnViaIxoj12UKGhiaugJAABq8AkAAGWFlFKUdWJqZwEAAIwcYmFkIHByb29mIHYyIHZhbGlkaXR5IGJvdW5kc5RqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZ0BaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJ'
-    'dWJocCmBlH2UKGgFasQGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TaEBaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFatIGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/ag8EAABogWiEKVKUfZQoaCtLQGiHTmiISwFo'
-    'iUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TaIBaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJlaAuMJEEgcmV0aXJlZCBwcm9vZiB2MiBlZGdlICgxNDUgYnl0ZXMpLpRoCWpLBwAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaooJAABqJgEAAEuRaicBAAB9lChqjQkAAEsAaGJLEGro'
-    'CQAASxFq8AkAAEshasQGAABLMWrSBgAAS1F1aikBAAB9lChqjQkAAEsQaGJLAWroCQAASxBq8AkAAEsQasQGAABLIGrSBgAAS0B1ahcBAABOdWJhaDxNlAFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMEHByb29mX3YyX2NvbnRlbnSUaGopgZR9lChoBWpLCgAAaG1dlChocCmBlH2UKGgFag0CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onEMQXBVBAhmNf+0up5dy'
-    'DC4ljZRonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TagBaKyMInJlY29yZHMucHJvb2ZfdjJfY29udGVudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFau0GAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8'
-    'TakBaKyMInJlY29yZHMucHJvb2ZfdjJfY29udGVudC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFavsGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TaoBaKyMInJlY29yZHMucHJvb2ZfdjJfY29udGVudC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2U'
-    'KGgFagkHAABodGoIAwAAKYGUfZQoaIdos2oLAwAAaocJAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9qDQcAACmBlH2UKGoQBwAATmiTTmiUiGibTmoRBwAATmoSBwAAiWivTnViaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2rAWisjCJyZWNvcmRzLnByb29mX3YyX2NvbnRlbnQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjERSZXRpcmVkIHByb29mIHYyIGJvZHk6IG1hZ2ljMTYsIHJlc291cmNlLCByb290LCB0aGVuIDE0NS1ieXRlIGVkZ2VzLpRo'
-    'CWpLBwAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtak4KAABqJgEAAE5qJwEAAH2UKGoNAgAASwBq7QYAAEsQavsGAABLMGoJBwAAS1B1aikBAAB9lChqDQIAAEsQau0GAABLIGr7BgAASyB1ahcBAABOdWJhaDxNpAFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMDXByb29mX3YxX2RhdGGUaGopgZR9lChoBWqECgAAaG1dlChocCmBlH2UKGgFanwBAABodGoIAwAAKYGUfZQoaIdos2oLAwAAamcJAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
-    'aJ5OaHlofCmBlH2UKGh/jAhib2R5X2xlbpRogWi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJojGiPXZRqjgoAAGGFlFKUdWJon05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TbIBaKyMH3JlY29yZHMucHJvb2ZfdjFfZGF0YS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAR0YWlslGh0aHYpgZR9lChoeU5ok05olIholU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9'
-    'lChof4w2bGVuKHRhaWwpIDwgMjU2IGFuZCAobGVuKHRhaWwpID09IDAgb3IgbWF4KHRhaWwpID09IDAplGiBanIHAAApUpR9lChq6wEAAGq9CQAAankHAABdlChqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL+MA2xlbpRowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qlwoAAGjAaMNoiEsBaIlLBGiKSwFoi0sIdWJhamgDAABdlGiISwFoiUsAaIpLAWiLSwl1YmpaAQAAXZRogowCTHSUk5QpUpR9lGJhamABAABdlGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhL'
-    'AWiJSwBoiksBaItLD3VianIHAAApUpR9lChq6wEAAGp3BwAAankHAABdlChqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qqAoAAGjAaMNoiEsBaIlLFWiKSwFoi0sYdWJqFQEAAF2UaLwpUpR9lChov2qXCgAAaMBow2iISwFoiUsZaIpLAWiLSx11YmFqaAMAAF2UaIhLAWiJSxVoiksBaItLHnVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLImiKSwFoi0sjdWJhaIhLAWiJSxVoiksBaItLI3VialQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQD'
-    'AABowGjDaIhLAWiJSydoiksBaItLKnViahUBAABdlGi8KVKUfZQoaL9qlwoAAGjAaMNoiEsBaIlLK2iKSwFoi0svdWJhamgDAABdlGiISwFoiUsnaIpLAWiLSzB1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSzRoiksBaItLNXViYWiISwFoiUsnaIpLAWiLSzV1YmVoiEsBaIlLFWiKSwFoi0s1dWJlaIhLAWiJSwBoiksBaItLNnViaIxoj12UapcKAABhhZRSlHViamcBAACML3JldGlyZWQgcHJvb2YgdGFpbCBub3QgemVybyBvciBzcGFuIG5vdCBtaW5pbWFslGoUAQAAamkBAABorGiYdWKFlGilTmim'
-    'TminTmioSwBoDU5oqWiYaKqJaKtOaDxNswForIwfcmVjb3Jkcy5wcm9vZl92MV9kYXRhLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w2QSByZXRpcmVkIHByb29mIHYxIGJvZHkgYW5kIHRoZSB6ZXJvIHRhaWwgb2YgaXRzIHNwYW4ulGgJaJhqGwEAAH2Uao4KAABqzgIAACmBlH2UKGgFao4KAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaocKAABqJgEAAE5qJwEAAH2UanwBAABLAHNqKQEAAH2UahcBAABOdWJhaDxNrQFqKwEAAGgRaA1OaiwBAAApai0BAABos2ou'
-    'AQAAXZRqMAEAAF2UdWKMDXByb29mX3YyX2RhdGGUaGopgZR9lChoBWrlCgAAaG1dlChocCmBlH2UKGgFanwBAABodGoIAwAAKYGUfZQoaIdos2oLAwAAaksKAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlofCmBlH2UKGh/ao4KAABogWi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJojGiPXZRqjgoAAGGFlFKUdWJon05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8Tb0BaKyMH3JlY29yZHMucHJvb2ZfdjJfZGF0YS5maWVsZHNbMF2UaCEpaK5O'
-    'aK9OaLCJdWJocCmBlH2UKGgFapcKAABodGh2KYGUfZQoaHlOaJNOaJSIaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qngoAAGiBanIHAAApUpR9lChq6wEAAGq9CQAAankHAABdlChqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qqAoAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2qXCgAAaMBow2iISwFoiUsEaIpLAWiLSwh1YmFqaAMAAF2UaIhLAWiJSwBoiksBaItLCXVi'
-    'aloBAABdlGqwCgAAYWpgAQAAXZRohClSlH2UKGgrTQABaIdOaIhLAWiJSwxoiksBaItLD3ViYWiISwFoiUsAaIpLAWiLSw91YmpyBwAAKVKUfZQoausBAABqdwcAAGp5BwAAXZQoalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/aqgKAABowGjDaIhLAWiJSxVoiksBaItLGHViahUBAABdlGi8KVKUfZQoaL9qlwoAAGjAaMNoiEsBaIlLGWiKSwFoi0sddWJhamgDAABdlGiISwFoiUsVaIpLAWiLSx51YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSyJoiksBaItLI3ViYWiISwFo'
-    'iUsVaIpLAWiLSyN1YmpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2pkAwAAaMBow2iISwFoiUsnaIpLAWiLSyp1YmoVAQAAXZRovClSlH2UKGi/apcKAABowGjDaIhLAWiJSytoiksBaItLL3ViYWpoAwAAXZRoiEsBaIlLJ2iKSwFoi0swdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUs0aIpLAWiLSzV1YmFoiEsBaIlLJ2iKSwFoi0s1dWJlaIhLAWiJSxVoiksBaItLNXViZWiISwFoiUsAaIpLAWiLSzZ1YmiMaI9dlGqXCgAAYYWUUpR1YmpnAQAAatcKAABqFAEAAGppAQAA'
-    'aKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8Tb4BaKyMH3JlY29yZHMucHJvb2ZfdjJfZGF0YS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMNkEgcmV0aXJlZCBwcm9vZiB2MiBib2R5IGFuZCB0aGUgemVybyB0YWlsIG9mIGl0cyBzcGFuLpRoCWiYahsBAAB9lGqOCgAAas4CAAApgZR9lChoBWqOCgAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWroCgAAaiYBAABOaicBAAB9lGp8AQAASwBzaikBAAB9lGoXAQAATnViYWg8TbgBaisBAABoEWgNTmos'
-    'AQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViasoBAABoaimBlH2UKGgFasoBAABobV2UKGhwKYGUfZQoaAVqjgoAAGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jFBib2R5X2xlbiA+PSAxNjAgYW5kIChib2R5X2xlbiAtIDMyKSAlIDEyOCA9PSAwIGFuZCAoYm9keV9sZW4gLSAzMikgLy8gMTI4IDw9IDI1NZRogWpyBwAAKVKUfZQoausBAABqvQkAAGp5BwAAXZQoalQBAAApUpR9lChqVwEAAGi8'
-    'KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJqWgEAAF2Ual4BAABhamABAABdlGiEKVKUfZQoaCtLoGiHTmiISwFoiUsMaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJqVAEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSxVoiksBaItLHXViausBAABq9QEAAGrwAQAAaIQpUpR9lChoK0sgaIdOaIhLAWiJSyBoiksBaItLInViaIhLAWiJSxVoiksBaItLInViausBAABogowDTW9klJOUKVKUfZRiavABAABohClSlH2UKGgrS4Boh05o'
-    'iEsBaIlLJmiKSwFoi0spdWJoiEsBaIlLFGiKSwFoi0spdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUstaIpLAWiLSy51YmFoiEsBaIlLFGiKSwFoi0sudWJqVAEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSzRoiksBaItLPHViausBAABq9QEAAGrwAQAAaIQpUpR9lChoK0sgaIdOaIhLAWiJSz9oiksBaItLQXViaIhLAWiJSzRoiksBaItLQXViausBAABqmAIAAGrwAQAAaIQpUpR9lChoK0uAaIdOaIhLAWiJS0ZoiksB'
-    'aItLSXViaIhLAWiJSzNoiksBaItLSXVialoBAABdlGoLCgAAYWpgAQAAXZRohClSlH2UKGgrS/9oh05oiEsBaIlLTWiKSwFoi0tQdWJhaIhLAWiJSzNoiksBaItLUHViZWiISwFoiUsAaIpLAWiLS1B1YmiMaI9dlGqOCgAAYYWUUpR1YmpnAQAAjBhiYWQgcHJvb2YgdjEgYm9keSBsZW5ndGiUahQBAABqaQEAAGisaJh1YmpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jCRzcGFuID09ICg5NiArIGJvZHlfbGVuICsgMjU1KSAvLyAyNTaUaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1'
-    'YmpaAQAAXZRqgwIAAGFqYAEAAF2UauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaIQpUpR9lChoK0tgaIdOaIhLAWiJSwloiksBaItLC3ViausBAABqjAIAAGrwAQAAaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsOaIpLAWiLSxZ1YmiISwFoiUsJaIpLAWiLSxZ1YmrrAQAAaowCAABq8AEAAGiEKVKUfZQoaCtL/2iHTmiISwFoiUsZaIpLAWiLSxx1YmiISwFoiUsJaIpLAWiLSxx1YmrrAQAAapgCAABq8AEAAGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLIWiKSwFoi0skdWJoiEsBaIlLCGiKSwFo'
-    'i0skdWJhaIhLAWiJSwBoiksBaItLJHViaIxoj12UKGqOCgAAakcBAABlhZRSlHViamcBAACMGXByb29mIHNwYW4gaXMgbm90IG1pbmltYWyUahQBAABqaQEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3IAWisjB9yZWNvcmRzLnByb29mX3YxX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wCMjSUaIFohClSlH2UKGgrSxhoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
-    'aJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3NAWisjB9yZWNvcmRzLnByb29mX3YxX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoYAwAAaHRqCAMAACmBlH2UKGiHaLNqCwMAAGqECgAAahUBAABqjgoAAGh8KYGUfZQoaH9qjgoAAGiBaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsAaIpLAWiLSwh1YmiMaI9dlGqOCgAAYYWUUpR1YoaUhZRqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVO'
-    'aKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3OAWisjB9yZWNvcmRzLnByb29mX3YxX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjGVSZXRpcmVkIHByb29mIHYxOiByb290KDMyKSB0aGVuIDEyOC1ieXRlIGVkZ2VzOyBsZW4gPj0gMTYwLCAobGVuIC0gMzIpICUgMTI4ID09IDAsIGF0IG1vc3QgMjU1IGVkZ2VzLpRoCWpLBwAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWo/CwAAaiYBAABOaicBAAB9lChq'
-    'jgoAAEsAaJ1LCGoYAwAASyB1aikBAAB9lChqjgoAAEsIaJ1LGHVqFwEAAE51YmFoPE3DAWorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmrOAQAAaGopgZR9lChoBWrOAQAAaG1dlChocCmBlH2UKGgFao4KAABodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4xQYm9keV9sZW4gPj0gMjI1IGFuZCAoYm9keV9sZW4gLSA4MCkgJSAxNDUgPT0gMCBhbmQgKGJvZHlfbGVuIC0gODAp'
-    'IC8vIDE0NSA8PSAyNTWUaIFqcgcAAClSlH2UKGrrAQAAar0JAABqeQcAAF2UKGpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSwBoiksBaItLCHVialoBAABdlGpeAQAAYWpgAQAAXZRohClSlH2UKGgrS+Foh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3VialQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsVaIpLAWiLSx11YmrrAQAAavUBAABq8AEAAGiEKVKUfZQoaCtLUGiHTmiISwFoiUsgaIpLAWiL'
-    'SyJ1YmiISwFoiUsVaIpLAWiLSyJ1YmrrAQAAamALAABq8AEAAGiEKVKUfZQoaCtLkWiHTmiISwFoiUsmaIpLAWiLSyl1YmiISwFoiUsUaIpLAWiLSyl1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSy1oiksBaItLLnViYWiISwFoiUsUaIpLAWiLSy51YmpUAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLNGiKSwFoi0s8dWJq6wEAAGr1AQAAavABAABohClSlH2UKGgrS1Boh05oiEsBaIlLP2iKSwFoi0tBdWJoiEsBaIlL'
-    'NGiKSwFoi0tBdWJq6wEAAGqYAgAAavABAABohClSlH2UKGgrS5Foh05oiEsBaIlLRmiKSwFoi0tJdWJoiEsBaIlLM2iKSwFoi0tJdWJqWgEAAF2UagsKAABhamABAABdlGiEKVKUfZQoaCtL/2iHTmiISwFoiUtNaIpLAWiLS1B1YmFoiEsBaIlLM2iKSwFoi0tQdWJlaIhLAWiJSwBoiksBaItLUHViaIxoj12Uao4KAABhhZRSlHViamcBAACMGGJhZCBwcm9vZiB2MiBib2R5IGxlbmd0aJRqFAEAAGppAQAAaKxomHViakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qgAsAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjA'
-    'aMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGiEKVKUfZQoaCtLYGiHTmiISwFoiUsJaIpLAWiLSwt1YmrrAQAAaowCAABq8AEAAGi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLDmiKSwFoi0sWdWJoiEsBaIlLCWiKSwFoi0sWdWJq6wEAAGqMAgAAavABAABohClSlH2UKGgrS/9oh05oiEsBaIlLGWiKSwFoi0scdWJoiEsBaIlLCWiKSwFoi0scdWJq6wEAAGqYAgAAavABAABohClSlH2UKGgrTQABaIdOaIhLAWiJSyFoiksB'
-    'aItLJHViaIhLAWiJSwhoiksBaItLJHViYWiISwFoiUsAaIpLAWiLSyR1YmiMaI9dlChqjgoAAGpHAQAAZYWUUpR1YmpnAQAAapgLAABqFAEAAGppAQAAaKxomHVihpRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TdUBaKyMH3JlY29yZHMucHJvb2ZfdjJfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/aqELAABogWiEKVKUfZQoaCtLGGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYho'
-    'nk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TdoBaKyMH3JlY29yZHMucHJvb2ZfdjJfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGoIAwAAKYGUfZQoaIdos2oLAwAAauUKAABqFQEAAGqOCgAAaHwpgZR9lChof2qOCgAAaIFovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSwBoiksBaItLCHViaIxoj12Uao4KAABhhZRSlHVihpSFlGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5o'
-    'p05oqEsAaA1OaKlomGiqiWirTmg8TdsBaKyMH3JlY29yZHMucHJvb2ZfdjJfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAuMX1JldGlyZWQgcHJvb2YgdjI6IG1hZ2ljMTYsIHJlc291cmNlLCByb290LCB0aGVuIDE0NS1ieXRlIGVkZ2VzOyBsZW4gPSA4MCArIDE0NW4sIDEgPD0gbiA8PSAyNTUulGgJaksHAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtasMLAABqJgEAAE5qJwEAAH2UKGqOCgAASwBonUsI'
-    'ahgDAABLIHVqKQEAAH2UKGqOCgAASwhonUsYdWoXAQAATnViYWg8TdABaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijA1wcm9vZl92M19lZGdllGhqKYGUfZQoaAVqPgwAAGhtXZQoaHApgZR9lChoBWq2BgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3h'
-    'AWisjB9yZWNvcmRzLnByb29mX3YzX2VkZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWhiaHRoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4w7Yml0cyAwLi4xIGludm9jYXRpb24gYW5kIGRlbGVnYXRpb24sIGJpdCAyIGJvdW5kZWQgdmFsaWRpdHmUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MEGZsYWdzICYgMjQ4ID09IDCUaIFqVAEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9oYmjAaMNoiEsBaIlL'
-    'AGiKSwFoi0sFdWJq6wEAAGrICQAAavABAABohClSlH2UKGgrS/hoh05oiEsBaIlLCGiKSwFoi0sLdWJoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsPaIpLAWiLSxB1YmFoiEsBaIlLAGiKSwFoi0sQdWJojGiPXZRoYmGFlFKUdWJqZwEAAIwXYmFkIHByb29mIHYzIGVkZ2UgZmxhZ3OUahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3iAWisjB9yZWNvcmRzLnByb29mX3YzX2VkZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9'
-    'lChoBWroCQAAaHRoHimBlH2UKGghS4BoIohoDWrrCQAAaCOJdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN5gForIwfcmVjb3Jkcy5wcm9vZl92M19lZGdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVq8AkAAGh0aB4pgZR9lChoIUuAaCKIaA1q6wkAAGgjiXViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jChmbGFncyAmIDQg'
-    'b3IgKGxvd2VyID09IDAgYW5kIHVwcGVyID09IDAplGiBanIHAAApUpR9lChq6wEAAGp3BwAAankHAABdlChq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2hiaMBow2iISwFoiUsAaIpLAWiLSwV1YmrrAQAAasgJAABq8AEAAGiEKVKUfZQoaCtLBGiHTmiISwFoiUsIaIpLAWiLSwl1YmiISwFoiUsAaIpLAWiLSwl1YmpyBwAAKVKUfZQoausBAABqvQkAAGp5BwAAXZQoalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9q6AkAAGjAaMNoiEsBaIlLDmiKSwFoi0sTdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFo'
-    'iUsXaIpLAWiLSxh1YmFoiEsBaIlLDmiKSwFoi0sYdWJqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2rwCQAAaMBow2iISwFoiUsdaIpLAWiLSyJ1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSyZoiksBaItLJ3ViYWiISwFoiUsdaIpLAWiLSyd1YmVoiEsBaIlLDmiKSwFoi0sndWJlaIhLAWiJSwBoiksBaItLKHViaIxoj12UKGhiaugJAABq8AkAAGWFlFKUdWJqZwEAAIwqcHJvb2YgdjMgdmFsaWRpdHkgYm91bmRzIHNldCB3aXRob3V0IGJpdCAylGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmio'
-    'SwBoDU5oqWiYaKqJaKtOaDxN5wForIwfcmVjb3Jkcy5wcm9vZl92M19lZGdlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqxAYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN6gForIwfcmVjb3Jkcy5wcm9vZl92M19lZGdlLmZpZWxkc1s0XZRoISlork5or05o'
-    'sIl1YmhwKYGUfZQoaAVq0gYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qDwQAAGiBaIQpUpR9lChoK0tAaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN6wForIwfcmVjb3Jkcy5wcm9vZl92M19lZGdlLmZpZWxkc1s1XZRoISlork5or05osIl1YmVoC4xzQSByZXRpcmVkIHByb29mIHYzIGVkZ2UgKDE2MSBieXRlcyk6IGNhcGFiaWxpdHkgaGFuZGxlLCBm'
-    'bGFncywgVEFJLW5hbm9zZWNvbmQgdmFsaWRpdHkgYm91bmRzLCBkZWxlZ2F0ZSwgc2lnbmF0dXJlLpRoCYwsZmFjdHMgwqcyLjIgKHBpbGUtYXV0aC1wcm9vZi12MyBkZXNjcmlwdGlvbimUahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtakEMAABqJgEAAEuhaicBAAB9lChqtgYAAEsAaGJLIGroCQAASyFq8AkAAEsxasQGAABLQWrSBgAAS2F1aikBAAB9lChqtgYAAEsgaGJLAWroCQAASxBq8AkAAEsQasQGAABLIGrSBgAAS0B1ahcBAABOdWJhaDxN3QFqKwEAAGgRaA1OaiwBAAApai0BAABo'
-    's2ouAQAAXZRqMAEAAF2UdWKMEHByb29mX3YzX2NvbnRlbnSUaGopgZR9lChoBWq8DAAAaG1dlChocCmBlH2UKGgFag0CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfEBaKyMInJlY29yZHMucHJvb2ZfdjNfY29udGVudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgF'
-    'au0GAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfIBaKyMInJlY29yZHMucHJvb2ZfdjNfY29udGVudC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFavsGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiL'
-    'SwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfMBaKyMInJlY29yZHMucHJvb2ZfdjNfY29udGVudC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagkHAABodGoIAwAAKYGUfZQoaIdos2oLAwAAaj4MAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9qDQcAACmBlH2UKGoQBwAATmiTTmiUiGibTmoRBwAATmoSBwAAiWivTnViaKBOaKFO'
-    'aKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE30AWisjCJyZWNvcmRzLnByb29mX3YzX2NvbnRlbnQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjExSZXRpcmVkIHByb29mIHYzIGJvZHk6IGdyYW1tYXIgbWFnaWMxNiwgcmVzb3VyY2UsIHJvb3QsIHRoZW4gMTYxLWJ5dGUgZWRnZXMulGgJarMMAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qvwwAAGomAQAATmonAQAAfZQoag0CAABLAGrtBgAASxBq+wYAAEswagkHAABLUHVqKQEAAH2UKGoNAgAASxBq7QYA'
-    'AEsgavsGAABLIHVqFwEAAE51YmFoPE3tAWorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YowNcHJvb2ZfdjNfZGF0YZRoaimBlH2UKGgFavQMAABobV2UKGhwKYGUfZQoaAVqfAEAAGh0aggDAAApgZR9lChoh2izagsDAABqvAwAAGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeWh8KYGUfZQoaH9qjgoAAGiBaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsAaIpLAWiLSwh1YmiMaI9dlGqOCgAAYYWUUpR1YmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJ'
-    'aKtOaDxN+wForIwfcmVjb3Jkcy5wcm9vZl92M19kYXRhLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqlwoAAGh0aHYpgZR9lChoeU5ok05olIholU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2qeCgAAaIFqcgcAAClSlH2UKGrrAQAAar0JAABqeQcAAF2UKGpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2qoCgAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/apcK'
-    'AABowGjDaIhLAWiJSwRoiksBaItLCHViYWpoAwAAXZRoiEsBaIlLAGiKSwFoi0sJdWJqWgEAAF2UarAKAABhamABAABdlGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3VianIHAAApUpR9lChq6wEAAGp3BwAAankHAABdlChqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qqAoAAGjAaMNoiEsBaIlLFWiKSwFoi0sYdWJqFQEAAF2UaLwpUpR9lChov2qXCgAAaMBow2iISwFoiUsZaIpLAWiLSx11YmFqaAMAAF2UaIhLAWiJSxVoiksBaItLHnVialoBAABdlGqD'
-    'AgAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLImiKSwFoi0sjdWJhaIhLAWiJSxVoiksBaItLI3VialQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSydoiksBaItLKnViahUBAABdlGi8KVKUfZQoaL9qlwoAAGjAaMNoiEsBaIlLK2iKSwFoi0svdWJhamgDAABdlGiISwFoiUsnaIpLAWiLSzB1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSzRoiksBaItLNXViYWiISwFoiUsnaIpLAWiLSzV1YmVoiEsBaIlLFWiKSwFoi0s1dWJlaIhLAWiJ'
-    'SwBoiksBaItLNnViaIxoj12UapcKAABhhZRSlHViamcBAABq1woAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN/AForIwfcmVjb3Jkcy5wcm9vZl92M19kYXRhLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w2QSByZXRpcmVkIHByb29mIHYzIGJvZHkgYW5kIHRoZSB6ZXJvIHRhaWwgb2YgaXRzIHNwYW4ulGgJaJhqGwEAAH2Uao4KAABqzgIAACmBlH2UKGgFao4KAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtavcMAABqJgEA'
-    'AE5qJwEAAH2UanwBAABLAHNqKQEAAH2UahcBAABOdWJhaDxN9gFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJq0gEAAGhqKYGUfZQoaAVq0gEAAGhtXZQoaHApgZR9lChoBWqOCgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MLmJvZHlfbGVuID49IDI0MSBhbmQgKGJvZHlfbGVuIC0gODApICUgMTYxID09IDCUaIFqcgcAAClSlH2UKGrrAQAAar0JAABqeQcAAF2UKGpU'
-    'AQAAKVKUfZQoalcBAABovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSwBoiksBaItLCHVialoBAABdlGpeAQAAYWpgAQAAXZRohClSlH2UKGgrS/Foh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3VialQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsVaIpLAWiLSx11YmrrAQAAavUBAABq8AEAAGiEKVKUfZQoaCtLUGiHTmiISwFoiUsgaIpLAWiLSyJ1YmiISwFoiUsVaIpLAWiLSyJ1YmrrAQAAamALAABq8AEAAGiEKVKUfZQoaCtL'
-    'oWiHTmiISwFoiUsmaIpLAWiLSyl1YmiISwFoiUsUaIpLAWiLSyl1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSy1oiksBaItLLnViYWiISwFoiUsUaIpLAWiLSy51YmVoiEsBaIlLAGiKSwFoi0sudWJojGiPXZRqjgoAAGGFlFKUdWJqZwEAAIwYYmFkIHByb29mIHYzIGJvZHkgbGVuZ3RolGoUAQAAamkBAABorGiYdWJqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2qACwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEA'
-    'AF2UauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaIQpUpR9lChoK0tgaIdOaIhLAWiJSwloiksBaItLC3ViausBAABqjAIAAGrwAQAAaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsOaIpLAWiLSxZ1YmiISwFoiUsJaIpLAWiLSxZ1YmrrAQAAaowCAABq8AEAAGiEKVKUfZQoaCtL/2iHTmiISwFoiUsZaIpLAWiLSxx1YmiISwFoiUsJaIpLAWiLSxx1YmrrAQAAapgCAABq8AEAAGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLIWiKSwFoi0skdWJoiEsBaIlLCGiKSwFoi0skdWJhaIhLAWiJSwBoiksB'
-    'aItLJHViaIxoj12UKGqOCgAAakcBAABlhZRSlHViamcBAABqmAsAAGoUAQAAamkBAABorGiYdWKGlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNBgJorIwfcmVjb3Jkcy5wcm9vZl92M19ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qoQsAAGiBaIQpUpR9lChoK0sYaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmio'
-    'SwBoDU5oqWiYaKqJaKtOaDxNCwJorIwfcmVjb3Jkcy5wcm9vZl92M19ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGAMAAGh0aggDAAApgZR9lChoh2izagsDAABq9AwAAGoVAQAAao4KAABofCmBlH2UKGh/ao4KAABogWi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJojGiPXZRqjgoAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNDAJorIwfcmVjb3Jkcy5w'
-    'cm9vZl92M19ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4xNUmV0aXJlZCBwcm9vZiB2MzogbGVuZ3RoLXByZWZpeGVkIGxpa2UgdjEvdjI7IGxlbiA9IDgwICsgMTYxbiwgbiA+PSAxOyBpbmVydC6UaAmMSHNwZWMudHh0ICgxNjEtYnl0ZS1lZGdlIHByb29mcyBhcmUgcmVjb2duaXNlZCBpbmVydCBmcmFtZXMpOyBmYWN0cyDCpzIuMpRqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtak4NAABqJgEAAE5qJwEA'
-    'AH2UKGqOCgAASwBonUsIahgDAABLIHVqKQEAAH2UKGqOCgAASwhonUsYdWoXAQAATnViYWg8TQECaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAx2MV9ibG9iX2RhdGGUaGopgZR9lChoBWq6DQAAaG1dlChocCmBlH2UKGgFauACAABodJV14QAAAAAAAGh2KYGUfZQoaHlofCmBlH2UKGh/anMCAABogWi8KVKUfZQoaL9qcwIAAGjAaMNoiEsBaIlLAGiKSwFoi0sGdWJojGiPXZRqcwIAAGGFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNO'
-    'aKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0UAmisjB5yZWNvcmRzLnYxX2Jsb2JfZGF0YS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFau0CAABodGrvAgAAKYGUfZQoavICAABLQGgFavMCAABq9AIAAIh1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0VAmisjB5yZWNvcmRzLnYxX2Jsb2JfZGF0YS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMSkEgVjEgYmxvYiBwYXlsb2FkIGFuZCBpdHMgcGFkIHRv'
-    'IGEgNjQtYnl0ZSBtdWx0aXBsZSAobm90IGNoZWNrZWQgb24gcmVhZCkulGgJaJhqGwEAAH2UanMCAABqzgIAACmBlH2UKGgFanMCAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtar0NAABqJgEAAE5qJwEAAH2UauACAABLAHNqKQEAAH2UahcBAABOdWJhaDxNDwJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJo02hqKYGUfZQoaAVo02htXZQoaHApgZR9lChoBWpsAgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmic'
-    'TmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNGwJorIwZcmVjb3Jkcy52MV9ibG9iLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqcwIAAGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRwCaKyMGXJlY29yZHMudjFfYmxvYi5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarECAABodGh2KYGUfZQoaHlo'
-    'fCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TR0CaKyMGXJlY29yZHMudjFfYmxvYi5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGoIAwAAKYGUfZQoaIdos2oLAwAAaroNAABqFQEAAGpzAgAAaHwpgZR9lChof2pzAgAAaIFovClSlH2UKGi/anMCAABowGjDaIhLAWiJSwBoiksB'
-    'aItLBnViaIxoj12UanMCAABhhZRSlHVihpSFlGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TR4CaKyMGXJlY29yZHMudjFfYmxvYi5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMLVYxIGJsb2IgYWZ0ZXIgaXRzIG1hcmtlcjsgcGF5bG9hZCBhdCBieXRlIDY0LpRoCYwLZmFjdHMgwqc1LjGUahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtatwNAABqJgEAAE5qJwEAAH2UKGpsAgAA'
-    'SwBqcwIAAEsIarECAABLEGoYAwAASzB1aikBAAB9lChqbAIAAEsIanMCAABLCGqxAgAASyB1ahcBAABOdWJhaDxNFwJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJo12hqKYGUfZQoaAVo12htXZQoaHApgZR9lChoBYwGYnJhbmNolGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGU'
-    'fZQoaH+MD21heChicmFuY2gpID4gMJRogWpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2pkAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ahAOAABowGjDaIhLAWiJSwRoiksBaItLCnViYWpoAwAAXZRoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2Uam0DAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsOaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJojGiPXZRqEA4AAGGFlFKUdWJqZwEAAIwNbmlsIGJyYW5jaCBpZJRqFAEAAGppAQAAaKxomHVihZRopU5opk5o'
-    'p05oqEsAaA1OaKlomGiqiWirTmg8TSQCaKyMG3JlY29yZHMudjFfYnJhbmNoLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqPQIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNKAJorIwbcmVjb3Jkcy52MV9icmFuY2guZmllbGRzWzFdlGghKWiuTmivTmiwiXVi'
-    'ZWgLjCZWMSBicmFuY2ggKDY0IGJ5dGVzKSBhZnRlciBpdHMgbWFya2VyLpRoCWoCDgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtag0OAABqJgEAAEswaicBAAB9lChqEA4AAEsAaj0CAABLEHVqKQEAAH2UKGoQDgAASxBqPQIAAEsgdWoXAQAATnViYWg8TSACaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViaNtoaimBlH2UKGgFaNtobV2UKGhwKYGUfZQoaAVqEA4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItL'
-    'AnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qHg4AAGiBalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qEA4AAGjAaMNoiEsBaIlLBGiKSwFoi0sKdWJhamgDAABdlGiISwFoiUsAaIpLAWiLSwt1YmpaAQAAXZRqbQMAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSw5oiksBaItL'
-    'D3ViYWiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGoQDgAAYYWUUpR1YmpnAQAAajAOAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TS4CaKyMHnJlY29yZHMudjFfdG9tYnN0b25lLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMCXVuY2hlY2tlZJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5o'
-    'K05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TS8CaKyMHnJlY29yZHMudjFfdG9tYnN0b25lLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xHVjEgdG9tYnN0b25lICg2NCBieXRlcyk7IGJ5dGVzIDMyLi42NCBhcmUgd3JpdHRlbiB6ZXJvIGJ1dCBub3QgY2hlY2tlZC6UaAlqAg4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWpKDgAAaiYBAABLMGonAQAAfZQoahAOAABLAGpvDgAASxB1aikBAAB9lChqEA4AAEsQam8OAABLIHVqFwEAAE51YmFoPE0qAmorAQAAaBFo'
-    'DU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmjfaGopgZR9lChoBWjfaG1dlChocCmBlH2UKGgFamwCAABodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE02AmisjBlyZWNvcmRzLnYzX2Jsb2IuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpzAgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgr'
-    'TmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNNwJorIwZcmVjb3Jkcy52M19ibG9iLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqsQIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNOAJorIwZcmVjb3Jkcy52M19ibG9iLmZpZWxkc1syXZRoISlo'
-    'rk5or05osIl1YmhwKYGUfZQoaAVqbw4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qVgIAAGiBaIQpUpR9lChoK0vAaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNOQJorIwZcmVjb3Jkcy52M19ibG9iLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGAMAAGh0aggDAAApgZR9lChoh2izagsDAABq2gIAAGoVAQAAanMCAABofCmBlH2UKGh/'
-    'anMCAABogWi8KVKUfZQoaL9qcwIAAGjAaMNoiEsBaIlLAGiKSwFoi0sGdWJojGiPXZRqcwIAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNOgJorIwZcmVjb3Jkcy52M19ibG9iLmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4xPVjMgYmxvYjsgYnl0ZXMgNjQuLjI1NiByZXNlcnZlZCAobm90IGNoZWNrZWQpOyBkYXRhIGF0IDI1NiwgcG9zdC1wYWRkZWQgdG8gMjU2LpRoCYwLZmFjdHMgwqc1LjKU'
-    'ahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaoUOAABqJgEAAE5qJwEAAH2UKGpsAgAASwBqcwIAAEsIarECAABLEGpvDgAASzBqGAMAAEvwdWopAQAAfZQoamwCAABLCGpzAgAASwhqsQIAAEsgam8OAABLwHVqFwEAAE51YmFoPE0yAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmjjaGopgZR9lChoBWjjaG1dlChocCmBlH2UKGgFahAOAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiT'
-    'TmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/ah4OAABogWpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2pkAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ahAOAABowGjDaIhLAWiJSwRoiksBaItLCnViYWpoAwAAXZRoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2Uam0DAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsOaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFo'
-    'i0sPdWJojGiPXZRqEA4AAGGFlFKUdWJqZwEAAGowDgAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1AAmisjBtyZWNvcmRzLnYzX2JyYW5jaC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj0CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlo'
-    'mGiqiWirTmg8TUECaKyMG3JlY29yZHMudjNfYnJhbmNoLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqbw4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qVgIAAGiBaIQpUpR9lChoK0vAaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNQgJorIwbcmVjb3Jkcy52M19icmFuY2guZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjDxWMyBicmFu'
-    'Y2ggKDI1NiBieXRlcyk7IHRoZSByZXN0IGlzIHJlc2VydmVkIGFuZCBub3QgY2hlY2tlZC6UaAlqtw4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWrCDgAAaiYBAABL8GonAQAAfZQoahAOAABLAGo9AgAASxBqbw4AAEswdWopAQAAfZQoahAOAABLEGo9AgAASyBqbw4AAEvAdWoXAQAATnViYWg8TTwCaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViaOdoaimBlH2UKGgFaOdobV2UKGhwKYGUfZQoaAVqEA4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9'
-    'lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qHg4AAGiBalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qEA4AAGjAaMNoiEsBaIlLBGiKSwFoi0sKdWJhamgDAABdlGiISwFoiUsAaIpLAWiLSwt1YmpaAQAAXZRqbQMAAGFqYAEAAF2UaIQpUpR9'
-    'lChoK0sAaIdOaIhLAWiJSw5oiksBaItLD3ViYWiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGoQDgAAYYWUUpR1YmpnAQAAajAOAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUgCaKyMHnJlY29yZHMudjNfdG9tYnN0b25lLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqbw4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qnQYAAGiBaIQpUpR9lChoK0vgaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWie'
-    'Tmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNSQJorIwecmVjb3Jkcy52M190b21ic3RvbmUuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjBlWMyB0b21ic3RvbmUgKDI1NiBieXRlcykulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qCA8AAGomAQAAS/BqJwEAAH2UKGoQDgAASwBqbw4AAEsQdWopAQAAfZQoahAOAABLEGpvDgAAS+B1ahcBAABOdWJhaDxNRAJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2U'
-    'dWJo62hqKYGUfZQoaAVo62htXZQoaHApgZR9lChoBWr9AwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1PAmisjB5yZWNvcmRzLnYzX2Jsb2Jfd2FudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFam8OAABodGh2KYGUfZQoaHlofCmBlH2UKGh/jAMyMDiUaIFo'
-    'hClSlH2UKGgrS9Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1QAmisjB5yZWNvcmRzLnYzX2Jsb2Jfd2FudC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMNVYzIHdlYWsgcGluIC8gdW5waW4gKHJldGlyZWQgV0FOVCwgMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBRO'
-    'aG1qQg8AAGomAQAAS/BqJwEAAH2UKGr9AwAASwBqbw4AAEsgdWopAQAAfZQoav0DAABLIGpvDgAAS9B1ahcBAABOdWJhaDxNSwJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJo8mhqKYGUfZQoaAVo8mhtXZQoaHApgZR9lChoBYwEY2VsbJRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1O'
-    'aKlomGiqiWirTmg8TVYCaKyMH3JlY29yZHMudjNfbG9jYWxfY2VsbC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjARyZXN0lGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qnQYAAGiBaIQpUpR9lChoK0vgaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNVwJorIwfcmVjb3Jkcy52M19sb2NhbF9jZWxsLmZpZWxkc1sxXZRoISlork5or05osIl1'
-    'YmVoC4xUVjMgbG9jYWwgY2VsbCByZXBsYWNlIC8gY2xlYXIgKHJldGlyZWQsIDI1NiBieXRlcyk7IGtlcHQgYXMgYW4gb3BhcXVlIGxlZ2FjeSByZWNvcmQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qZw8AAGomAQAAS/BqJwEAAH2UKGpqDwAASwBqdw8AAEsQdWopAQAAfZQoamoPAABLEGp3DwAAS+B1ahcBAABOdWJhaDxNUgJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJo+WhqKYGUfZQoaAVo+WhtXZQoaHApgZR9lChoBYwFc2NvcGWUaHRodimB'
-    'lH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4wObWF4KHNjb3BlKSA+IDCUaIFqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qZAMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2qQDwAAaMBow2iISwFoiUsEaIpLAWiLSwl1YmFqaAMAAF2UaIhLAWiJ'
-    'SwBoiksBaItLCnVialoBAABdlGptAwAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLDWiKSwFoi0sOdWJhaIhLAWiJSwBoiksBaItLDnViaIxoj12UapAPAABhhZRSlHViamcBAACMBm5pbCBpZJRqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TV0CaKyMKnJlY29yZHMudjNfY29sbGVjdGlvbl9kZWZpbml0aW9uLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMDnJlcHJlc2VudGF0aW9ulGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJ'
-    'SwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MF21heChyZXByZXNlbnRhdGlvbikgPiAwlGiBalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qtQ8AAGjAaMNoiEsBaIlLBGiKSwFoi0sSdWJhamgDAABdlGiISwFoiUsAaIpLAWiLSxN1YmpaAQAAXZRqbQMAAGFqYAEAAF2U'
-    'aIQpUpR9lChoK0sAaIdOaIhLAWiJSxZoiksBaItLF3ViYWiISwFoiUsAaIpLAWiLSxd1YmiMaI9dlGq1DwAAYYWUUpR1YmpnAQAAarAPAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TV4CaKyMKnJlY29yZHMudjNfY29sbGVjdGlvbl9kZWZpbml0aW9uLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBnJlY2lwZZRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJ'
-    'aJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jA9tYXgocmVjaXBlKSA+IDCUaIFqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qZAMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2rZDwAAaMBow2iISwFoiUsEaIpLAWiLSwp1YmFqaAMAAF2UaIhLAWiJSwBoiksBaItLC3VialoBAABdlGptAwAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLDmiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3Vi'
-    'aIxoj12UatkPAABhhZRSlHViamcBAABqsA8AAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNXwJorIwqcmVjb3Jkcy52M19jb2xsZWN0aW9uX2RlZmluaXRpb24uZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof2pWAgAAaIFohClSlH2UKGgrS8Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhL'
-    'AGgNTmipaJhoqoloq05oPE1gAmisjCpyZWNvcmRzLnYzX2NvbGxlY3Rpb25fZGVmaW5pdGlvbi5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMLFYzIGNvbGxlY3Rpb24gZGVmaW5pdGlvbiAoMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qjQ8AAGomAQAAS/BqJwEAAH2UKGqQDwAASwBqtQ8AAEsQatkPAABLIGidSzB1aikBAAB9lChqkA8AAEsQarUPAABLEGrZDwAASxBonUvAdWoXAQAATnViYWg8TVkCaisBAABoEWgNTmosAQAAKWotAQAA'
-    'aLNqLgEAAF2UajABAABdlHViaP1oaimBlH2UKGgFaP1obV2UKGhwKYGUfZQoaAWMCmRlZmluaXRpb26UaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1mAmisjBtyZWNvcmRzLnYzX2NvbW1pdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGh2KYGUfZQoaHlo'
-    'fCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWcCaKyMG3JlY29yZHMudjNfY29tbWl0LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqNwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVO'
-    'aJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNaAJorIwbcmVjb3Jkcy52M19jb21taXQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgN'
-    'TmipaJhoqoloq05oPE1pAmisjBtyZWNvcmRzLnYzX2NvbW1pdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWoCaKyMG3JlY29yZHMudjNfY29tbWl0LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQo'
-    'aAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNawJorIwbcmVjb3Jkcy52M19jb21taXQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof2oPBAAAaIFohClSlH2UKGgrS0Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiP'
-    'XZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1sAmisjBtyZWNvcmRzLnYzX2NvbW1pdC5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMHVYzIGNvbW1pdCAoMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qEhAAAGomAQAAS/BqJwEAAH2UKGoVEAAASwBqGAMAAEsQajcFAABLMGpFBQAAS1BqUwUAAEtwamAFAABL'
-    'kGidS7B1aikBAAB9lChqFRAAAEsQahgDAABLIGo3BQAASyBqRQUAAEsgalMFAABLIGpgBQAASyBonUtAdWoXAQAATnViYWg8TWICaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViagEBAABoaimBlH2UKGgFagEBAABobV2UKGhwKYGUfZQoaAVqFRAAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmio'
-    'SwBoDU5oqWiYaKqJaKtOaDxNcgJorIwacmVjb3Jkcy52M19tZXJnZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFajIEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXMCaKyMGnJlY29yZHMudjNfbWVyZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9'
-    'lChoBWo/BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pNBAAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2o/BAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqXgEAAGFqYAEAAF2UaLwpUpR9lChov2oyBAAAaMBow2iISwFoiUsIaIpLAWiLSwt1YmFoiEsBaIlLAGiK'
-    'SwFoi0sLdWJojGiPXZQoaj8EAABqMgQAAGWFlFKUdWJqZwEAAGooCAAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE10AmisjBpyZWNvcmRzLnYzX21lcmdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqsgUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmio'
-    'SwBoDU5oqWiYaKqJaKtOaDxNdQJorIwacmVjb3Jkcy52M19tZXJnZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/asMCAABogWiEKVKUfZQoaCtLgGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXYCaKyMGnJlY29yZHMudjNfbWVyZ2UuZmllbGRzWzRdlGghKWiuTmivTmiwiXViZWgLjBxWMyBt'
-    'ZXJnZSAoMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qcxAAAGomAQAAS/BqJwEAAH2UKGoVEAAASwBqMgQAAEsQaj8EAABLMGqyBQAAS1BonUtwdWopAQAAfZQoahUQAABLEGoyBAAASyBqPwQAAEsgarIFAABLIGidS4B1ahcBAABOdWJhaDxNbgJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqBQEAAGhqKYGUfZQoaAVqBQEAAGhtXZQoaHApgZR9lChoBWh/aHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgr'
-    'SxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE18AmisjBtyZWNvcmRzLnYzX2Rlcml2ZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagsDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlo'
-    'nk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TX0CaKyMG3JlY29yZHMudjNfZGVyaXZlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqdwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNfgJorIwbcmVjb3Jkcy52'
-    'M19kZXJpdmUuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1/AmisjBtyZWNvcmRzLnYzX2Rlcml2ZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMx'
-    'NDSUaIFohClSlH2UKGgrS5Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2AAmisjBtyZWNvcmRzLnYzX2Rlcml2ZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAuMHVYzIGRlcml2ZSAoMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qyxAAAGomAQAAS/BqJwEAAH2U'
-    'KGh/SwBqCwMAAEsQancEAABLIGpbBgAAS0BonUtgdWopAQAAfZQoaH9LEGoLAwAASxBqdwQAAEsgalsGAABLIGidS5B1ahcBAABOdWJhaDxNeAJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqCQEAAGhqKYGUfZQoaAVqCQEAAGhtXZQoaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQp'
-    'aKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2GAmisjBtyZWNvcmRzLnY0X2NvbW1pdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYcCaKyMG3JlY29yZHMudjRfY29tbWl0LmZpZWxkc1sxXZRoISlork5o'
-    'r05osIl1YmhwKYGUfZQoaAVqNwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNiAJorIwbcmVjb3Jkcy52NF9jb21taXQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsB'
-    'aIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2JAmisjBtyZWNvcmRzLnY0X2NvbW1pdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5o'
-    'n05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYoCaKyMG3JlY29yZHMudjRfY29tbWl0LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNiwJorIwbcmVjb3Jkcy52NF9jb21t'
-    'aXQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wCNDiUaIFohClSlH2UKGgrSzBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2MAmisjBtyZWNvcmRzLnY0X2NvbW1pdC5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMM1Y0IGNvbW1pdCAoMjU2IGJ5dGVzKSwgZGVjb2RlZCBhcyBhIGN1cnJl'
-    'bnQgQ09NTUlULpRoCWq3DgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtahQRAABqJgEAAEvwaicBAAB9lChqJQQAAEsAahgDAABLIGo3BQAAS0BqRQUAAEtgalMFAABLgGpgBQAAS6BonUvAdWopAQAAfZQoaiUEAABLIGoYAwAASyBqNwUAAEsgakUFAABLIGpTBQAASyBqYAUAAEsgaJ1LMHVqFwEAAE51YmFoPE2CAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmoNAQAAaGopgZR9lChoBWoNAQAAaG1dlChocCmBlH2UKGgFaiUEAABodGh2KYGUfZQoaHlofCmBlH2U'
-    'KGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZICaKyMGnJlY29yZHMudjRfbWVyZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoyBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgL'
-    'aJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2TAmisjBpyZWNvcmRzLnY0X21lcmdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqPwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQo'
-    'aH9qTQQAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qPwQAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2Ual4BAABhamABAABdlGi8KVKUfZQoaL9qMgQAAGjAaMNoiEsBaIlLCGiKSwFoi0sLdWJhaIhLAWiJSwBoiksBaItLC3ViaIxoj12UKGo/BAAAajIEAABlhZRSlHViamcBAABqKAgAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNlAJorIwacmVjb3Jkcy52NF9tZXJnZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarIFAABodGh2KYGUfZQoaHlofCmBlH2U'
-    'KGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZUCaKyMGnJlY29yZHMudjRfbWVyZ2UuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTEylGiBaIQpUpR9lChoK0twaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iY'
-    'aAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNlgJorIwacmVjb3Jkcy52NF9tZXJnZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAuMKFY0IG1lcmdlICgyNTYgYnl0ZXMpOyB1bnNpZ25lZCBldmlkZW5jZS6UaAlqtw4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWp1EQAAaiYBAABL8GonAQAAfZQoaiUEAABLAGoyBAAASyBqPwQAAEtAarIFAABLYGidS4B1aikBAAB9lChqJQQAAEsgajIEAABLIGo/'
-    'BAAASyBqsgUAAEsgaJ1LcHVqFwEAAE51YmFoPE2OAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmoRAQAAaGopgZR9lChoBWoRAQAAaG1dlChocCmBlH2UKGgFaH9odGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZwCaKyMG3JlY29yZHMudjRfZGVyaXZlLmZp'
-    'ZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqCwMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNnQJorIwbcmVjb3Jkcy52NF9kZXJpdmUuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp3BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClS'
-    'lH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2eAmisjBtyZWNvcmRzLnY0X2Rlcml2ZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalsGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5o'
-    'm05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZ8CaKyMG3JlY29yZHMudjRfZGVyaXZlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qvBEAAGiBaIQpUpR9lChoK0twaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNoAJorIwbcmVj'
-    'b3Jkcy52NF9kZXJpdmUuZmllbGRzWzRdlGghKWiuTmivTmiwiXViZWgLjCpWNCBkZXJpdmUgKDI1NiBieXRlcyk7IHJldGlyZWQsIGRyb3BwYWJsZS6UaAlqtw4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWrOEQAAaiYBAABL8GonAQAAfZQoaH9LAGoLAwAASyBqdwQAAEtAalsGAABLYGidS4B1aikBAAB9lChof0sgagsDAABLIGp3BAAASyBqWwYAAEsgaJ1LcHVqFwEAAE51YmFoPE2YAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmjPaGopgZR9lChoBWjPaG1d'
-    'lChocCmBlH2UKGgFaIdodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TakCaKyMIXJlY29yZHMuZW52ZWxvcGUzNl9yZXN0LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRwEAAGh0aB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5o'
-    'eU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/alIBAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGpeAQAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqaAEAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNqgJorIwhcmVjb3Jkcy5lbnZlbG9wZTM2X3Jlc3QuZmllbGRzWzFdlGghKWiu'
-    'TmivTmiwiXViaHApgZR9lChoBWp8AQAAaHRotSmBlH2UKGi4aHwpgZR9lChof2iHaIFovClSlH2UKGi/aIdowGjDaIhLAWiJSwBoiksBaItLBHViaIxoj12UaIdhhZRSlHViaMgoQxCcM+61JQZaYursS+Q9zDValGjejA1lbnZfYmxvYl9ib2R5lIeUQxCsNj0Er+GvF7OVgbHiMCHXlGjijA9lbnZfYnJhbmNoX2JvZHmUh5RDENDLoMjqq0wMcxIcMgVnHk+UaOaMEmVudl90b21ic3RvbmVfYm9keZSHlEMQjz7v7ezUkfY/bqql/W89XpRo6owSZW52X2Jsb2Jfd2FudF9ib2R5lIeUQxAtdmYt/wGH7DaoyQsSu4sNlGjuak0SAACHlEMQ'
-    'mgZ5dgD6kLioJZsO0CnsIZSMJGhleDo5QTA2Nzk3NjAwRkE5MEI4QTgyNTlCMEVEMDI5RUMyMZSME2Vudl90eXBlZF93YW50X2JvZHmUh5RDEC2VengKUuR09YoG1E1v5GyUjCRoZXg6MkQ5NTdBNzgwQTUyRTQ3NEY1OEEwNkQ0NEQ2RkU0NkOUalMSAACHlEMQy/LPl9UqNIbhbBLXDTl8ZpRqCAEAAIwPZW52X2NvbW1pdF9ib2R5lIeUQxCfXQKNTEI2INaVel9yb6cnlGoMAQAAjA5lbnZfbWVyZ2VfYm9keZSHlEMQ7Psu6Q7YBCJE97rHBEVLuZRqEAEAAIwSZW52X2Rlcml2ZV92NF9ib2R5lIeUQxDta0b3KG1FVrB2wXt5/YMVlIwk'
-    'aGV4OkVENkI0NkY3Mjg2RDQ1NTZCMDc2QzE3Qjc5RkQ4MzE1lIwSZW52X2Rlcml2ZV92NV9ib2R5lIeUdJRoq2rVAQAAahUBAABqRwEAAGh8KYGUfZQoaH9qRwEAAGiBaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmiMaI9dlGpHAQAAYYWUUpR1YoaUhZRoBWoWAQAAahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5aHwpgZR9lChof4wPc3BhbiAqIDI1NiAtIDM2lGiBauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHViausB'
-    'AABq7gEAAGrwAQAAaIQpUpR9lChoK00AAWiHTmiISwFoiUsHaIpLAWiLSwp1YmiISwFoiUsAaIpLAWiLSwp1YmrrAQAAavUBAABq8AEAAGiEKVKUfZQoaCtLJGiHTmiISwFoiUsNaIpLAWiLSw91YmiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGpHAQAAYYWUUpR1YmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNrQJorIwhcmVjb3Jkcy5lbnZlbG9wZTM2X3Jlc3QuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjKNBIDM2LWJ5dGUtZW52ZWxvcGUgcmVjb3JkIGFmdGVyIGl0cyAxNi1ieXRl'
-    'IG1hcmtlcjogYSAxNi1ieXRlIGtpbmQgaWQgKGEgVjMvVjQgbWFya2VyKSwgdGhlIHNwYW4gKHUzMiBMRSwgMjU2LWJ5dGUgYmxvY2tzKSBhbmQgdGhlIGJvZHkuIFVua25vd24ga2luZHMgYXJlIG9wYXF1ZS4KlGgJjAtmYWN0cyDCpzUuM5RqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qFhIAAGomAQAATmonAQAAfZQoaIdLAGpHAQAASxBqfAEAAEsUdWopAQAAfZQoaIdLEGpHAQAASwR1ahcBAABOdWJhaDxNowJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqRBIA'
-    'AGhqKYGUfZQoaAVqRBIAAGhtXZQoaHApgZR9lChoBWpsAgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNxAJorIwfcmVjb3Jkcy5lbnZfYmxvYl9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqcwIAAGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABo'
-    'fCmBlH2UKGh/ansCAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRq5AEAAClSlH2UKGpXAQAAaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViausBAABqjAIAAGrwAQAAauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/anMCAABowGjDaIhLAWiJSw1oiksBaItLE3ViausBAABqjAIAAGrwAQAAaIQpUpR9lChoK0v/aIdOaIhLAWiJSxZoiksBaItLGXViaIhLAWiJSw1oiksBaItLGXViausBAABqmAIAAGrw'
-    'AQAAaIQpUpR9lChoK00AAWiHTmiISwFoiUseaIpLAWiLSyF1YmiISwFoiUsMaIpLAWiLSyF1YmiISwFoiUsIaIpLAWiLSyF1YmFoiEsBaIlLAGiKSwFoi0shdWJojGiPXZQoanMCAABqRwEAAGWFlFKUdWJqZwEAAGqfAgAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3FAmisjB9yZWNvcmRzLmVudl9ibG9iX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqxAgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sC'
-    'dWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3IAmisjB9yZWNvcmRzLmVudl9ibG9iX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTcylGiBaIQpUpR9lChoK0usaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmii'
-    'TmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNyQJorIwfcmVjb3Jkcy5lbnZfYmxvYl9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGAMAAGh0aggDAAApgZR9lChoh2izagsDAABq2gIAAGoVAQAAanMCAABofCmBlH2UKGh/anMCAABogWi8KVKUfZQoaL9qcwIAAGjAaMNoiEsBaIlLAGiKSwFoi0sGdWJojGiPXZRqcwIAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJ'
-    'aKtOaDxNygJorIwfcmVjb3Jkcy5lbnZfYmxvYl9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4xCRW52ZWxvcGVkIGJsb2I7IGRhdGEgYXQgcmVjb3JkIGJ5dGUgMjU2OyBzcGFuID0gMSArIGNlaWwobGVuLzI1NikulGgJaoESAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaowSAABqJgEAAE5qJwEAAH2UKGpsAgAASwBqcwIAAEsIarECAABLEGidSzBqGAMAAEvcdWopAQAAfZQoamwCAABLCGpzAgAASwhq'
-    'sQIAAEsgaJ1LrHVqFwEAAE51YmFoPE2/AmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmpHEgAAaGopgZR9lChoBWpHEgAAaG1dlChocCmBlH2UKGgFahAOAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcB'
-    'AABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABorGiYdWJqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2oeDgAAaIFqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qZAMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2oQDgAAaMBow2iISwFoiUsEaIpLAWiLSwp1YmFqaAMAAF2UaIhLAWiJ'
-    'SwBoiksBaItLC3VialoBAABdlGptAwAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLDmiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3ViaIxoj12UahAOAABhhZRSlHViamcBAABqMA4AAGoUAQAAamkBAABorGiYdWKGlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN0AJorIwhcmVjb3Jkcy5lbnZfYnJhbmNoX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo9AgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKU'
-    'dWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3WAmisjCFyZWNvcmRzLmVudl9icmFuY2hfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/asUSAABogWiEKVKUfZQoaCtLrGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClo'
-    'pU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TdcCaKyMIXJlY29yZHMuZW52X2JyYW5jaF9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmVoC2iYaAlqgRIAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1q5xIAAGomAQAAS9xqJwEAAH2UKGoQDgAASwBqPQIAAEsQaJ1LMHVqKQEAAH2UKGoQDgAASxBqPQIAAEsgaJ1LrHVqFwEAAE51YmFoPE3MAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1'
-    'YmpKEgAAaGopgZR9lChoBWpKEgAAaG1dlChocCmBlH2UKGgFahAOAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsB'
-    'aIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN3QJorIwkcmVjb3Jkcy5lbnZfdG9tYnN0b25lX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMjA0lGiBaIQpUpR9lChoK0vMaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmig'
-    'TmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN3gJorIwkcmVjb3Jkcy5lbnZfdG9tYnN0b25lX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLaJhoCWqBEgAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWo9EwAAaiYBAABL3GonAQAAfZQoahAOAABLAGidSxB1aikBAAB9lChqEA4AAEsQaJ1LzHVqFwEAAE51YmFoPE3ZAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGow'
-    'AQAAXZR1YmpNEgAAaGopgZR9lChoBWpNEgAAaG1dlChocCmBlH2UKGgFav0DAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgr'
-    'SwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN5AJorIwkcmVjb3Jkcy5lbnZfYmxvYl93YW50X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTg4lGiBaIQpUpR9lChoK0u8aIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGie'
-    'Tmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN5QJorIwkcmVjb3Jkcy5lbnZfYmxvYl93YW50X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLaJhoCWqBEgAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWpzEwAAaiYBAABL3GonAQAAfZQoav0DAABLAGidSyB1aikBAAB9lChq/QMAAEsgaJ1LvHVqFwEAAE51YmFoPE3gAmorAQAAaBFoDU5qLAEAAClqLQEAAGiz'
-    'ai4BAABdlGowAQAAXZR1YmpTEgAAaGopgZR9lChoBWpTEgAAaG1dlChocCmBlH2UKGgFap0EAABodGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAA'
-    'YYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHViakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qcAcAAGiBanIHAAApUpR9lChq6wEAAGp3BwAAankHAABdlChqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2qdBAAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sCaIdOaIhLAWiJSwdoiksBaItLCHViYWiISwFoiUsAaIpLAWiLSwh1YmpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/ap0EAABowGjDaIhLAWiJSwxoiksBaItLD3VialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2U'
-    'KGgrSwNoh05oiEsBaIlLE2iKSwFoi0sUdWJhaIhLAWiJSwxoiksBaItLFHVialQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qnQQAAGjAaMNoiEsBaIlLGGiKSwFoi0sbdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLBGiHTmiISwFoiUsfaIpLAWiLSyB1YmFoiEsBaIlLGGiKSwFoi0sgdWJlaIhLAWiJSwBoiksBaItLIHViaIxoj12Uap0EAABhhZRSlHViamcBAABqlgcAAGoUAQAAamkBAABorGiYdWKGlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN6wJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZp'
-    'ZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqpwcAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8AJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqtAcAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9q'
-    'cgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8QJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqwQcAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVO'
-    'aJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8gJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAzEyM5RogWiEKVKUfZQoaCtLe2iHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5o'
-    'p05oqEsAaA1OaKlomGiqiWirTmg8TfMCaKyMJXJlY29yZHMuZW52X3R5cGVkX3dhbnRfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAtomGgJaoESAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaqkTAABqJgEAAEvcaicBAAB9lChqnQQAAEsAaqcHAABLAWq0BwAASyFqwQcAAEtBaJ1LYXVqKQEAAH2UKGqdBAAASwFqpwcAAEsgarQHAABLIGrBBwAASyBonUt7dWoXAQAATnViYWg8TecCaisBAABoEWgNTmos'
-    'AQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVialkSAABoaimBlH2UKGgFalkSAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMC'
-    'AABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE36AmisjCFyZWNvcmRzLmVudl9jb21taXRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJ'
-    'aJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfsCaKyMIXJlY29yZHMuZW52X2NvbW1pdF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqNwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiY'
-    'aKqJaKtOaDxN/AJorIwhcmVjb3Jkcy5lbnZfY29tbWl0X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE39AmisjCFyZWNvcmRzLmVudl9jb21taXRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJo'
-    'cCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8Tf4CaKyMIXJlY29yZHMuZW52X2NvbW1pdF9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJ'
-    'SwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN/wJorIwhcmVjb3Jkcy5lbnZfY29tbWl0X2JvZHkuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof2oSAgAAaIFohClSlH2UKGgrSxxoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlO'
-    'aJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0AA2isjCFyZWNvcmRzLmVudl9jb21taXRfYm9keS5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMMUVudmVsb3BlZCBWNCBjb21taXQsIGRlY29kZWQgYXMgYSBjdXJyZW50IENPTU1JVC6UaAlqgRIAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qHhQAAGomAQAAS9xqJwEAAH2UKGolBAAASwBqGAMAAEsgajcFAABLQGpFBQAA'
-    'S2BqUwUAAEuAamAFAABLoGidS8B1aikBAAB9lChqJQQAAEsgahgDAABLIGo3BQAASyBqRQUAAEsgalMFAABLIGpgBQAASyBonUscdWoXAQAATnViYWg8TfUCaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVialwSAABoaimBlH2UKGgFalwSAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgr'
-    'TmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0GA2isjCByZWNvcmRzLmVudl9tZXJnZV9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQo'
-    'aAVqMgQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNBwNorIwgcmVjb3Jkcy5lbnZfbWVyZ2VfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj8EAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiL'
-    'SwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/ak0EAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/aj8EAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGpeAQAAYWpgAQAAXZRovClSlH2UKGi/ajIEAABowGjDaIhLAWiJSwhoiksBaItLC3ViYWiISwFoiUsAaIpLAWiLSwt1YmiMaI9dlChqPwQAAGoyBAAAZYWUUpR1YmpnAQAAaigIAABqFAEAAGppAQAAaKxomHVihZRopU5opk5o'
-    'p05oqEsAaA1OaKlomGiqiWirTmg8TQgDaKyMIHJlY29yZHMuZW52X21lcmdlX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqyBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0JA2isjCByZWNvcmRzLmVudl9tZXJnZV9ib2R5LmZpZWxkc1szXZRoISlo'
-    'rk5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAjkylGiBaIQpUpR9lChoK0tcaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNCgNorIwgcmVjb3Jkcy5lbnZfbWVyZ2VfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAtomGgJaoESAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVi'
-    'c2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtapAUAABqJgEAAEvcaicBAAB9lChqJQQAAEsAajIEAABLIGo/BAAAS0BqsgUAAEtgaJ1LgHVqKQEAAH2UKGolBAAASyBqMgQAAEsgaj8EAABLIGqyBQAASyBonUtcdWoXAQAATnViYWg8TQIDaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVial8SAABoaimBlH2UKGgFal8SAABobV2UKGhwKYGUfZQoaAVof2h0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHVi'
-    'aJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0QA2is'
-    'jCRyZWNvcmRzLmVudl9kZXJpdmVfdjRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagsDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TREDaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQo'
-    'aAVqdwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNEgNorIwkcmVjb3Jkcy5lbnZfZGVyaXZlX3Y0X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiK'
-    'SwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0TA2isjCRyZWNvcmRzLmVudl9kZXJpdmVfdjRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/aucUAABogWiEKVKUfZQoaCtLXGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5o'
-    'n05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRQDaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NF9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC2iYaAlqgRIAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1q+hQAAGomAQAAS9xqJwEAAH2UKGh/SwBqCwMAAEsgancEAABLQGpbBgAAS2BonUuAdWopAQAAfZQoaH9LIGoLAwAASyBqdwQAAEsgalsGAABLIGidS1x1ahcBAABO'
-    'dWJhaDxNDANqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqYxIAAGhqKYGUfZQoaAVqYxIAAGhtXZQoaHApgZR9lChoBWoLAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsA'
-    'aIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRoDaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NV9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqdwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRS'
-    'lHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNGwNorIwkcmVjb3Jkcy5lbnZfZGVyaXZlX3Y1X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtO'
-    'aKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0cA2isjCRyZWNvcmRzLmVudl9kZXJpdmVfdjVfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMxMjSUaIFohClSlH2UKGgrS3xoh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0dA2isjCRyZWNvcmRzLmVudl9kZXJpdmVfdjVf'
-    'Ym9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAtomGgJaoESAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtalMVAABqJgEAAEvcaicBAAB9lChqCwMAAEsAancEAABLIGpbBgAAS0BonUtgdWopAQAAfZQoagsDAABLIGp3BAAASyBqWwYAAEsgaJ1LfHVqFwEAAE51YmFoPE0WA2orAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YowRY29tbWl0X3RyYW5zY3JpcHSUaGopgZR9lChoBWqfFQAAaG1d'
-    'lChocCmBlH2UKGgFjAZkb21haW6UaHRodimBlH2UKGh5aHwpgZR9lChof4wCNDCUaIFohClSlH2UKGgrSyhoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjCh0cmlibGVzcGFjZS5jb2xsZWN0aW9uLmNvbW1pdC50cmFuc2NyaXB0lGgJaJhomU5omk5om05onEModHJpYmxlc3BhY2UuY29sbGVjdGlvbi5jb21taXQudHJhbnNjcmlwdJRonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSQDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3Jp'
-    'cHQuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwNc2VtYW50aWNfa2luZJRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onEMQs0gXMIGIxFFaPFGWepGmA5RonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSUDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3JpcHQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lCho'
-    'BYwHdmVyc2lvbpRodGgeKYGUfZQoaCFLIGgiiWgNausJAABoI4l1YmgLaJhoCWiYaJlOaJpOaJtOaJxLAmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJgNorIwjcmVjb3Jkcy5jb21taXRfdHJhbnNjcmlwdC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakUFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5o'
-    'nYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TScDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3JpcHQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0oA2is'
-    'jCNyZWNvcmRzLmNvbW1pdF90cmFuc2NyaXB0LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGAMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNKQNorIwjcmVjb3Jkcy5jb21taXRfdHJhbnNjcmlwdC5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgF'
-    'ajcFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSoDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3JpcHQuZmllbGRzWzZdlGghKWiuTmivTmiwiXViZWgLjC5UaGUgMTg4IGJ5dGVzIGEgQ09NTUlUIGF1dGhvciBzaWducyAoRWQyNTUxOSkulGgJjAtmYWN0cyDCpzQuMZRqGwEA'
-    'AH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qohUAAGomAQAAS7xqJwEAAH2UKGqlFQAASwBqtRUAAEsoasMVAABLOGpFBQAASzxqJQQAAEtcahgDAABLfGo3BQAAS5x1aikBAAB9lChqpRUAAEsoarUVAABLEGrDFQAASwRqRQUAAEsgaiUEAABLIGoYAwAASyBqNwUAAEsgdWoXAQAATnViYWg8TSADaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijBFtZXJnZV9lbmRvcnNlbWVudJRoaimBlH2UKGgFagEWAABobV2UKGhwKYGUfZQoaAVqpRUAAGh0aHYpgZR9lChoeWh8KYGUfZQo'
-    'aH9qqhUAAGiBaIQpUpR9lChoK0soaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wodHJpYmxlc3BhY2UuY29sbGVjdGlvbi5tZXJnZS5lbmRvcnNlbWVudJRoCWiYaJlOaJpOaJtOaJxDKHRyaWJsZXNwYWNlLmNvbGxlY3Rpb24ubWVyZ2UuZW5kb3JzZW1lbnSUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0wA2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqtRUA'
-    'AGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicQxCWq53nOJ3WIdRMVeWTiYpplGidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNMQNorIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakUFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiI'
-    'SwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTIDaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
-    'aJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0zA2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqMgQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNNANo'
-    'rIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj8EAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTUDaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lCho'
-    'BWqyBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE02A2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50LmZpZWxkc1s2XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqvwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksB'
-    'aItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNNwNorIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbN12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaswFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5o'
-    'n05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTgDaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzhdlGghKWiuTmivTmiwiXViZWgLjCZUaGUgMjgwIGJ5dGVzIGEgTUVSR0UgdjYgYXV0aG9yIHNpZ25zLpRoCYwLZmFjdHMgwqc0LjKUahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtagQWAABqJgEAAE0YAWonAQAAfZQoaqUVAABLAGq1FQAASyhqRQUAAEs4aiUEAABLWGoyBAAAS3hqPwQAAEuYarIFAABLuGq/BQAAS9hqzAUAAEv4dWop'
-    'AQAAfZQoaqUVAABLKGq1FQAASxBqRQUAAEsgaiUEAABLIGoyBAAASyBqPwQAAEsgarIFAABLIGq/BQAASyBqzAUAAEsgdWoXAQAATnViYWg8TSwDaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijBJkZXJpdmVfZW5kb3JzZW1lbnSUaGopgZR9lChoBWp+FgAAaG1dlChocCmBlH2UKGgFaqUVAABodGh2KYGUfZQoaHlofCmBlH2UKGh/jAI0MZRogWiEKVKUfZQoaCtLKWiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMKXRyaWJsZXNwYWNlLmNvbGxlY3Rpb24uZGVyaXZl'
-    'LmVuZG9yc2VtZW50lGgJaJhomU5omk5om05onEMpdHJpYmxlc3BhY2UuY29sbGVjdGlvbi5kZXJpdmUuZW5kb3JzZW1lbnSUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0+A2isjCRyZWNvcmRzLmRlcml2ZV9lbmRvcnNlbWVudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarUVAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5o'
-    'mk5om05onEMQUp2PV6IPygvJIRITE9xhm5RonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TT8DaKyMJHJlY29yZHMuZGVyaXZlX2VuZG9yc2VtZW50LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRQUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmim'
-    'TminTmioSwBoDU5oqWiYaKqJaKtOaDxNQANorIwkcmVjb3Jkcy5kZXJpdmVfZW5kb3JzZW1lbnQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoLAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1BA2isjCRyZWNvcmRzLmRlcml2ZV9lbmRvcnNlbWVudC5maWVs'
-    'ZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFancEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUIDaKyMJHJlY29yZHMuZGVyaXZlX2VuZG9yc2VtZW50LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqWwYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEA'
-    'AGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNQwNorIwkcmVjb3Jkcy5kZXJpdmVfZW5kb3JzZW1lbnQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpoBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51'
-    'YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1EA2isjCRyZWNvcmRzLmRlcml2ZV9lbmRvcnNlbWVudC5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMJ1RoZSAyMTcgYnl0ZXMgYSBERVJJVkUgdjcgYXV0aG9yIHNpZ25zLpRoCWp1FgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaoEWAABqJgEAAEvZaicBAAB9lChqpRUAAEsAarUVAABLKWpFBQAASzlqCwMAAEtZancEAABLeWpbBgAAS5lq'
-    'aAYAAEu5dWopAQAAfZQoaqUVAABLKWq1FQAASxBqRQUAAEsgagsDAABLIGp3BAAASyBqWwYAAEsgamgGAABLIHVqFwEAAE51YmFoPE06A2orAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YowMZGVuc2VfY29tbWl0lGhqKYGUfZQoaAVq4xYAAGhtXZQoaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtO'
-    'aKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1KA2isjB5yZWNvcmRzLmRlbnNlX2NvbW1pdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUsDaKyMHnJlY29yZHMuZGVuc2VfY29tbWl0LmZpZWxk'
-    'c1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqNwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNTANorIwecmVjb3Jkcy5kZW5zZV9jb21taXQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClS'
-    'lH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1NA2isjB5yZWNvcmRzLmRlbnNlX2NvbW1pdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5o'
-    'mk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TU4DaKyMHnJlY29yZHMuZGVuc2VfY29tbWl0LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN'
-    'TwNorIwecmVjb3Jkcy5kZW5zZV9jb21taXQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViZWgLjCBEZW5zZSB0YWcgMSBwYXlsb2FkICgxOTIgYnl0ZXMpLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtauYWAABqJgEAAEvAaicBAAB9lChqJQQAAEsAahgDAABLIGo3BQAAS0BqRQUAAEtgalMFAABLgGpgBQAAS6B1aikBAAB9lChqJQQAAEsgahgDAABLIGo3BQAASyBqRQUAAEsgalMFAABLIGpgBQAASyB1ahcBAABOdWJhaDxNRgNqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRq'
-    'MAEAAF2UdWKMFGRlbnNlX3Vuc2lnbmVkX21lcmdllGhqKYGUfZQoaAVqOBcAAGhtXZQoaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1VA2isjCZyZWNvcmRzLmRlbnNlX3Vuc2lnbmVkX21lcmdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQo'
-    'aAVqMgQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNVgNorIwmcmVjb3Jkcy5kZW5zZV91bnNpZ25lZF9tZXJnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj8EAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsA'
-    'aIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TVcDaKyMJnJlY29yZHMuZGVuc2VfdW5zaWduZWRfbWVyZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqyBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
-    'aJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1YA2isjCZyZWNvcmRzLmRlbnNlX3Vuc2lnbmVkX21lcmdlLmZpZWxkc1szXZRoISlork5or05osIl1YmVoC4wgRGVuc2UgdGFnIDIgcGF5bG9hZCAoMTI4IGJ5dGVzKS6UaAloYGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWo7FwAAaiYBAABLgGonAQAAfZQoaiUEAABLAGoyBAAASyBqPwQAAEtAarIFAABLYHVqKQEAAH2UKGolBAAASyBqMgQAAEsgaj8EAABLIGqyBQAASyB1ahcBAABOdWJh'
-    'aDxNUQNqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMFWRlbnNlX3Vuc2lnbmVkX2Rlcml2ZZRoaimBlH2UKGgFanUXAABobV2UKGhwKYGUfZQoaAVqCwMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNXgNorIwncmVjb3Jkcy5kZW5zZV91bnNpZ25lZF9k'
-    'ZXJpdmUuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp3BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1fA2isjCdyZWNvcmRzLmRlbnNlX3Vuc2lnbmVkX2Rlcml2ZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalsGAABodGh2KYGUfZQoaHlo'
-    'fCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWADaKyMJ3JlY29yZHMuZGVuc2VfdW5zaWduZWRfZGVyaXZlLmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4wfRGVuc2UgdGFnIDMgcGF5bG9hZCAoOTYgYnl0ZXMpLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgU'
-    'TmhtangXAABqJgEAAEtgaicBAAB9lChqCwMAAEsAancEAABLIGpbBgAAS0B1aikBAAB9lChqCwMAAEsgancEAABLIGpbBgAASyB1ahcBAABOdWJhaDxNWgNqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMEmRlbnNlX3NpZ25lZF9tZXJnZZRoaimBlH2UKGgFaqYXAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5'
-    'TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNZgNorIwkcmVjb3Jkcy5kZW5zZV9zaWduZWRfbWVyZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoyBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1nA2isjCRyZWNv'
-    'cmRzLmRlbnNlX3NpZ25lZF9tZXJnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj8EAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWgDaKyMJHJlY29yZHMuZGVuc2Vfc2lnbmVkX21lcmdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqsgUA'
-    'AGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNaQNorIwkcmVjb3Jkcy5kZW5zZV9zaWduZWRfbWVyZ2UuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sC'
-    'dWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1qA2isjCRyZWNvcmRzLmRlbnNlX3NpZ25lZF9tZXJnZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05o'
-    'oE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWsDaKyMJHJlY29yZHMuZGVuc2Vfc2lnbmVkX21lcmdlLmZpZWxkc1s1XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNbANorIwkcmVjb3Jkcy5k'
-    'ZW5zZV9zaWduZWRfbWVyZ2UuZmllbGRzWzZdlGghKWiuTmivTmiwiXViZWgLjCBEZW5zZSB0YWcgNCBwYXlsb2FkICgyMjQgYnl0ZXMpLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaqkXAABqJgEAAEvgaicBAAB9lChqJQQAAEsAajIEAABLIGo/BAAAS0BqsgUAAEtgakUFAABLgGpTBQAAS6BqYAUAAEvAdWopAQAAfZQoaiUEAABLIGoyBAAASyBqPwQAAEsgarIFAABLIGpFBQAASyBqUwUAAEsgamAFAABLIHVqFwEAAE51YmFoPE1iA2orAQAAaBFoDU5qLAEAAClqLQEAAGizai4B'
-    'AABdlGowAQAAXZR1YowTZGVuc2Vfc2lnbmVkX2Rlcml2ZZRoaimBlH2UKGgFagcYAABobV2UKGhwKYGUfZQoaAVqCwMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNcgNorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGU'
-    'fZQoaAVqdwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNcwNorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqWwYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJ'
-    'SwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdANorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRQUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmid'
-    'iWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdQNorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqUwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdgNo'
-    'rIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdwNorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1s1XZRoISlork5or05osIl1YmVoC4wg'
-    'RGVuc2UgdGFnIDUgcGF5bG9hZCAoMTkyIGJ5dGVzKS6UaAloYGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWoKGAAAaiYBAABLwGonAQAAfZQoagsDAABLAGp3BAAASyBqWwYAAEtAakUFAABLYGpTBQAAS4BqYAUAAEugdWopAQAAfZQoagsDAABLIGp3BAAASyBqWwYAAEsgakUFAABLIGpTBQAASyBqYAUAAEsgdWoXAQAATnViYWg8TW4DaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijBNkZW5zZV93aXRuZXNzX21lcmdllGhqKYGUfZQoaAVqXBgAAGhtXZQoaHApgZR9'
-    'lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE19A2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoyBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlL'
-    'AGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1+A2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo/BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
-    'aJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1/A2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqyBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2AA2is'
-    'jCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWq/BQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2BA2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9'
-    'lChoBWrMBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2CA2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlL'
-    'AGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2DA2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzZdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpTBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
-    'aJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2EA2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzddlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpgBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2FA2is'
-    'jCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzhdlGghKWiuTmivTmiwiXViZWgLjEBEZW5zZSB0YWcgNiBwYXlsb2FkICgyODggYnl0ZXMpOiBNRVJHRSB2NiBmaWVsZHMgaW4gZnJhbWUgb3JkZXIulGgJaGBqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qXxgAAGomAQAATSABaicBAAB9lChqJQQAAEsAajIEAABLIGo/BAAAS0BqsgUAAEtgar8FAABLgGrMBQAAS6BqRQUAAEvAalMFAABL4GpgBQAATQABdWopAQAAfZQoaiUEAABLIGoyBAAASyBqPwQAAEsgarIFAABLIGq/'
-    'BQAASyBqzAUAAEsgakUFAABLIGpTBQAASyBqYAUAAEsgdWoXAQAATnViYWg8TXkDaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijBRkZW5zZV93aXRuZXNzX2Rlcml2ZZRoaimBlH2UKGgFatUYAABobV2UKGhwKYGUfZQoaAVqCwMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5o'
-    'qWiYaKqJaKtOaDxNiwNorIwmcmVjb3Jkcy5kZW5zZV93aXRuZXNzX2Rlcml2ZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFancEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYwDaKyMJnJlY29yZHMuZGVuc2Vfd2l0bmVzc19kZXJpdmUuZmllbGRzWzFdlGgh'
-    'KWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2NA2isjCZyZWNvcmRzLmRlbnNlX3dpdG5lc3NfZGVyaXZlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqaAYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQp'
-    'UpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNjgNorIwmcmVjb3Jkcy5kZW5zZV93aXRuZXNzX2Rlcml2ZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakUFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAto'
-    'mGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TY8DaKyMJnJlY29yZHMuZGVuc2Vfd2l0bmVzc19kZXJpdmUuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpTBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhL'
-    'AGgNTmipaJhoqoloq05oPE2QA2isjCZyZWNvcmRzLmRlbnNlX3dpdG5lc3NfZGVyaXZlLmZpZWxkc1s1XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNkQNorIwmcmVjb3Jkcy5kZW5zZV93aXRuZXNzX2Rlcml2ZS5maWVsZHNb'
-    'Nl2UaCEpaK5OaK9OaLCJdWJlaAuMQURlbnNlIHRhZyA3IHBheWxvYWQgKDIyNCBieXRlcyk6IERFUklWRSB2NyBmaWVsZHMgaW4gZnJhbWUgb3JkZXIulGgJaGBqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1q2BgAAGomAQAAS+BqJwEAAH2UKGoLAwAASwBqdwQAAEsgalsGAABLQGpoBgAAS2BqRQUAAEuAalMFAABLoGpgBQAAS8B1aikBAAB9lChqCwMAAEsgancEAABLIGpbBgAASyBqaAYAAEsgakUFAABLIGpTBQAASyBqYAUAAEsgdWoXAQAATnViYWg8TYcDaisBAABoEWgNTmosAQAAKWot'
-    'AQAAaLNqLgEAAF2UajABAABdlHVijAxkZW5zZV9yZWNvcmSUaGopgZR9lChoBWo2GQAAaG1dlChocCmBlH2UKGgFap0EAABodGoIAwAAKYGUfZQoaIdqoAQAAGoLAwAAaD1qFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2XA2isjB5yZWNvcmRzLmRlbnNlX3JlY29yZC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFauACAABodGi1KYGUfZQoaLhofCmBlH2UKGh/ap0EAABogWi8KVKUfZQoaL9qnQQA'
-    'AGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJojGiPXZRqnQQAAGGFlFKUdWJoyChLAWhFauMWAACHlEsCaElqOBcAAIeUSwNoTWp1FwAAh5RLBGhRaqYXAACHlEsFaFVqBxgAAIeUSwZoWWpcGAAAh5RLB2hdatUYAACHlHSUaKtqFAEAAGoVAQAAKWgFahYBAABqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2YA2isjB5yZWNvcmRzLmRlbnNlX3JlY29yZC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMNlRoZSBnZW5lcmljLXN0'
-    'b3JlIGVuY29kaW5nOiB0YWcgYnl0ZSB8fCBkZW5zZSBwYXlsb2FkLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtajkZAABqJgEAAE5qJwEAAH2UKGqdBAAASwBq4AIAAEsBdWopAQAAfZRqnQQAAEsBc2oXAQAATnViYWg8TZMDaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAlwaWxlX2ZpbGWUaGopgZR9lChoBWpcGQAAaG1dlGhwKYGUfZQoaAVoZmh0aggDAAApgZR9lChoh2izagsDAABoaGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlo'
-    'nk5oeU5on2oNBwAAKYGUfZQoahAHAABOaJNOaJSIaJtOahEHAABOahIHAACJaK9OdWJooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TaYDaKyMG3JlY29yZHMucGlsZV9maWxlLmZpZWxkc1swXZRoISlork5or05osIl1YmFoC4yhQSB3aG9sZSBwaWxlOiByZWNvcmRzIGNvbmNhdGVuYXRlZCwgbm8gZmlsZSBoZWFkZXIgKGFuIGVtcHR5IGZpbGUgaXMgYW4gZW1wdHkgcGlsZSkuIHJ1bnRpbWUvcGlsZSBzY2FucyByZWNvcmRzIG9uZSBieSBvbmUgaW5zdGVhZCwgdG8gcmVwb3J0IHRoZSBmaXJz'
-    'dCBiYWQgb25lLgqUaAlq/gEAAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWpfGQAAaiYBAABOaicBAAB9lGhmSwBzaikBAAB9lGoXAQAATnViYWg8TaADaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwGZGV0ZWN0lF2UaACMBkRldGVjdJSTlCmBlH2UKGizaGhqDQIAAEMAlIwCYXSUSwBon4hqGwEAACmMBHRoZW6UTowEdGFnc5Ros3ViYYwLZW5kaWFuX2V4cHKUTnViLg=='
+    'ZW5ndGh9KS4KlGgJjB9mYWN0cyDCpzUgKGRpc3BhdGNoIG9yZGVyKSwgwqcxlIwGcGFyYW1zlH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjARtYW55lE6MDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5obWhujApmaXhlZF9zaXpllE6MB29mZnNldHOUfZQoaHNLAGizSxB1jAVzaXplc5R9lGhzSxBzahcBAABOdWJhaDxLLowEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZRos4wIdmlydHVhbHOUXZSMB2xvY2F0ZWSUXZR1YmjLaGopgZR9lChoBWjLaG1dlChocCmBlH2U'
+    'KGgFjAptYWdpY190YWlslGh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAjEylGiBaIQpUpR9lChoK0sMaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wfYnl0ZXMgMTYuLjI4IG9mIHRoZSBmcmFtZSBtYWdpY5RoCWiYaJlOaJpOaJtOaJxDDJ2WVqXqWklzIDUfO5RonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S1RorIwccmVjb3Jkcy5mcmFtZV9yZXN0LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBHNwYW6UaHRoHimB'
+    'lH2UKGghSyBoIoloDWgOaCOIdWJoC4xMdG90YWwgcmVjb3JkIGxlbmd0aCBpbiAyNTYtYnl0ZSBibG9ja3MsIGluY2x1ZGluZyB0aGUgZmlyc3Q7IHplcm8gaXMgaW52YWxpZJRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRoAIwGQXNzZXJ0lJOUKYGUfZQojAVjaGVja5RofCmBlH2UKGh/jAlzcGFuID49IDGUaIFogowHQ29tcGFyZZSTlClSlH2UKIwEbGVmdJRovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVijANvcHOUXZRogowDR3RFlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOU'
+    'XZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHVijAdtZXNzYWdllIwUc3BhbiAwIChDb3JydXB0UGlsZSmUahQBAACMCmNvbnN0cmFpbnSUaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S1VorIwccmVjb3Jkcy5mcmFtZV9yZXN0LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVoh2h0aHYpgZR9lChoeWh8KYGUfZQoaH+MAjMylGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJ'
+    'aJVOaJZOdWJoC4w+cmVjb3JkIGtpbmQ6IEJMQUtFMyBoYW5kbGUgb2YgdGhlIGtpbmQgZGVzY3JpcHRpb24gKGZhY3RzIMKnMimUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLWWisjBxyZWNvcmRzLmZyYW1lX3Jlc3QuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEYm9keZRodGi1KYGUfZQoaLhofCmBlH2UKGh/aIdogWi8KVKUfZQoaL9oh2jAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRoh2GFlFKUdWJoyChDIAEUjzAf'
+    '5W40bRZZaoSAUy6LRCDE79AMjf9DfQ35gQ7QlIxEaGV4OjAxMTQ4RjMwMUZFNTZFMzQ2RDE2NTk2QTg0ODA1MzJFOEI0NDIwQzRFRkQwMEM4REZGNDM3RDBERjk4MTBFRDCUjAlibG9iX2JvZHmUh5RDICvAuf4O/bC8U2VOF7udBuASWfNq+T7uVK1dVXsS33BtlIxEaGV4OjJCQzBCOUZFMEVGREIwQkM1MzY1NEUxN0JCOUQwNkUwMTI1OUYzNkFGOTNFRUU1NEFENUQ1NTdCMTJERjcwNkSUjA1waW5faGVhZF9ib2R5lIeUQyCNnyfnbTYg7sKbeB+EHp73fyYHtA3HAv49rtAH6SKMpZSMRGhleDo4RDlGMjdFNzZEMzYyMEVFQzI5Qjc4'
+    'MUY4NDFFOUVGNzdGMjYwN0I0MERDNzAyRkUzREFFRDAwN0U5MjI4Q0E1lIwScGluX3RvbWJzdG9uZV9ib2R5lIeUQyCC7oxy4lKrQDxDGqmMnnfA6ol5aoER3/jCUqvN5vh9b5SMRGhleDo4MkVFOEM3MkUyNTJBQjQwM0M0MzFBQTk4QzlFNzdDMEVBODk3OTZBODExMURGRjhDMjUyQUJDREU2Rjg3RDZGlIwMd2FudF92M19ib2R5lIeUQyChMiuz9SFCh8MU1Cr8wal8smT6zZoitJOIOL542zGqWZSMRGhleDpBMTMyMkJCM0Y1MjE0Mjg3QzMxNEQ0MkFGQ0MxQTk3Q0IyNjRGQUNEOUEyMkI0OTM4ODM4QkU3OERCMzFBQTU5lIwLY29t'
+    'bWl0X2JvZHmUh5RDIE0gh7bElEpATh0Lz0iYgZJn4A/K5JsUb1lVUiy+k1kJlIxEaGV4OjREMjA4N0I2QzQ5NDRBNDA0RTFEMEJDRjQ4OTg4MTkyNjdFMDBGQ0FFNDlCMTQ2RjU5NTU1MjJDQkU5MzU5MDmUjA1tZXJnZV92Nl9ib2R5lIeUQyDb9kHzHncvbOcVCH2VQ3WqRIYL9BHA3oScIHtUKr3Fg5SMRGhleDpEQkY2NDFGMzFFNzcyRjZDRTcxNTA4N0Q5NTQzNzVBQTQ0ODYwQkY0MTFDMERFODQ5QzIwN0I1NDJBQkRDNTgzlIwOZGVyaXZlX3Y3X2JvZHmUh5RDIJ4A9uuNY+XrGj7PooQRjxV7LwjL3JXszrjCOSrXlAadlIxEaGV4'
+    'OjlFMDBGNkVCOEQ2M0U1RUIxQTNFQ0ZBMjg0MTE4RjE1N0IyRjA4Q0JEQzk1RUNDRUI4QzIzOTJBRDc5NDA2OUSUjA1wcm9vZl92NV9ib2R5lIeUQyDsHAJMBK8IJD2zrjGMk/pQA1XHQ5XA9VPP/ArwpLoDRpSMRGhleDpFQzFDMDI0QzA0QUYwODI0M0RCM0FFMzE4QzkzRkE1MDAzNTVDNzQzOTVDMEY1NTNDRkZDMEFGMEE0QkEwMzQ2lIwWcmV0aXJlZF9ibG9iX3dhbnRfYm9keZSHlEMgrMtTH8dIk1fED87w3ei9kIjyrBkkplLqIRrdXDC5W0aUjERoZXg6QUNDQjUzMUZDNzQ4OTM1N0M0MEZDRUYwRERFOEJEOTA4OEYyQUMxOTI0'
+    'QTY1MkVBMjExQURENUMzMEI5NUI0NpRqqQEAAIeUQyBl7p5Cef/gHSY+daji32KJtt5APLRGgJig6rkl+Bwo7ZSMRGhleDo2NUVFOUU0Mjc5RkZFMDFEMjYzRTc1QThFMkRGNjI4OUI2REU0MDNDQjQ0NjgwOThBMEVBQjkyNUY4MUMyOEVElIwXcmV0aXJlZF90eXBlZF93YW50X2JvZHmUh5RDIKV8hmqDqQY1CQqUfZJGSxnZ+JjAyWGrepHHmpefnxSDlIxEaGV4OkE1N0M4NjZBODNBOTA2MzUwOTBBOTQ3RDkyNDY0QjE5RDlGODk4QzBDOTYxQUI3QTkxQzc5QTk3OUY5RjE0ODOUarABAACHlEMgDO4yDeC9pApqb1IiHF5OTSzjsWW2'
+    'nIWGc/0T2Y9lU3mUjERoZXg6MENFRTMyMERFMEJEQTQwQTZBNkY1MjIyMUM1RTRFNEQyQ0UzQjE2NUI2OUM4NTg2NzNGRDEzRDk4RjY1NTM3OZSME3Vuc2lnbmVkX21lcmdlX2JvZHmUh5RDIHrOHtEPPrxjJicFjMRh3BzBcc0uVsUuXc5g6kyNwjw2lIxEaGV4OjdBQ0UxRUQxMEYzRUJDNjMyNjI3MDU4Q0M0NjFEQzFDQzE3MUNEMkU1NkM1MkU1RENFNjBFQTRDOERDMjNDMzaUjBR1bnNpZ25lZF9kZXJpdmVfYm9keZSHlEMgMn/8qqP1oQQk3CBZ46ejUX+Dfn5Wo8hQl576n146HteUjERoZXg6MzI3RkZDQUFBM0Y1QTEwNDI0REMy'
+    'MDU5RTNBN0EzNTE3RjgzN0U3RTU2QTNDODUwOTc5RUZBOUY1RTNBMUVEN5SMCXBlZXJfYm9keZSHlEMgl8acdG0BdByAEqVvCNLEJOApG1Qk65zXY3/UplXJPfuUjERoZXg6OTdDNjlDNzQ2RDAxNzQxQzgwMTJBNTZGMDhEMkM0MjRFMDI5MUI1NDI0RUI5Q0Q3NjM3RkQ0QTY1NUM5M0RGQpSMEHN0b3JlX3Njb3BlX2JvZHmUh5RDIOp7GFrIOVXSJJ9NjIO2kQ1E0BxhtOSXwbZuG3XDrctvlIxEaGV4OkVBN0IxODVBQzgzOTU1RDIyNDlGNEQ4QzgzQjY5MTBENDREMDFDNjFCNEU0OTdDMUI2NkUxQjc1QzNBRENCNkaUjBNhcnRpZmFj'
+    'dF9vZmZlcl9ib2R5lIeUQyAprEbGF4gCLWK+biOI2koWRBm6ZIN31IsubbCS7gqAU5SMRGhleDoyOUFDNDZDNjE3ODgwMjJENjJCRTZFMjM4OERBNEExNjQ0MTlCQTY0ODM3N0Q0OEIyRTZEQjA5MkVFMEE4MDUzlIwNcHJvb2ZfdjFfYm9keZSHlEMgM016BE5fntTz5RYYo/sXUhIPN7tc28a59kl/ueM46NWUjERoZXg6MzM0RDdBMDQ0RTVGOUVENEYzRTUxNjE4QTNGQjE3NTIxMjBGMzdCQjVDREJDNkI5RjY0OTdGQjlFMzM4RThENZSMDXByb29mX3YyX2JvZHmUh5RDIM+tId9vo9Ot+ZOeQy3c+ER8ucVwgbl58c/WaeSADT4ylIxE'
+    'aGV4OkNGQUQyMURGNkZBM0QzQURGOTkzOUU0MzJERENGODQ0N0NCOUM1NzA4MUI5NzlGMUNGRDY2OUU0ODAwRDNFMzKUjA1wcm9vZl92M19ib2R5lIeUdJRoq4wFYnl0ZXOUahUBAABqSAEAAGh8KYGUfZQoaH9qSAEAAGiBaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmiMaI9dlGpIAQAAYYWUUpR1YoaUhZRoBWoWAQAAahcBAABOdWJoC4w2dGhlIGtpbmQtc3BlY2lmaWMgYm9keTsgdW5rbm93biBraW5kcyBhcmUgb3BhcXVlIGJ5dGVzlGgJaJhomU5omk5om05onE5onYlonk5oeWh8KYGUfZQoaH+MD3NwYW4g'
+    'KiAyNTYgLSA2NJRogWiCjAVCaW5PcJSTlClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWKMAm9wlGiCjARNdWx0lJOUKVKUfZRijAVyaWdodJRohClSlH2UKGgrTQABaIdOaIhLAWiJSwdoiksBaItLCnViaIhLAWiJSwBoiksBaItLCnViauwBAABogowDU3VilJOUKVKUfZRiavEBAABohClSlH2UKGgrS0Boh05oiEsBaIlLDWiKSwFoi0sPdWJoiEsBaIlLAGiKSwFoi0sPdWJojGiPXZRqSAEAAGGFlFKUdWJon05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsA'
+    'aA1OaKlomGiqiWirTmg8S1porIwccmVjb3Jkcy5mcmFtZV9yZXN0LmZpZWxkc1szXZRoISlork5or05osIl1YmVoC4ymQSBjdXJyZW50IDI1Ni1ieXRlIGZyYW1lZCByZWNvcmQgYWZ0ZXIgdGhlIGZpcnN0IDE2IG1hZ2ljIGJ5dGVzOiB0aGUgcmVzdCBvZiB0aGUgbWFnaWMsIHRoZSBzcGFuIGFuZCB0aGUgMzItYnl0ZSBraW5kLCB0aGVuIHRoZSBraW5kJ3MgYm9keSBmaWxsaW5nIHNwYW4geCAyNTYgYnl0ZXMuCpRoCYwJZmFjdHMgwqcxlGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lCho'
+    'FE5obWo1AQAAaicBAABOaigBAAB9lChqOAEAAEsAakgBAABLDGiHSxBqfQEAAEswdWoqAQAAfZQoajgBAABLDGpIAQAASwRoh0sgdWoXAQAATnViYWg8S05qLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMCmZyYW1lX2hlYWSUaGopgZR9lChoBWoIAgAAaG1dlChocCmBlH2UKGgFjAVtYWdpY5RodGh2KYGUfZQoaHlofCmBlH2UKGh/jAIyOJRogWiEKVKUfZQoaCtLHGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onEMcA3GySfBiayq924Di'
+    'PqlpBZ2WVqXqWklzIDUfO5RonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S31orIwccmVjb3Jkcy5mcmFtZV9oZWFkLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqSAEAAGh0aB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/alMBAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVi'
+    'alsBAABdlGpfAQAAYWphAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgBAABqaQEAAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLfmisjBxyZWNvcmRzLmZyYW1lX2hlYWQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWiHaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJho'
+    'CWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuBaKyMHHJlY29yZHMuZnJhbWVfaGVhZC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjARoZWFklGh0aLUpgZR9lChouGh8KYGUfZQoaH9oh2iBaLwpUpR9lChov2iHaMBow2iISwFoiUsAaIpLAWiLSwR1YmiMaI9dlGiHYYWUUpR1YmjIQyABFI8wH+VuNG0WWWqEgFMui0QgxO/QDI3/Q30N+YEO0JRqiAEAAIwJYmxvYl9oZWFklIeUhZRoq2rWAQAAahUBAABqSAEAAGh8KYGUfZQoaH9q'
+    'SAEAAGiBaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmiMaI9dlGpIAQAAYYWUUpR1YoaUhZRoBWoWAQAAahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5aHwpgZR9lChof4wDMTkylGiBaIQpUpR9lChoK0vAaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuCaKyMHHJlY29yZHMuZnJhbWVfaGVhZC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuM4FRoZSA2NC1ieXRlIHByZWZpeCBhbmQgdGhl'
+    'IHJlc3Qgb2YgdGhlIGZpcnN0IGJsb2NrIG9mIGEgY3VycmVudCBmcmFtZSwgd2l0aG91dCB0aGUgYmxvY2tzIGFmdGVyIGl0LiBSZWZyZXNoIHJlYWRzIGJsb2JzIHRocm91Z2ggdGhpcyByZWNvcmQgc28gdGhhdCBpdCBuZXZlciB0b3VjaGVzIGEgcGF5bG9hZDsgb3RoZXIga2luZHMgaGF2ZSB0aGVpciAxOTIgYnl0ZXMga2VwdCByYXcgaGVyZS4KlGgJjBBmYWN0cyDCpzEsIMKnMy4xlGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWoLAgAAaicBAABOaigBAAB9lChqDgIAAEsA'
+    'akgBAABLHGiHSyBqPgIAAEtAdWoqAQAAfZQoag4CAABLHGpIAQAASwRoh0sgdWoXAQAATnViYWg8S3ZqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqSQIAAGhqKYGUfZQoaAVqSQIAAGhtXZQoaHApgZR9lChoBYwJdGltZXN0YW1wlGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAuMIWluc2VydGlvbiB0aW1lLCBVbml4IG1pbGxpc2Vjb25kc5RoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuRaKyMG3JlY29yZHMuYmxv'
+    'Yl9oZWFkLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBmxlbmd0aJRodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjB1leGFjdCB1bnBhZGRlZCBwYXlsb2FkIGxlbmd0aJRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof4whc3BhbiA9PSAxICsgKGxlbmd0aCArIDI1NSkgLy8gMjU2lGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2UaIKMAkVxlJOUKVKUfZRiYWphAQAA'
+    'XZRq5QEAAClSlH2UKGpYAQAAaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViauwBAABogowDQWRklJOUKVKUfZRiavEBAABq5QEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qdAIAAGjAaMNoiEsBaIlLDWiKSwFoi0sTdWJq7AEAAGqNAgAAavEBAABohClSlH2UKGgrS/9oh05oiEsBaIlLFmiKSwFoi0sZdWJoiEsBaIlLDWiKSwFoi0sZdWJq7AEAAGiCjAhGbG9vckRpdpSTlClSlH2UYmrxAQAAaIQpUpR9lChoK00AAWiHTmiISwFoiUseaIpLAWiLSyF1YmiISwFoiUsMaIpLAWiLSyF1YmiISwFo'
+    'iUsIaIpLAWiLSyF1YmFoiEsBaIlLAGiKSwFoi0shdWJojGiPXZQoanQCAABqSAEAAGWFlFKUdWJqaAEAAIwnYmxvYiBzcGFuIGlzIG5vdCAxICsgY2VpbChsZW5ndGggLyAyNTYplGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLkmisjBtyZWNvcmRzLmJsb2JfaGVhZC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjApzY2FsYXJfcGFklGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVO'
+    'aJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLlmisjBtyZWNvcmRzLmJsb2JfaGVhZC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjARoYXNolGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4xAQkxBS0UzIG9mIHRoZSBwYXlsb2FkID0gdGhlIGJsb2IgaGFuZGxlIChjaGVja2VkIGxhemlseSBvbiBy'
+    'ZWFkKZRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuXaKyMG3JlY29yZHMuYmxvYl9oZWFkLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAzEyOJRogWiEKVKUfZQoaCtLgGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiq'
+    'iWirTmg8S5horIwbcmVjb3Jkcy5ibG9iX2hlYWQuZmllbGRzWzRdlGghKWiuTmivTmiwiXViZWgLjE5UaGUgQkxPQiBoZWFkZXIgKHJlY29yZCBieXRlcyA2NC4uMjU2KTsgdGhlIHBheWxvYWQgc3RhcnRzIGF0IHJlY29yZCBieXRlIDI1Ni6UaAmMC2ZhY3RzIMKnMy4xlGobAQAAfZRqSAEAAGgAjAVQYXJhbZSTlCmBlH2UKGgFakgBAABodIwDaW50lGirTmgLjBB0aGUgZnJhbWUncyBzcGFulHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtamoCAABqJwEAAEvAaigBAAB9lChqbQIAAEsA'
+    'anQCAABLCGqlAgAASxBqsgIAAEsgaJ1LQHVqKgEAAH2UKGptAgAASwhqdAIAAEsIaqUCAABLEGqyAgAASyBonUuAdWoXAQAATnViYWg8S4tqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMCWJsb2JfZGF0YZRoaimBlH2UKGgFatsCAABobV2UKGhwKYGUfZQoaAWMB3BheWxvYWSUaHRodimBlH2UKGh5aHwpgZR9lChof2p0AgAAaIFovClSlH2UKGi/anQCAABowGjDaIhLAWiJSwBoiksBaItLBnViaIxoj12UanQCAABhhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5Tmif'
+    'TmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLoGisjBtyZWNvcmRzLmJsb2JfZGF0YS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAhwb3N0X3BhZJRodGgAjAhQYWRkaW5nVJSTlCmBlH2UKIwFYWxpZ26UTQABaAWMB3BhZGRpbmeUjAlhcmJpdHJhcnmUiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S6ForIwbcmVjb3Jkcy5ibG9iX2RhdGEuZmllbGRzWzFdlGghKWiuTmivTmiw'
+    'iXViZWgLjGZBIGJsb2IgcGF5bG9hZCBhbmQgaXRzIHBvc3QtcGFkZGluZyB0byB0aGUgbmV4dCAyNTYtYnl0ZSBib3VuZGFyeSAobm90IGNoZWNrZWQgb24gcmVhZDsgd3JpdHRlbiB6ZXJvKS6UaAmMGWZhY3RzIMKnMy4xLCDCpzUuMiwgwqc1LjOUahsBAAB9lGp0AgAAas8CAAApgZR9lChoBWp0AgAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWreAgAAaicBAABOaigBAAB9lGrhAgAASwBzaioBAAB9lGoXAQAATnViYWg8S5pqLAEAAGgRaA1Oai0BAAApai4B'
+    'AABos2ovAQAAXZRqMQEAAF2UdWJqiQEAAGhqKYGUfZQoaAVqiQEAAGhtXZQoaHApgZR9lChoBWo+AgAAaHRoAIwEUmVmVJSTlCmBlH2UKGiHaLOMBnRhcmdldJRqSQIAAGoVAQAAakgBAABofCmBlH2UKGh/akgBAABogWi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRqSAEAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLqWisjBtyZWNvcmRzLmJsb2JfYm9keS5maWVsZHNb'
+    'MF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjARkYXRhlGh0agkDAAApgZR9lChoh2izagwDAABq2wIAAGoVAQAAanQCAABofCmBlH2UKGh/jAtoZWFkLmxlbmd0aJRogWiCjAlBdHRyaWJ1dGWUk5QpUpR9lChoK2i8KVKUfZQoaL9qPgIAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWKMBGF0dHKUanQCAABowGjDaIhLAWiJSwBoiksBaItLC3ViaIxoj12Uaj4CAABhhZRSlHVihpSFlGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8'
+    'S6porIwbcmVjb3Jkcy5ibG9iX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjExCTE9COiBzcGFuID0gMSArIGNlaWwobGVuLzI1Nik7IGhlYWRlciwgdGhlbiB0aGUgcGF5bG9hZCBhdCByZWNvcmQgYnl0ZSAyNTYulGgJaswCAABqGwEAAH2UakgBAABqzwIAACmBlH2UKGgFakgBAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtagUDAABqJwEAAE5qKAEAAH2UKGo+AgAASwBqGQMAAEvAdWoqAQAAfZRqPgIAAEvAc2oXAQAATnViYWg8S6NqLAEAAGgR'
+    'aA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqjQEAAGhqKYGUfZQoaAVqjQEAAGhtXZQoaHApgZR9lChoBYwDcGlulGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH+MCXNwYW4gPT0gMZRogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVi'
+    'alsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgBAACMFGtpbmQgcmVxdWlyZXMgc3BhbiAxlGoUAQAAamoBAABorGiYdWJqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof4wMbWF4KHBpbikgPiAwlGiBalUBAAApUpR9lChqWAEAAGiCjARDYWxslJOUKVKUfZQojARmdW5jlGi8KVKUfZQoaL+MA21heJRowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qPAMAAGjAaMNoiEsBaIlLBGiKSwFoi0sHdWJh'
+    'jAhrZXl3b3Jkc5RdlGiISwFoiUsAaIpLAWiLSwh1YmpbAQAAXZRogowCR3SUk5QpUpR9lGJhamEBAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsLaIpLAWiLSwx1YmFoiEsBaIlLAGiKSwFoi0sMdWJojGiPXZRqPAMAAGGFlFKUdWJqaAEAAIwKbmlsIHBpbiBpZJRqFAEAAGpqAQAAaKxomHVihpRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S7JorIwfcmVjb3Jkcy5waW5faGVhZF9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMCXJlc2VydmVkMZRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKU'
+    'fZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S7horIwfcmVjb3Jkcy5waW5faGVhZF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqPgIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wkaGVhZCBoYW5k'
+    'bGUgKGEgU2ltcGxlQXJjaGl2ZSBoYW5kbGUplGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S7lorIwfcmVjb3Jkcy5waW5faGVhZF9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMCXJlc2VydmVkMpRodGh2KYGUfZQoaHlofCmBlH2UKGh/asQCAABogWiEKVKUfZQoaCtLgGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5o'
+    'oU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S7porIwfcmVjb3Jkcy5waW5faGVhZF9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmVoC4xMTGVnYWN5IHBpbiBoZWFkIGluIHRoZSBjdXJyZW50IGZyYW1lIChzcGFuIDEpOyBwaW5zIHJlcGxheSBsYXN0LXdyaXRlci13aW5zLpRoCYwLZmFjdHMgwqczLjiUahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWo5AwAAaicBAABLwGoo'
+    'AQAAfZQoajwDAABLAGp7AwAASxBqPgIAAEsgapUDAABLQHVqKgEAAH2UKGo8AwAASxBqewMAAEsQaj4CAABLIGqVAwAAS4B1ahcBAABOdWJhaDxLrGosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmqRAQAAaGopgZR9lChoBWqRAQAAaG1dlChocCmBlH2UKGgFajwDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpN'
+    'AQAAKYGUfZQoalABAABofCmBlH2UKGh/akoDAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgBAABqVgMAAGoUAQAAamoBAABorGiYdWJqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2pbAwAAaIFqVQEAAClSlH2UKGpYAQAAal8DAAApUpR9lChqYgMAAGi8KVKUfZQoaL9qZQMAAGjAaMNoiEsBaIlLAGiKSwFoi0sD'
+    'dWJqFQEAAF2UaLwpUpR9lChov2o8AwAAaMBow2iISwFoiUsEaIpLAWiLSwd1YmFqaQMAAF2UaIhLAWiJSwBoiksBaItLCHVialsBAABdlGpuAwAAYWphAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLC2iKSwFoi0sMdWJhaIhLAWiJSwBoiksBaItLDHViaIxoj12UajwDAABhhZRSlHViamgBAABqdgMAAGoUAQAAamoBAABorGiYdWKGlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLwWisjCRyZWNvcmRzLnBpbl90b21ic3RvbmVfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlo'
+    'fCmBlH2UKGh/jAMxNzaUaIFohClSlH2UKGgrS7Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEvCaKyMJHJlY29yZHMucGluX3RvbWJzdG9uZV9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xETGVnYWN5IHBpbiB0b21ic3RvbmUgaW4gdGhlIGN1cnJlbnQgZnJhbWUgKHNwYW4gMSk7IHJlbW92ZXMgdGhlIHBpbi6UaAlqoQMAAGobAQAAfZRq'
+    'SAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qrgMAAGonAQAAS8BqKAEAAH2UKGo8AwAASwBonUsQdWoqAQAAfZQoajwDAABLEGidS7B1ahcBAABOdWJhaDxLvGosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowJd2FudF9ibG9ilGhqKYGUfZQoaAVq+AMAAGhtXZQoaHApgZR9lChoBYwEYmxvYpRodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1'
+    'YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S8horIwbcmVjb3Jkcy53YW50X2Jsb2IuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEemVyb5RodGh2KYGUfZQoaHlofCmBlH2UKGh/jAI2NJRogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5o'
+    'K05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S8lorIwbcmVjb3Jkcy53YW50X2Jsb2IuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjDhXYW50UmVxdWVzdCBCbG9iOiBBID0gYmxvYiBoYW5kbGU7IEIgYW5kIEMgbXVzdCBiZSB6ZXJvLpRoCWg4ahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtavsDAABqJwEAAEtgaigBAAB9lChq/gMAAEsAagsEAABLIHVqKgEAAH2UKGr+AwAASyBqCwQAAEtAdWoXAQAATnViYWg8S8RqLAEAAGgRaA1Oai0BAAApai4BAABos2ov'
+    'AQAAXZRqMQEAAF2UdWKMCndhbnRfbWVyZ2WUaGopgZR9lChoBWogBAAAaG1dlChocCmBlH2UKGgFjApjb2xsZWN0aW9ulGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLz2isjBxyZWNvcmRzLndhbnRfbWVyZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwDbG93'
+    'lGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL0GisjBxyZWNvcmRzLndhbnRfbWVyZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEaGlnaJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9d'
+    'lIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/jAtoaWdoID49IGxvd5RogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akAEAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGpfAQAAYWphAQAAXZRovClSlH2UKGi/ajMEAABowGjDaIhLAWiJSwhoiksBaItLC3ViYWiISwFoiUsAaIpLAWiLSwt1YmiMaI9dlChqQAQAAGozBAAAZYWUUpR1YmpoAQAAjBhtZXJnZSByZXF1ZXN0IGhpZ2ggPCBsb3eUahQB'
+    'AABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEvRaKyMHHJlY29yZHMud2FudF9tZXJnZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAuMU1dhbnRSZXF1ZXN0IE1lcmdlOiBjb2xsZWN0aW9uLCBsb3cgYW5kIGhpZ2ggaW5wdXQgZGlnZXN0cyAoaGlnaCA+PSBsb3csIHJhdyBieXRlcykulGgJaDhqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qIwQAAGonAQAAS2BqKAEAAH2UKGomBAAASwBqMwQAAEsgakAEAABLQHVqKgEAAH2UKGomBAAASyBqMwQA'
+    'AEsgakAEAABLIHVqFwEAAE51YmFoPEvLaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHVijAt3YW50X2Rlcml2ZZRoaimBlH2UKGgFamYEAABobV2UKGhwKYGUfZQoaAVqDAMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL2misjB1yZWNvcmRzLndhbnRfZGVy'
+    'aXZlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBWlucHV0lGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL22isjB1yZWNvcmRzLndhbnRfZGVyaXZlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqCwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9q'
+    'cwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL3GisjB1yZWNvcmRzLndhbnRfZGVyaXZlLmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4xHV2FudFJlcXVlc3QgRGVyaXZlOiB0YXJnZXQgZGVzY3JpcHRvciBhbmQgaW5wdXQgZGlnZXN0OyBDIG11c3QgYmUgemVyby6UaAloOGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5q'
+    'IAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWppBAAAaicBAABLYGooAQAAfZQoagwDAABLAGp4BAAASyBqCwQAAEtAdWoqAQAAfZQoagwDAABLIGp4BAAASyBqCwQAAEsgdWoXAQAATnViYWg8S9ZqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMDHdhbnRfcmVxdWVzdJRoaimBlH2UKGgFapgEAABobV2UKGhwKYGUfZQoaAWMA3RhZ5RodGoJAwAAKYGUfZQoaIeMBGVudW2UagwDAABoF2oVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5o'
+    'pk5op05oqEsAaA1OaKlomGiqiWirTmg8S+JorIwecmVjb3Jkcy53YW50X3JlcXVlc3QuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwHcmVxdWVzdJRodGi1KYGUfZQoaLhofCmBlH2UKGh/ap4EAABogWi8KVKUfZQoaL9qngQAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJojGiPXZRqngQAAGGFlFKUdWJoyEsBaCpq+AMAAIeUSwJoMWogBAAAh5RLBGg1amYEAACHlIeUaKtqFAEAAGoVAQAAKWgFahYBAABqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZO'
+    'aKdOaKhLAGgNTmipaJhoqoloq05oPEvjaKyMHnJlY29yZHMud2FudF9yZXF1ZXN0LmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xJVGhlIGNhbm9uaWNhbCA5Ny1ieXRlIFdhbnRSZXF1ZXN0IGtleTogdGFnKDEpIHx8IEEoMzIpIHx8IEIoMzIpIHx8IEMoMzIpLpRoCWg4ahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtapsEAABqJwEAAE5qKAEAAH2UKGqeBAAASwBqpQQAAEsBdWoqAQAAfZRqngQAAEsBc2oXAQAATnViYWg8S95qLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAA'
+    'XZRqMQEAAF2UdWJqlQEAAGhqKYGUfZQoaAVqlQEAAGhtXZQoaHApgZR9lChoBWqeBAAAaHRqCQMAACmBlH2UKGiHaqEEAABqDAMAAGgXahUBAAApahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qSgMAAGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJo'
+    'jGiPXZRqSAEAAGGFlFKUdWJqaAEAAGpWAwAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEvsaKyMHnJlY29yZHMud2FudF92M19ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqewMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAjMxlGiBaIQpUpR9lChoK0sfaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJ'
+    'aKtOaDxL72isjB5yZWNvcmRzLndhbnRfdjNfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaqUEAABodGi1KYGUfZQoaLhofCmBlH2UKGh/ap4EAABogWi8KVKUfZQoaL9qngQAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJojGiPXZRqngQAAGGFlFKUdWJoyEsBaCpq+AMAAIeUSwJoMWogBAAAh5RLBGg1amYEAACHlIeUaKtqFAEAAGoVAQAAKWgFahYBAABqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEvw'
+    'aKyMHnJlY29yZHMud2FudF92M19ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqlQMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qEAQAAGiBaIQpUpR9lChoK0tAaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL82isjB5yZWNvcmRzLndhbnRfdjNfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMLFdBTlQgdjMgKHNwYW4g'
+    'MSk7IHRoZSBXQU5UIHNldCBpcyBncm93LW9ubHkulGgJaDhqGwEAAH2UakgBAABqzwIAACmBlH2UKGgFakgBAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtar8EAABqJwEAAE5qKAEAAH2UKGqeBAAASwBqewMAAEsBaqUEAABLIHVqKgEAAH2UKGqeBAAASwFqewMAAEsfapUDAABLQHVqFwEAAE51YmFoPEvnaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViapkBAABoaimBlH2UKGgFapkBAABobV2UKGhwKYGUfZQoaAVqJgQAAGh0aHYpgZR9'
+    'lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wcY29sbGVjdGlvbiBkZXNjcmlwdG9yIGhhbmRsZZRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2pKAwAAaIFqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiI'
+    'SwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpIAQAAYYWUUpR1YmpoAQAAalYDAABqFAEAAGpqAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S/porIwdcmVjb3Jkcy5jb21taXRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahkDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMFW1lbWJlciBwYXlsb2FkIGRpZ2VzdJRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBO'
+    'aKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEv/aKyMHXJlY29yZHMuY29tbWl0X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwIbWV0YWRhdGGUaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjDttZXRhZGF0YSBhcmNoaXZlIGhhbmRsZSAoZW1wdHkgYXJjaGl2ZSA9IEJMQUtFMyBvZiBub3RoaW5nKZRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFO'
+    'aKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0AAWisjB1yZWNvcmRzLmNvbW1pdF9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBmF1dGhvcpRodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMEkVkMjU1MTkgcHVibGljIGtleZRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0BAWis'
+    'jB1yZWNvcmRzLmNvbW1pdF9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBXNpZ19ylGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNAgForIwdcmVjb3Jkcy5jb21taXRfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAVzaWdfc5Ro'
+    'dGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TQMBaKyMHXJlY29yZHMuY29tbWl0X2JvZHkuZmllbGRzWzVdlGghKWiuTmivTmiwiXViZWgLjFVDT01NSVQgKHNwYW4gMSk7IHRoZSBzaWduYXR1cmUgaXMgb3ZlciB0aGUgY29tbWl0IHRyYW5zY3JpcHQsIGNoZWNrZWQgb24gaW5zZXJ0'
+    'IG9ubHkulGgJjBJmYWN0cyDCpzMuMiwgwqc0LjGUahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWoLBQAAaicBAABLwGooAQAAfZQoaiYEAABLAGoZAwAASyBqOAUAAEtAakYFAABLYGpUBQAAS4BqYQUAAEugdWoqAQAAfZQoaiYEAABLIGoZAwAASyBqOAUAAEsgakYFAABLIGpUBQAASyBqYQUAAEsgdWoXAQAATnViYWg8S/VqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqnQEAAGhqKYGU'
+    'fZQoaAVqnQEAAGhtXZQoaHApgZR9lChoBWomBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof4wJc3BhbiA9PSAylGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAmiHTmiISwFo'
+    'iUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqSAEAAGGFlFKUdWJqaAEAAIwUa2luZCByZXF1aXJlcyBzcGFuIDKUahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0KAWisjB9yZWNvcmRzLm1lcmdlX3Y2X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWozBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
+    'aJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0OAWisjB9yZWNvcmRzLm1lcmdlX3Y2X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpABAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0PAWisjB9y'
+    'ZWNvcmRzLm1lcmdlX3Y2X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwGcmVzdWx0lGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNEAForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMC2xvd193'
+    'aXRuZXNzlGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNEQForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAWMDGhpZ2hfd2l0bmVzc5RodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFo'
+    'iUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/jChoaWdoICsgaGlnaF93aXRuZXNzID49IGxvdyArIGxvd193aXRuZXNzlGiBalUBAAApUpR9lChqWAEAAGrlAQAAKVKUfZQoalgBAABovClSlH2UKGi/akAEAABowGjDaIhLAWiJSwBoiksBaItLBHViauwBAABqjQIAAGrxAQAAaLwpUpR9lChov2rNBQAAaMBow2iISwFoiUsHaIpLAWiLSxN1YmiISwFoiUsAaIpLAWiLSxN1Ympb'
+    'AQAAXZRqXwEAAGFqYQEAAF2UauUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qMwQAAGjAaMNoiEsBaIlLF2iKSwFoi0sadWJq7AEAAGqNAgAAavEBAABovClSlH2UKGi/asAFAABowGjDaIhLAWiJSx1oiksBaItLKHViaIhLAWiJSxdoiksBaItLKHViYWiISwFoiUsAaIpLAWiLSyh1YmiMaI9dlChqQAQAAGrNBQAAajMEAABqwAUAAGWFlFKUdWJqaAEAAIwjbWVyZ2UgaW5wdXRzIG91dCBvZiBjYW5vbmljYWwgb3JkZXKUahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0SAWisjB9yZWNvcmRzLm1l'
+    'cmdlX3Y2X2JvZHkuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpGBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0WAWisjB9yZWNvcmRzLm1lcmdlX3Y2X2JvZHkuZmllbGRzWzZdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpUBQAAaHRodimBlH2UKGh5aHwp'
+    'gZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0XAWisjB9yZWNvcmRzLm1lcmdlX3Y2X2JvZHkuZmllbGRzWzddlGghKWiuTmivTmiwiXViaHApgZR9lChoBWphBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlo'
+    'lU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0YAWisjB9yZWNvcmRzLm1lcmdlX3Y2X2JvZHkuZmllbGRzWzhdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTYwlGiBaIQpUpR9lChoK0ugaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmio'
+    'SwBoDU5oqWiYaKqJaKtOaDxNGQForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s5XZRoISlork5or05osIl1YmVoC4wpTUVSR0UgdjYsIHdpdG5lc3MtYm91bmQgKHNwYW4gZXhhY3RseSAyKS6UaAmMEmZhY3RzIMKnMy4zLCDCpzQuMpRqGwEAAH2UakgBAABqzwIAACmBlH2UKGgFakgBAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtanoFAABqJwEAAE3AAWooAQAAfZQoaiYEAABLAGozBAAASyBqQAQAAEtAarMFAABLYGrABQAAS4BqzQUAAEugakYF'
+    'AABLwGpUBQAAS+BqYQUAAE0AAWidTSABdWoqAQAAfZQoaiYEAABLIGozBAAASyBqQAQAAEsgarMFAABLIGrABQAASyBqzQUAAEsgakYFAABLIGpUBQAASyBqYQUAAEsgaJ1LoHVqFwEAAE51YmFoPE0FAWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmqhAQAAaGopgZR9lChoBWqhAQAAaG1dlChocCmBlH2UKGgFagwDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05o'
+    'nE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/aooFAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwJoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgBAABqlgUAAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNIAForIwgcmVjb3Jkcy5kZXJpdmVfdjdfYm9keS5maWVsZHNb'
+    'MF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFangEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSEBaKyMIHJlY29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwGb3V0cHV0lGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiB'
+    'aIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNIgForIwgcmVjb3Jkcy5kZXJpdmVfdjdfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjA1pbnB1dF93aXRuZXNzlGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVO'
+    'aJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNIwForIwgcmVjb3Jkcy5kZXJpdmVfdjdfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakYFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05o'
+    'qEsAaA1OaKlomGiqiWirTmg8TSQBaKyMIHJlY29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpUBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0lAWisjCByZWNvcmRzLmRlcml2ZV92N19ib2R5LmZpZWxkc1s1XZRoISlork5o'
+    'r05osIl1YmhwKYGUfZQoaAVqYQUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJgForIwgcmVjb3Jkcy5kZXJpdmVfdjdfYm9keS5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMyMjSUaIFohClSlH2UKGgrS+Boh05o'
+    'iEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0nAWisjCByZWNvcmRzLmRlcml2ZV92N19ib2R5LmZpZWxkc1s3XZRoISlork5or05osIl1YmVoC4wqREVSSVZFIHY3LCB3aXRuZXNzLWJvdW5kIChzcGFuIGV4YWN0bHkgMikulGgJjBJmYWN0cyDCpzMuNCwgwqc0LjKUahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5q'
+    'HgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWoxBgAAaicBAABNwAFqKAEAAH2UKGoMAwAASwBqeAQAAEsgalwGAABLQGppBgAAS2BqRgUAAEuAalQFAABLoGphBQAAS8BonUvgdWoqAQAAfZQoagwDAABLIGp4BAAASyBqXAYAAEsgamkGAABLIGpGBQAASyBqVAUAAEsgamEFAABLIGidS+B1ahcBAABOdWJhaDxNGwFqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMCnByb29mX2VkZ2WUaGopgZR9lChoBWqxBgAAaG1dlChocCmBlH2UKGgFjApjYXBhYmlsaXR5lGh0aHYpgZR9lChoeWh8'
+    'KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wcY2FwYWJpbGl0eS1kZWZpbml0aW9uIGhhbmRsZZRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0tAWisjBxyZWNvcmRzLnByb29mX2VkZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwIZGVsZWdhdGWUaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsB'
+    'aIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjBtkZWxlZ2F0ZSBFZDI1NTE5IHB1YmxpYyBrZXmUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNLgForIwccmVjb3Jkcy5wcm9vZl9lZGdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMCXNpZ25hdHVyZZRodGh2KYGUfZQoaHlofCmBlH2UKGh/ahAEAABogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiV'
+    'TmiWTnViaAuMG0VkMjU1MTkgc2lnbmF0dXJlLCBSIHRoZW4gU5RoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0vAWisjBxyZWNvcmRzLnByb29mX2VkZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjEhPbmUgZGVsZWdhdGlvbiBlZGdlICgxMjggYnl0ZXMpOyBhbGwtemVybyBlZGdlcyBhcmUgdGhlIHByb29mJ3MgcGFkZGluZy6UaAmMC2ZhY3RzIMKnMy43lGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAAp'
+    'gZR9lChoFE5obWq0BgAAaicBAABLgGooAQAAfZQoarcGAABLAGrFBgAASyBq0wYAAEtAdWoqAQAAfZQoarcGAABLIGrFBgAASyBq0wYAAEtAdWoXAQAATnViYWg8TSkBaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViaqUBAABoaimBlH2UKGgFaqUBAABobV2UKGhwKYGUfZQoaAWMCHJlc291cmNllGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wSb3BhcXVlIHJlc291cmNlIGlklGgJaJhomU5o'
+    'mk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TToBaKyMH3JlY29yZHMucHJvb2ZfdjVfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjARyb290lGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wXcm9vdCBFZDI1NTE5IHB1YmxpYyBrZXmUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWil'
+    'TmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNOwForIwfcmVjb3Jkcy5wcm9vZl92NV9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBWVkZ2VzlGh0agkDAAApgZR9lChoh2izagwDAABqsQYAAGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on2gAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lE5ok05olIhom06MCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJaK9OdWJooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTwBaKyMH3JlY29y'
+    'ZHMucHJvb2ZfdjVfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAtYFAEAAENhcGFiaWxpdHkgcHJvb2YgdjUgYWZ0ZXIgdGhlIGtpbmQgKHdoaWNoIGlzIHRoZSBwcm9vZiBtYWdpYyBhbmQgdGhlIGJvZHkncyBmaXJzdCAzMiBieXRlcyk6IHJlc291cmNlLCByb290IGtleSwgdGhlbiAxMjgtYnl0ZSBlZGdlcyB0byB0aGUgZW5kIG9mIHRoZSBzcGFuLiBUcmFpbGluZyBhbGwtemVybyBlZGdlcyBhcmUgcGFkZGluZzsgcnVudGltZS9waWxlIGNvdW50cyB0aGUgcmVhbCBlZGdlcyBhbmQgY2hlY2tzIHRoZSBtaW5pbWFs'
+    'IHNwYW4gYW5kIHRoZSBrZXkgcnVsZXMuCpRoCWrgBgAAahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWrrBgAAaicBAABOaigBAAB9lChq7gYAAEsAavwGAABLIGoKBwAAS0B1aioBAAB9lChq7gYAAEsgavwGAABLIHVqFwEAAE51YmFoPE0xAWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmqpAQAAaGopgZR9lChoBWqpAQAAaG1dlChocCmBlH2UKGgFav4DAABodGh2KYGUfZQoaHlofCmB'
+    'lH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/akoDAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgB'
+    'AABqVgMAAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNQwForIwocmVjb3Jkcy5yZXRpcmVkX2Jsb2Jfd2FudF9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qHAYAAGiBaIQpUpR9lChoK0ugaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNRAForIwo'
+    'cmVjb3Jkcy5yZXRpcmVkX2Jsb2Jfd2FudF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4wxUmV0aXJlZCBibG9iLXdhbnQgYXNzZXJ0L3JldHJhY3QgKHNwYW4gMSk7IGluZXJ0LpRoCYwLZmFjdHMgwqczLjmUahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWoiBwAAaicBAABLwGooAQAAfZQoav4DAABLAGidSyB1aioBAAB9lChq/gMAAEsgaJ1LoHVqFwEAAE51YmFoPE0+AWosAQAAaBFoDU5qLQEA'
+    'AClqLgEAAGizai8BAABdlGoxAQAAXZR1YmqwAQAAaGopgZR9lChoBWqwAQAAaG1dlChocCmBlH2UKGgFap4EAABodGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2pKAwAAaIFqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiM'
+    'aI9dlGpIAQAAYYWUUpR1YmpoAQAAalYDAABqFAEAAGpqAQAAaKxomHViak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH+MIHRhZyA9PSAyIG9yIHRhZyA9PSAzIG9yIHRhZyA9PSA0lGiBaIKMBkJvb2xPcJSTlClSlH2UKGrsAQAAaIKMAk9ylJOUKVKUfZRijAZ2YWx1ZXOUXZQoalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qngQAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAmiHTmiISwFoiUsHaIpLAWiLSwh1YmFoiEsBaIlLAGiKSwFoi0sIdWJqVQEAAClSlH2UKGpYAQAAaLwp'
+    'UpR9lChov2qeBAAAaMBow2iISwFoiUsMaIpLAWiLSw91YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sDaIdOaIhLAWiJSxNoiksBaItLFHViYWiISwFoiUsMaIpLAWiLSxR1YmpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/ap4EAABowGjDaIhLAWiJSxhoiksBaItLG3VialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwRoh05oiEsBaIlLH2iKSwFoi0sgdWJhaIhLAWiJSxhoiksBaItLIHViZWiISwFoiUsAaIpLAWiLSyB1YmiMaI9dlGqeBAAAYYWUUpR1YmpoAQAAjCB0eXBlZCB3YW50IHRhZyBtdXN0IGJlIDIs'
+    'IDMgb3IgNJRqFAEAAGpqAQAAaKxomHVihpRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUsBaKyMKXJlY29yZHMucmV0aXJlZF90eXBlZF93YW50X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp7AwAAaHRodimBlH2UKGh5aHwpgZR9lChof2rbBAAAaIFohClSlH2UKGgrSx9oh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1Q'
+    'AWisjClyZWNvcmRzLnJldGlyZWRfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMAWGUaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1RAWisjClyZWNvcmRzLnJldGlyZWRfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1syXZRoISlork5or05o'
+    'sIl1YmhwKYGUfZQoaAWMAWKUaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1SAWisjClyZWNvcmRzLnJldGlyZWRfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMAWOUaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgr'
+    'SyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1TAWisjClyZWNvcmRzLnJldGlyZWRfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqlQMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qEAQAAGiBaIQpUpR9lChoK0tAaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlo'
+    'mGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNVAForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJlaAuMU1JldGlyZWQgdHlwZWQgd2FudCBhc3NlcnQvcmV0cmFjdCAoc3BhbiAxKTsgdGFnIDEgaXMgcmVmdXNlZCwgdGFnIDMgYWxsb3dlZDsgaW5lcnQulGgJakwHAABqGwEAAH2UakgBAABqzwIAACmBlH2UKGgFakgBAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAA'
+    'TmohAQAAXZRqJAEAACmBlH2UKGgUTmhtalkHAABqJwEAAEvAaigBAAB9lChqngQAAEsAansDAABLAWqoBwAASyBqtQcAAEtAasIHAABLYGqVAwAAS4B1aioBAAB9lChqngQAAEsBansDAABLH2qoBwAASyBqtQcAAEsgasIHAABLIGqVAwAAS0B1ahcBAABOdWJhaDxNRgFqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqtwEAAGhqKYGUfZQoaAVqtwEAAGhtXZQoaHApgZR9lChoBWomBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSF'
+    'lFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2pKAwAAaIFqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpIAQAAYYWUUpR1YmpoAQAAalYDAABqFAEAAGpqAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8'
+    'TVsBaKyMJXJlY29yZHMudW5zaWduZWRfbWVyZ2VfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFajMEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TVwBaKyMJXJlY29yZHMudW5zaWduZWRfbWVyZ2VfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJo'
+    'cCmBlH2UKGgFakAEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/ak4EAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akAEAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGpfAQAAYWphAQAAXZRovClSlH2UKGi/ajMEAABowGjDaIhLAWiJSwhoiksBaItLC3ViYWiISwFo'
+    'iUsAaIpLAWiLSwt1YmiMaI9dlChqQAQAAGozBAAAZYWUUpR1YmpoAQAAjBBtZXJnZSBoaWdoIDwgbG93lGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNXQForIwlcmVjb3Jkcy51bnNpZ25lZF9tZXJnZV9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqswUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5Tmif'
+    'TmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNYQForIwlcmVjb3Jkcy51bnNpZ25lZF9tZXJnZV9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qEAQAAGiBaIQpUpR9lChoK0tAaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNYgForIwlcmVjb3Jkcy51'
+    'bnNpZ25lZF9tZXJnZV9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4w5UmV0aXJlZCB1bnNpZ25lZCBNRVJHRSBlcXVhdGlvbiAoc3BhbiAxKTsgaW5lcnQgZXZpZGVuY2UulGgJakwHAABqGwEAAH2UakgBAABqzwIAACmBlH2UKGgFakgBAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtauYHAABqJwEAAEvAaigBAAB9lChqJgQAAEsAajMEAABLIGpABAAAS0BqswUAAEtgaJ1LgHVqKgEAAH2UKGomBAAASyBqMwQAAEsgakAEAABLIGqzBQAASyBonUtA'
+    'dWoXAQAATnViYWg8TVYBaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViarsBAABoaimBlH2UKGgFarsBAABobV2UKGhwKYGUfZQoaAVqDAMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qSgMAAGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNo'
+    'iEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqSAEAAGGFlFKUdWJqaAEAAGpWAwAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1pAWisjCZyZWNvcmRzLnVuc2lnbmVkX2Rlcml2ZV9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqeAQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnVi'
+    'aIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNagForIwmcmVjb3Jkcy51bnNpZ25lZF9kZXJpdmVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalwGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05o'
+    'oE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWsBaKyMJnJlY29yZHMudW5zaWduZWRfZGVyaXZlX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wCOTaUaIFohClSlH2UKGgrS2Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1sAWisjCZyZWNvcmRzLnVu'
+    'c2lnbmVkX2Rlcml2ZV9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmVoC4w6UmV0aXJlZCB1bnNpZ25lZCBERVJJVkUgZXF1YXRpb24gKHNwYW4gMSk7IGluZXJ0IGV2aWRlbmNlLpRoCWpMBwAAahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWpRCAAAaicBAABLwGooAQAAfZQoagwDAABLAGp4BAAASyBqXAYAAEtAaJ1LYHVqKgEAAH2UKGoMAwAASyBqeAQAAEsgalwGAABLIGidS2B1ahcBAABOdWJhaDxN'
+    'ZAFqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqvwEAAGhqKYGUfZQoaAVqvwEAAGhtXZQoaHApgZR9lChoBYwEdGVhbZRodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/akoDAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksB'
+    'aItLBHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgBAABqVgMAAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNcwForIwbcmVjb3Jkcy5wZWVyX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEcGVlcpRodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiV'
+    'TmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXQBaKyMG3JlY29yZHMucGVlcl9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qxAIAAGiBaIQpUpR9lChoK0uAaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5o'
+    'qWiYaKqJaKtOaDxNdQForIwbcmVjb3Jkcy5wZWVyX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjDlSZXRpcmVkIFBFRVIgKHRlYW0gZXJhOyBzcGFuIDEpOyBib3RoIGtleXMgdW5pbnRlcnByZXRlZC6UaAlqTAcAAGobAQAAfZRqSAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qoAgAAGonAQAAS8BqKAEAAH2UKGqjCAAASwBqwAgAAEsgaJ1LQHVqKgEAAH2UKGqjCAAASyBqwAgAAEsgaJ1LgHVqFwEAAE51YmFo'
+    'PE1uAWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmrDAQAAaGopgZR9lChoBWrDAQAAaG1dlChocCmBlH2UKGgFaqMIAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/akoDAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksB'
+    'aItLBHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgBAABqVgMAAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNfAForIwicmVjb3Jkcy5zdG9yZV9zY29wZV9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qHAYAAGiBaIQpUpR9lChoK0ugaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJ'
+    'aJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNfQForIwicmVjb3Jkcy5zdG9yZV9zY29wZV9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4wdUmV0aXJlZCBTVE9SRV9TQ09QRSAoc3BhbiAxKS6UaAlqTAcAAGobAQAAfZRqSAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1q5AgAAGonAQAAS8BqKAEAAH2UKGqj'
+    'CAAASwBonUsgdWoqAQAAfZQoaqMIAABLIGidS6B1ahcBAABOdWJhaDxNdwFqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqxwEAAGhqKYGUfZQoaAVqxwEAAGhtXZRocCmBlH2UKGgFjAdjb250ZW50lGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qVwIAAGiBaIQpUpR9lChoK0vAaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qSgMAAGiBalUB'
+    'AAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqSAEAAGGFlFKUdWJqaAEAAGpWAwAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2EAWisjCVyZWNvcmRzLmFydGlmYWN0X29mZmVyX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViYWgLjEpSZXRpcmVkIGFydGlmYWN0IG9mZmVyOyBpdHMgbGF5b3V0IGlzIHVu'
+    'cHVibGlzaGVkLCBvbmx5IHNwYW4gMSBpcyBjaGVja2VkLpRoCWpMBwAAahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWoaCQAAaicBAABLwGooAQAAfZRqHQkAAEsAc2oqAQAAfZRqHQkAAEvAc2oXAQAATnViYWg8TX8BaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHVijA1wcm9vZl92MV9lZGdllGhqKYGUfZQoaAVqQwkAAGhtXZQoaHApgZR9lChoBWo+AgAAaHRodimBlH2UKGh5aHwpgZR9'
+    'lChof2qMCAAAaIFohClSlH2UKGgrS2Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2KAWisjB9yZWNvcmRzLnByb29mX3YxX2VkZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWrFBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5o'
+    'lk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2LAWisjB9yZWNvcmRzLnByb29mX3YxX2VkZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjGNBIHJldGlyZWQgcHJvb2YgdjEgZWRnZSAoMTI4IGJ5dGVzKTogOTYgYnl0ZXMgdGhlIHJlYWRlciBkb2VzIG5vdCBpbnRlcnByZXQsIHRoZW4gdGhlIGRlbGVnYXRlIGtleS6UaAlqTAcAAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5o'
+    'bWpGCQAAaicBAABLgGooAQAAfZQoaj4CAABLAGrFBgAAS2B1aioBAAB9lChqPgIAAEtgasUGAABLIHVqFwEAAE51YmFoPE2GAWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowQcHJvb2ZfdjFfY29udGVudJRoaimBlH2UKGgFamgJAABobV2UKGhwKYGUfZQoaAVq/AYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmij'
+    'TmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNkQForIwicmVjb3Jkcy5wcm9vZl92MV9jb250ZW50LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqCgcAAGh0agkDAAApgZR9lChoh2izagwDAABqQwkAAGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on2oOBwAAKYGUfZQoahEHAABOaJNOaJSIaJtOahIHAABOahMHAACJaK9OdWJooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZIBaKyMInJlY29yZHMucHJvb2ZfdjFfY29udGVudC5maWVs'
+    'ZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMX1JldGlyZWQgcHJvb2YgdjEgYm9keTogcm9vdCBrZXksIHRoZW4gMTI4LWJ5dGUgZWRnZXMgKGtleXMgbXVzdCBiZSBjdXJ2ZSBwb2ludHM6IHJ1bnRpbWUvcGlsZSkulGgJakwHAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qawkAAGonAQAATmooAQAAfZQoavwGAABLAGoKBwAASyB1aioBAAB9lGr8BgAASyBzahcBAABOdWJhaDxNjQFqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMDXByb29mX3YyX2VkZ2WU'
+    'aGopgZR9lChoBWqICQAAaG1dlChocCmBlH2UKGgFjAZhY3Rpb26UaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof4wPbWF4KGFjdGlvbikgPiAwlGiBalUBAAApUpR9lChqWAEAAGpfAwAAKVKUfZQoamIDAABovClSlH2UKGi/amUDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKU'
+    'fZQoaL9qjgkAAGjAaMNoiEsBaIlLBGiKSwFoi0sKdWJhamkDAABdlGiISwFoiUsAaIpLAWiLSwt1YmpbAQAAXZRqbgMAAGFqYQEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSw5oiksBaItLD3ViYWiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGqOCQAAYYWUUpR1YmpoAQAAjA1uaWwgYWN0aW9uIGlklGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNmAForIwfcmVjb3Jkcy5wcm9vZl92Ml9lZGdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVoYmh0aB4pgZR9lChoIUsIaCKJaA1o'
+    'DmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/jCNmbGFncyAmIDI0OCA9PSAwIGFuZCBmbGFncyAmIDMgIT0gMJRogWpzBwAAKVKUfZQoauwBAABogowDQW5klJOUKVKUfZRianoHAABdlChqVQEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9oYmjAaMNoiEsBaIlLAGiKSwFoi0sFdWJq7AEAAGiCjAZCaXRBbmSUk5QpUpR9lGJq8QEAAGiEKVKUfZQoaCtL+GiHTmiISwFoiUsIaIpLAWiLSwt1YmiISwFoiUsAaIpL'
+    'AWiLSwt1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSw9oiksBaItLEHViYWiISwFoiUsAaIpLAWiLSxB1YmpVAQAAKVKUfZQoalgBAABq5QEAAClSlH2UKGpYAQAAaLwpUpR9lChov2hiaMBow2iISwFoiUsVaIpLAWiLSxp1YmrsAQAAaskJAABq8QEAAGiEKVKUfZQoaCtLA2iHTmiISwFoiUsdaIpLAWiLSx51YmiISwFoiUsVaIpLAWiLSx51YmpbAQAAXZRogowFTm90RXGUk5QpUpR9lGJhamEBAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsiaIpLAWiLSyN1YmFoiEsBaIlLFWiKSwFoi0sjdWJlaIhL'
+    'AWiJSwBoiksBaItLI3ViaIxoj12UaGJhhZRSlHViamgBAACMF2JhZCBwcm9vZiB2MiBlZGdlIGZsYWdzlGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNmQForIwfcmVjb3Jkcy5wcm9vZl92Ml9lZGdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBWxvd2VylGh0aB4pgZR9lChoIUuAaCKIaA2MAmJllGgjiXViaAuMLXZhbGlkaXR5IGxvd2VyIGJvdW5kICh6ZXJvIHVubGVzcyBmbGFnIGJpdCAyKZRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNO'
+    'aKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2cAWisjB9yZWNvcmRzLnByb29mX3YyX2VkZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwFdXBwZXKUaHRoHimBlH2UKGghS4BoIohoDWrsCQAAaCOJdWJoC4wUdmFsaWRpdHkgdXBwZXIgYm91bmSUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH+MPihsb3dlciA8PSB1cHBlcikgaWYgZmxhZ3MgJiA0IGVsc2UgKGxvd2VyID09IDAgYW5kIHVwcGVyID09IDAplGiBaIKMBUlm'
+    'RXhwlJOUKVKUfZQojAR0ZXN0lGrlAQAAKVKUfZQoalgBAABovClSlH2UKGi/aGJowGjDaIhLAWiJSxRoiksBaItLGXViauwBAABqyQkAAGrxAQAAaIQpUpR9lChoK0sEaIdOaIhLAWiJSxxoiksBaItLHXViaIhLAWiJSxRoiksBaItLHXVian0BAABqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2rpCQAAaMBow2iISwFoiUsBaIpLAWiLSwZ1YmpbAQAAXZRogowDTHRFlJOUKVKUfZRiYWphAQAAXZRovClSlH2UKGi/avEJAABowGjDaIhLAWiJSwpoiksBaItLD3ViYWiISwFoiUsBaIpLAWiLSw91YowGb3JlbHNllGpzBwAAKVKUfZQo'
+    'auwBAABqvgkAAGp6BwAAXZQoalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9q6QkAAGjAaMNoiEsBaIlLJGiKSwFoi0spdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUstaIpLAWiLSy51YmFoiEsBaIlLJGiKSwFoi0sudWJqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2rxCQAAaMBow2iISwFoiUszaIpLAWiLSzh1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSzxoiksBaItLPXViYWiISwFoiUszaIpLAWiLSz11YmVoiEsBaIlLJGiKSwFoi0s9dWJoiEsBaIlLAGiKSwFo'
+    'i0s+dWJojGiPXZQoaGJq6QkAAGrxCQAAZYWUUpR1YmpoAQAAjBxiYWQgcHJvb2YgdjIgdmFsaWRpdHkgYm91bmRzlGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNnQForIwfcmVjb3Jkcy5wcm9vZl92Ml9lZGdlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqxQYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5Tmif'
+    'TmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNoQForIwfcmVjb3Jkcy5wcm9vZl92Ml9lZGdlLmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVq0wYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qEAQAAGiBaIQpUpR9lChoK0tAaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNogForIwfcmVjb3Jkcy5wcm9v'
+    'Zl92Ml9lZGdlLmZpZWxkc1s1XZRoISlork5or05osIl1YmVoC4wkQSByZXRpcmVkIHByb29mIHYyIGVkZ2UgKDE0NSBieXRlcykulGgJakwHAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qiwkAAGonAQAAS5FqKAEAAH2UKGqOCQAASwBoYksQaukJAABLEWrxCQAASyFqxQYAAEsxatMGAABLUXVqKgEAAH2UKGqOCQAASxBoYksBaukJAABLEGrxCQAASxBqxQYAAEsgatMGAABLQHVqFwEAAE51YmFoPE2UAWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowQ'
+    'cHJvb2ZfdjJfY29udGVudJRoaimBlH2UKGgFakwKAABobV2UKGhwKYGUfZQoaAVqDgIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicQxBcFUECGY1/7S6nl3IMLiWNlGidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNqAForIwicmVjb3Jkcy5wcm9vZl92Ml9jb250ZW50LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVq'
+    '7gYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNqQForIwicmVjb3Jkcy5wcm9vZl92Ml9jb250ZW50LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVq/AYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItL'
+    'AnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNqgForIwicmVjb3Jkcy5wcm9vZl92Ml9jb250ZW50LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqCgcAAGh0agkDAAApgZR9lChoh2izagwDAABqiAkAAGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on2oOBwAAKYGUfZQoahEHAABOaJNOaJSIaJtOahIHAABOahMHAACJaK9OdWJooE5ooU5o'
+    'ok5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TasBaKyMInJlY29yZHMucHJvb2ZfdjJfY29udGVudC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMRFJldGlyZWQgcHJvb2YgdjIgYm9keTogbWFnaWMxNiwgcmVzb3VyY2UsIHJvb3QsIHRoZW4gMTQ1LWJ5dGUgZWRnZXMulGgJakwHAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qTwoAAGonAQAATmooAQAAfZQoag4CAABLAGruBgAASxBq/AYAAEswagoHAABLUHVqKgEAAH2UKGoOAgAASxBq7gYAAEsg'
+    'avwGAABLIHVqFwEAAE51YmFoPE2kAWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowNcHJvb2ZfdjFfZGF0YZRoaimBlH2UKGgFaoUKAABobV2UKGhwKYGUfZQoaAVqfQEAAGh0agkDAAApgZR9lChoh2izagwDAABqaAkAAGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeWh8KYGUfZQoaH+MCGJvZHlfbGVulGiBaLwpUpR9lChov2qPCgAAaMBow2iISwFoiUsAaIpLAWiLSwh1YmiMaI9dlGqPCgAAYYWUUpR1YmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiY'
+    'aKqJaKtOaDxNsgForIwfcmVjb3Jkcy5wcm9vZl92MV9kYXRhLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBHRhaWyUaHRodimBlH2UKGh5TmiTTmiUiGiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/jDZsZW4odGFpbCkgPCAyNTYgYW5kIChsZW4odGFpbCkgPT0gMCBvciBtYXgodGFpbCkgPT0gMCmUaIFqcwcAAClSlH2UKGrsAQAAar4JAABqegcAAF2UKGpVAQAAKVKUfZQoalgBAABqXwMAAClSlH2UKGpiAwAA'
+    'aLwpUpR9lChov4wDbGVulGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2qYCgAAaMBow2iISwFoiUsEaIpLAWiLSwh1YmFqaQMAAF2UaIhLAWiJSwBoiksBaItLCXVialsBAABdlGiCjAJMdJSTlClSlH2UYmFqYQEAAF2UaIQpUpR9lChoK00AAWiHTmiISwFoiUsMaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJqcwcAAClSlH2UKGrsAQAAangHAABqegcAAF2UKGpVAQAAKVKUfZQoalgBAABqXwMAAClSlH2UKGpiAwAAaLwpUpR9lChov2qpCgAAaMBow2iISwFoiUsVaIpLAWiLSxh1YmoVAQAAXZRovClS'
+    'lH2UKGi/apgKAABowGjDaIhLAWiJSxloiksBaItLHXViYWppAwAAXZRoiEsBaIlLFWiKSwFoi0sedWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsiaIpLAWiLSyN1YmFoiEsBaIlLFWiKSwFoi0sjdWJqVQEAAClSlH2UKGpYAQAAal8DAAApUpR9lChqYgMAAGi8KVKUfZQoaL9qZQMAAGjAaMNoiEsBaIlLJ2iKSwFoi0sqdWJqFQEAAF2UaLwpUpR9lChov2qYCgAAaMBow2iISwFoiUsraIpLAWiLSy91YmFqaQMAAF2UaIhLAWiJSydoiksBaItLMHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgr'
+    'SwBoh05oiEsBaIlLNGiKSwFoi0s1dWJhaIhLAWiJSydoiksBaItLNXViZWiISwFoiUsVaIpLAWiLSzV1YmVoiEsBaIlLAGiKSwFoi0s2dWJojGiPXZRqmAoAAGGFlFKUdWJqaAEAAIwvcmV0aXJlZCBwcm9vZiB0YWlsIG5vdCB6ZXJvIG9yIHNwYW4gbm90IG1pbmltYWyUahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2zAWisjB9yZWNvcmRzLnByb29mX3YxX2RhdGEuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjDZBIHJldGlyZWQgcHJvb2YgdjEgYm9keSBhbmQgdGhlIHplcm8gdGFpbCBv'
+    'ZiBpdHMgc3Bhbi6UaAlomGobAQAAfZRqjwoAAGrPAgAAKYGUfZQoaAVqjwoAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qiAoAAGonAQAATmooAQAAfZRqfQEAAEsAc2oqAQAAfZRqFwEAAE51YmFoPE2tAWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowNcHJvb2ZfdjJfZGF0YZRoaimBlH2UKGgFauYKAABobV2UKGhwKYGUfZQoaAVqfQEAAGh0agkDAAApgZR9lChoh2izagwDAABqTAoAAGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5o'
+    'mk5om05onE5onYlonk5oeWh8KYGUfZQoaH9qjwoAAGiBaLwpUpR9lChov2qPCgAAaMBow2iISwFoiUsAaIpLAWiLSwh1YmiMaI9dlGqPCgAAYYWUUpR1YmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNvQForIwfcmVjb3Jkcy5wcm9vZl92Ml9kYXRhLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqmAoAAGh0aHYpgZR9lChoeU5ok05olIholU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwp'
+    'gZR9lChof2qfCgAAaIFqcwcAAClSlH2UKGrsAQAAar4JAABqegcAAF2UKGpVAQAAKVKUfZQoalgBAABqXwMAAClSlH2UKGpiAwAAaLwpUpR9lChov2qpCgAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/apgKAABowGjDaIhLAWiJSwRoiksBaItLCHViYWppAwAAXZRoiEsBaIlLAGiKSwFoi0sJdWJqWwEAAF2UarEKAABhamEBAABdlGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3VianMHAAApUpR9lChq7AEAAGp4BwAAanoHAABdlChqVQEAAClSlH2UKGpYAQAA'
+    'al8DAAApUpR9lChqYgMAAGi8KVKUfZQoaL9qqQoAAGjAaMNoiEsBaIlLFWiKSwFoi0sYdWJqFQEAAF2UaLwpUpR9lChov2qYCgAAaMBow2iISwFoiUsZaIpLAWiLSx11YmFqaQMAAF2UaIhLAWiJSxVoiksBaItLHnVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLImiKSwFoi0sjdWJhaIhLAWiJSxVoiksBaItLI3VialUBAAApUpR9lChqWAEAAGpfAwAAKVKUfZQoamIDAABovClSlH2UKGi/amUDAABowGjDaIhLAWiJSydoiksBaItLKnViahUBAABdlGi8KVKUfZQoaL9qmAoAAGjAaMNoiEsBaIlLK2iK'
+    'SwFoi0svdWJhamkDAABdlGiISwFoiUsnaIpLAWiLSzB1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSzRoiksBaItLNXViYWiISwFoiUsnaIpLAWiLSzV1YmVoiEsBaIlLFWiKSwFoi0s1dWJlaIhLAWiJSwBoiksBaItLNnViaIxoj12UapgKAABhhZRSlHViamgBAABq2AoAAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNvgForIwfcmVjb3Jkcy5wcm9vZl92Ml9kYXRhLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w2QSByZXRpcmVkIHByb29mIHYyIGJvZHkg'
+    'YW5kIHRoZSB6ZXJvIHRhaWwgb2YgaXRzIHNwYW4ulGgJaJhqGwEAAH2Uao8KAABqzwIAACmBlH2UKGgFao8KAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtaukKAABqJwEAAE5qKAEAAH2Uan0BAABLAHNqKgEAAH2UahcBAABOdWJhaDxNuAFqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqywEAAGhqKYGUfZQoaAVqywEAAGhtXZQoaHApgZR9lChoBWqPCgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmic'
+    'TmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH+MUGJvZHlfbGVuID49IDE2MCBhbmQgKGJvZHlfbGVuIC0gMzIpICUgMTI4ID09IDAgYW5kIChib2R5X2xlbiAtIDMyKSAvLyAxMjggPD0gMjU1lGiBanMHAAApUpR9lChq7AEAAGq+CQAAanoHAABdlChqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2qPCgAAaMBow2iISwFoiUsAaIpLAWiLSwh1YmpbAQAAXZRqXwEAAGFqYQEAAF2UaIQpUpR9lChoK0ugaIdOaIhLAWiJSwxoiksBaItLD3ViYWiISwFoiUsAaIpLAWiLSw91YmpVAQAA'
+    'KVKUfZQoalgBAABq5QEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qjwoAAGjAaMNoiEsBaIlLFWiKSwFoi0sddWJq7AEAAGr2AQAAavEBAABohClSlH2UKGgrSyBoh05oiEsBaIlLIGiKSwFoi0sidWJoiEsBaIlLFWiKSwFoi0sidWJq7AEAAGiCjANNb2SUk5QpUpR9lGJq8QEAAGiEKVKUfZQoaCtLgGiHTmiISwFoiUsmaIpLAWiLSyl1YmiISwFoiUsUaIpLAWiLSyl1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSy1oiksBaItLLnViYWiISwFoiUsUaIpLAWiLSy51YmpVAQAA'
+    'KVKUfZQoalgBAABq5QEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qjwoAAGjAaMNoiEsBaIlLNGiKSwFoi0s8dWJq7AEAAGr2AQAAavEBAABohClSlH2UKGgrSyBoh05oiEsBaIlLP2iKSwFoi0tBdWJoiEsBaIlLNGiKSwFoi0tBdWJq7AEAAGqZAgAAavEBAABohClSlH2UKGgrS4Boh05oiEsBaIlLRmiKSwFoi0tJdWJoiEsBaIlLM2iKSwFoi0tJdWJqWwEAAF2UagwKAABhamEBAABdlGiEKVKUfZQoaCtL/2iHTmiISwFoiUtNaIpLAWiLS1B1YmFoiEsBaIlLM2iKSwFoi0tQdWJlaIhLAWiJSwBoiksBaItL'
+    'UHViaIxoj12Uao8KAABhhZRSlHViamgBAACMGGJhZCBwcm9vZiB2MSBib2R5IGxlbmd0aJRqFAEAAGpqAQAAaKxomHViak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH+MJHNwYW4gPT0gKDk2ICsgYm9keV9sZW4gKyAyNTUpIC8vIDI1NpRogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGqEAgAAYWphAQAAXZRq5QEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGrlAQAAKVKUfZQoalgBAABohClSlH2UKGgrS2Boh05oiEsBaIlLCWiKSwFoi0sLdWJq7AEAAGqNAgAA'
+    'avEBAABovClSlH2UKGi/ao8KAABowGjDaIhLAWiJSw5oiksBaItLFnViaIhLAWiJSwloiksBaItLFnViauwBAABqjQIAAGrxAQAAaIQpUpR9lChoK0v/aIdOaIhLAWiJSxloiksBaItLHHViaIhLAWiJSwloiksBaItLHHViauwBAABqmQIAAGrxAQAAaIQpUpR9lChoK00AAWiHTmiISwFoiUshaIpLAWiLSyR1YmiISwFoiUsIaIpLAWiLSyR1YmFoiEsBaIlLAGiKSwFoi0skdWJojGiPXZQoao8KAABqSAEAAGWFlFKUdWJqaAEAAIwZcHJvb2Ygc3BhbiBpcyBub3QgbWluaW1hbJRqFAEAAGpqAQAAaKxomHVihpRopU5opk5op05oqEsA'
+    'aA1OaKlomGiqiWirTmg8TcgBaKyMH3JlY29yZHMucHJvb2ZfdjFfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAIyNJRogWiEKVKUfZQoaCtLGGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8Tc0BaKyMH3JlY29yZHMucHJvb2ZfdjFfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJo'
+    'cCmBlH2UKGgFahkDAABodGoJAwAAKYGUfZQoaIdos2oMAwAAaoUKAABqFQEAAGqPCgAAaHwpgZR9lChof2qPCgAAaIFovClSlH2UKGi/ao8KAABowGjDaIhLAWiJSwBoiksBaItLCHViaIxoj12Uao8KAABhhZRSlHVihpSFlGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8Tc4BaKyMH3JlY29yZHMucHJvb2ZfdjFfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAuMZVJldGlyZWQgcHJvb2YgdjE6IHJvb3QoMzIpIHRo'
+    'ZW4gMTI4LWJ5dGUgZWRnZXM7IGxlbiA+PSAxNjAsIChsZW4gLSAzMikgJSAxMjggPT0gMCwgYXQgbW9zdCAyNTUgZWRnZXMulGgJakwHAABqGwEAAH2UakgBAABqzwIAACmBlH2UKGgFakgBAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtakALAABqJwEAAE5qKAEAAH2UKGqPCgAASwBonUsIahkDAABLIHVqKgEAAH2UKGqPCgAASwhonUsYdWoXAQAATnViYWg8TcMBaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHVias8BAABoaimBlH2UKGgF'
+    'as8BAABobV2UKGhwKYGUfZQoaAVqjwoAAGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/jFBib2R5X2xlbiA+PSAyMjUgYW5kIChib2R5X2xlbiAtIDgwKSAlIDE0NSA9PSAwIGFuZCAoYm9keV9sZW4gLSA4MCkgLy8gMTQ1IDw9IDI1NZRogWpzBwAAKVKUfZQoauwBAABqvgkAAGp6BwAAXZQoalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qjwoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJqWwEAAF2U'
+    'al8BAABhamEBAABdlGiEKVKUfZQoaCtL4WiHTmiISwFoiUsMaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJqVQEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGrlAQAAKVKUfZQoalgBAABovClSlH2UKGi/ao8KAABowGjDaIhLAWiJSxVoiksBaItLHXViauwBAABq9gEAAGrxAQAAaIQpUpR9lChoK0tQaIdOaIhLAWiJSyBoiksBaItLInViaIhLAWiJSxVoiksBaItLInViauwBAABqYQsAAGrxAQAAaIQpUpR9lChoK0uRaIdOaIhLAWiJSyZoiksBaItLKXViaIhLAWiJSxRoiksBaItLKXVialsBAABdlGqEAgAAYWphAQAA'
+    'XZRohClSlH2UKGgrSwBoh05oiEsBaIlLLWiKSwFoi0sudWJhaIhLAWiJSxRoiksBaItLLnVialUBAAApUpR9lChqWAEAAGrlAQAAKVKUfZQoalgBAABq5QEAAClSlH2UKGpYAQAAaLwpUpR9lChov2qPCgAAaMBow2iISwFoiUs0aIpLAWiLSzx1YmrsAQAAavYBAABq8QEAAGiEKVKUfZQoaCtLUGiHTmiISwFoiUs/aIpLAWiLS0F1YmiISwFoiUs0aIpLAWiLS0F1YmrsAQAAapkCAABq8QEAAGiEKVKUfZQoaCtLkWiHTmiISwFoiUtGaIpLAWiLS0l1YmiISwFoiUszaIpLAWiLS0l1YmpbAQAAXZRqDAoAAGFqYQEAAF2UaIQpUpR9lCho'
+    'K0v/aIdOaIhLAWiJS01oiksBaItLUHViYWiISwFoiUszaIpLAWiLS1B1YmVoiEsBaIlLAGiKSwFoi0tQdWJojGiPXZRqjwoAAGGFlFKUdWJqaAEAAIwYYmFkIHByb29mIHYyIGJvZHkgbGVuZ3RolGoUAQAAamoBAABorGiYdWJqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2qBCwAAaIFqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpbAQAAXZRqhAIAAGFqYQEAAF2UauUBAAApUpR9lChqWAEAAGrlAQAAKVKUfZQoalgBAABq5QEAAClSlH2UKGpYAQAAaIQpUpR9lChoK0tgaIdOaIhL'
+    'AWiJSwloiksBaItLC3ViauwBAABqjQIAAGrxAQAAaLwpUpR9lChov2qPCgAAaMBow2iISwFoiUsOaIpLAWiLSxZ1YmiISwFoiUsJaIpLAWiLSxZ1YmrsAQAAao0CAABq8QEAAGiEKVKUfZQoaCtL/2iHTmiISwFoiUsZaIpLAWiLSxx1YmiISwFoiUsJaIpLAWiLSxx1YmrsAQAAapkCAABq8QEAAGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLIWiKSwFoi0skdWJoiEsBaIlLCGiKSwFoi0skdWJhaIhLAWiJSwBoiksBaItLJHViaIxoj12UKGqPCgAAakgBAABlhZRSlHViamgBAABqmQsAAGoUAQAAamoBAABorGiYdWKGlGilTmimTminTmio'
+    'SwBoDU5oqWiYaKqJaKtOaDxN1QForIwfcmVjb3Jkcy5wcm9vZl92Ml9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qogsAAGiBaIQpUpR9lChoK0sYaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN2gForIwfcmVjb3Jkcy5wcm9vZl92Ml9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1'
+    'YmhwKYGUfZQoaAVqGQMAAGh0agkDAAApgZR9lChoh2izagwDAABq5goAAGoVAQAAao8KAABofCmBlH2UKGh/ao8KAABogWi8KVKUfZQoaL9qjwoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJojGiPXZRqjwoAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN2wForIwfcmVjb3Jkcy5wcm9vZl92Ml9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4xfUmV0aXJlZCBwcm9vZiB2MjogbWFnaWMxNiwg'
+    'cmVzb3VyY2UsIHJvb3QsIHRoZW4gMTQ1LWJ5dGUgZWRnZXM7IGxlbiA9IDgwICsgMTQ1biwgMSA8PSBuIDw9IDI1NS6UaAlqTAcAAGobAQAAfZRqSAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qxAsAAGonAQAATmooAQAAfZQoao8KAABLAGidSwhqGQMAAEsgdWoqAQAAfZQoao8KAABLCGidSxh1ahcBAABOdWJhaDxN0AFqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMDXByb29mX3YzX2VkZ2WUaGop'
+    'gZR9lChoBWo/DAAAaG1dlChocCmBlH2UKGgFarcGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TeEBaKyMH3JlY29yZHMucHJvb2ZfdjNfZWRnZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaGJodGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLjDtiaXRzIDAu'
+    'LjEgaW52b2NhdGlvbiBhbmQgZGVsZWdhdGlvbiwgYml0IDIgYm91bmRlZCB2YWxpZGl0eZRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof4wQZmxhZ3MgJiAyNDggPT0gMJRogWpVAQAAKVKUfZQoalgBAABq5QEAAClSlH2UKGpYAQAAaLwpUpR9lChov2hiaMBow2iISwFoiUsAaIpLAWiLSwV1YmrsAQAAaskJAABq8QEAAGiEKVKUfZQoaCtL+GiHTmiISwFoiUsIaIpLAWiLSwt1YmiISwFoiUsAaIpLAWiLSwt1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQp'
+    'UpR9lChoK0sAaIdOaIhLAWiJSw9oiksBaItLEHViYWiISwFoiUsAaIpLAWiLSxB1YmiMaI9dlGhiYYWUUpR1YmpoAQAAjBdiYWQgcHJvb2YgdjMgZWRnZSBmbGFnc5RqFAEAAGpqAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TeIBaKyMH3JlY29yZHMucHJvb2ZfdjNfZWRnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaukJAABodGgeKYGUfZQoaCFLgGgiiGgNauwJAABoI4l1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhL'
+    'AGgNTmipaJhoqoloq05oPE3mAWisjB9yZWNvcmRzLnByb29mX3YzX2VkZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWrxCQAAaHRoHimBlH2UKGghS4BoIohoDWrsCQAAaCOJdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH+MKGZsYWdzICYgNCBvciAobG93ZXIgPT0gMCBhbmQgdXBwZXIgPT0gMCmUaIFqcwcAAClSlH2UKGrsAQAAangHAABqegcAAF2UKGrlAQAAKVKUfZQoalgBAABovClSlH2UKGi/aGJowGjDaIhLAWiJ'
+    'SwBoiksBaItLBXViauwBAABqyQkAAGrxAQAAaIQpUpR9lChoK0sEaIdOaIhLAWiJSwhoiksBaItLCXViaIhLAWiJSwBoiksBaItLCXVianMHAAApUpR9lChq7AEAAGq+CQAAanoHAABdlChqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2rpCQAAaMBow2iISwFoiUsOaIpLAWiLSxN1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSxdoiksBaItLGHViYWiISwFoiUsOaIpLAWiLSxh1YmpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/avEJAABowGjDaIhLAWiJSx1oiksBaItLInVialsBAABdlGqEAgAAYWph'
+    'AQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLJmiKSwFoi0sndWJhaIhLAWiJSx1oiksBaItLJ3ViZWiISwFoiUsOaIpLAWiLSyd1YmVoiEsBaIlLAGiKSwFoi0sodWJojGiPXZQoaGJq6QkAAGrxCQAAZYWUUpR1YmpoAQAAjCpwcm9vZiB2MyB2YWxpZGl0eSBib3VuZHMgc2V0IHdpdGhvdXQgYml0IDKUahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3nAWisjB9yZWNvcmRzLnByb29mX3YzX2VkZ2UuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWrFBgAAaHRodimBlH2UKGh5aHwp'
+    'gZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3qAWisjB9yZWNvcmRzLnByb29mX3YzX2VkZ2UuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWrTBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2oQBAAAaIFohClSlH2UKGgrS0Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlo'
+    'lU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3rAWisjB9yZWNvcmRzLnByb29mX3YzX2VkZ2UuZmllbGRzWzVdlGghKWiuTmivTmiwiXViZWgLjHNBIHJldGlyZWQgcHJvb2YgdjMgZWRnZSAoMTYxIGJ5dGVzKTogY2FwYWJpbGl0eSBoYW5kbGUsIGZsYWdzLCBUQUktbmFub3NlY29uZCB2YWxpZGl0eSBib3VuZHMsIGRlbGVnYXRlLCBzaWduYXR1cmUulGgJjCxmYWN0cyDCpzIuMiAocGlsZS1hdXRoLXByb29mLXYzIGRlc2Ny'
+    'aXB0aW9uKZRqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qQgwAAGonAQAAS6FqKAEAAH2UKGq3BgAASwBoYksgaukJAABLIWrxCQAASzFqxQYAAEtBatMGAABLYXVqKgEAAH2UKGq3BgAASyBoYksBaukJAABLEGrxCQAASxBqxQYAAEsgatMGAABLQHVqFwEAAE51YmFoPE3dAWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowQcHJvb2ZfdjNfY29udGVudJRoaimBlH2UKGgFar0MAABobV2UKGhwKYGUfZQoaAVqDgIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9o'
+    'gGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8QForIwicmVjb3Jkcy5wcm9vZl92M19jb250ZW50LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVq7gYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJo'
+    'C2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8gForIwicmVjb3Jkcy5wcm9vZl92M19jb250ZW50LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVq/AYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBo'
+    'DU5oqWiYaKqJaKtOaDxN8wForIwicmVjb3Jkcy5wcm9vZl92M19jb250ZW50LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqCgcAAGh0agkDAAApgZR9lChoh2izagwDAABqPwwAAGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on2oOBwAAKYGUfZQoahEHAABOaJNOaJSIaJtOahIHAABOahMHAACJaK9OdWJooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfQBaKyMInJlY29yZHMucHJvb2ZfdjNfY29udGVudC5maWVsZHNbM12UaCEpaK5OaK9OaLCJ'
+    'dWJlaAuMTFJldGlyZWQgcHJvb2YgdjMgYm9keTogZ3JhbW1hciBtYWdpYzE2LCByZXNvdXJjZSwgcm9vdCwgdGhlbiAxNjEtYnl0ZSBlZGdlcy6UaAlqtAwAAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWrADAAAaicBAABOaigBAAB9lChqDgIAAEsAau4GAABLEGr8BgAASzBqCgcAAEtQdWoqAQAAfZQoag4CAABLEGruBgAASyBq/AYAAEsgdWoXAQAATnViYWg8Te0BaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHVijA1wcm9vZl92M19kYXRhlGhqKYGUfZQo'
+    'aAVq9QwAAGhtXZQoaHApgZR9lChoBWp9AQAAaHRqCQMAACmBlH2UKGiHaLNqDAMAAGq9DAAAahUBAAApahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5aHwpgZR9lChof2qPCgAAaIFovClSlH2UKGi/ao8KAABowGjDaIhLAWiJSwBoiksBaItLCHViaIxoj12Uao8KAABhhZRSlHViaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE37AWisjB9yZWNvcmRzLnByb29mX3YzX2RhdGEuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqYCgAAaHRodimBlH2UKGh5TmiT'
+    'TmiUiGiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/ap8KAABogWpzBwAAKVKUfZQoauwBAABqvgkAAGp6BwAAXZQoalUBAAApUpR9lChqWAEAAGpfAwAAKVKUfZQoamIDAABovClSlH2UKGi/aqkKAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qmAoAAGjAaMNoiEsBaIlLBGiKSwFoi0sIdWJhamkDAABdlGiISwFoiUsAaIpLAWiLSwl1YmpbAQAAXZRqsQoAAGFqYQEAAF2UaIQpUpR9lChoK00AAWiHTmiI'
+    'SwFoiUsMaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJqcwcAAClSlH2UKGrsAQAAangHAABqegcAAF2UKGpVAQAAKVKUfZQoalgBAABqXwMAAClSlH2UKGpiAwAAaLwpUpR9lChov2qpCgAAaMBow2iISwFoiUsVaIpLAWiLSxh1YmoVAQAAXZRovClSlH2UKGi/apgKAABowGjDaIhLAWiJSxloiksBaItLHXViYWppAwAAXZRoiEsBaIlLFWiKSwFoi0sedWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsiaIpLAWiLSyN1YmFoiEsBaIlLFWiKSwFoi0sjdWJqVQEAAClSlH2UKGpYAQAAal8DAAApUpR9'
+    'lChqYgMAAGi8KVKUfZQoaL9qZQMAAGjAaMNoiEsBaIlLJ2iKSwFoi0sqdWJqFQEAAF2UaLwpUpR9lChov2qYCgAAaMBow2iISwFoiUsraIpLAWiLSy91YmFqaQMAAF2UaIhLAWiJSydoiksBaItLMHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLNGiKSwFoi0s1dWJhaIhLAWiJSydoiksBaItLNXViZWiISwFoiUsVaIpLAWiLSzV1YmVoiEsBaIlLAGiKSwFoi0s2dWJojGiPXZRqmAoAAGGFlFKUdWJqaAEAAGrYCgAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE38'
+    'AWisjB9yZWNvcmRzLnByb29mX3YzX2RhdGEuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjDZBIHJldGlyZWQgcHJvb2YgdjMgYm9keSBhbmQgdGhlIHplcm8gdGFpbCBvZiBpdHMgc3Bhbi6UaAlomGobAQAAfZRqjwoAAGrPAgAAKYGUfZQoaAVqjwoAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1q+AwAAGonAQAATmooAQAAfZRqfQEAAEsAc2oqAQAAfZRqFwEAAE51YmFoPE32AWosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmrTAQAA'
+    'aGopgZR9lChoBWrTAQAAaG1dlChocCmBlH2UKGgFao8KAABodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof4wuYm9keV9sZW4gPj0gMjQxIGFuZCAoYm9keV9sZW4gLSA4MCkgJSAxNjEgPT0gMJRogWpzBwAAKVKUfZQoauwBAABqvgkAAGp6BwAAXZQoalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qjwoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJqWwEAAF2Ual8BAABhamEBAABdlGiEKVKUfZQoaCtL'
+    '8WiHTmiISwFoiUsMaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJqVQEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGrlAQAAKVKUfZQoalgBAABovClSlH2UKGi/ao8KAABowGjDaIhLAWiJSxVoiksBaItLHXViauwBAABq9gEAAGrxAQAAaIQpUpR9lChoK0tQaIdOaIhLAWiJSyBoiksBaItLInViaIhLAWiJSxVoiksBaItLInViauwBAABqYQsAAGrxAQAAaIQpUpR9lChoK0uhaIdOaIhLAWiJSyZoiksBaItLKXViaIhLAWiJSxRoiksBaItLKXVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlL'
+    'LWiKSwFoi0sudWJhaIhLAWiJSxRoiksBaItLLnViZWiISwFoiUsAaIpLAWiLSy51YmiMaI9dlGqPCgAAYYWUUpR1YmpoAQAAjBhiYWQgcHJvb2YgdjMgYm9keSBsZW5ndGiUahQBAABqagEAAGisaJh1YmpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/aoELAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGqEAgAAYWphAQAAXZRq5QEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGrlAQAAKVKUfZQoalgBAABohClSlH2UKGgrS2Boh05oiEsBaIlLCWiKSwFoi0sL'
+    'dWJq7AEAAGqNAgAAavEBAABovClSlH2UKGi/ao8KAABowGjDaIhLAWiJSw5oiksBaItLFnViaIhLAWiJSwloiksBaItLFnViauwBAABqjQIAAGrxAQAAaIQpUpR9lChoK0v/aIdOaIhLAWiJSxloiksBaItLHHViaIhLAWiJSwloiksBaItLHHViauwBAABqmQIAAGrxAQAAaIQpUpR9lChoK00AAWiHTmiISwFoiUshaIpLAWiLSyR1YmiISwFoiUsIaIpLAWiLSyR1YmFoiEsBaIlLAGiKSwFoi0skdWJojGiPXZQoao8KAABqSAEAAGWFlFKUdWJqaAEAAGqZCwAAahQBAABqagEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgNTmipaJhoqolo'
+    'q05oPE0GAmisjB9yZWNvcmRzLnByb29mX3YzX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof2qiCwAAaIFohClSlH2UKGgrSxhoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0LAmisjB9yZWNvcmRzLnByb29mX3YzX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoZ'
+    'AwAAaHRqCQMAACmBlH2UKGiHaLNqDAMAAGr1DAAAahUBAABqjwoAAGh8KYGUfZQoaH9qjwoAAGiBaLwpUpR9lChov2qPCgAAaMBow2iISwFoiUsAaIpLAWiLSwh1YmiMaI9dlGqPCgAAYYWUUpR1YoaUhZRqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0MAmisjB9yZWNvcmRzLnByb29mX3YzX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjE1SZXRpcmVkIHByb29mIHYzOiBsZW5ndGgtcHJlZml4ZWQgbGlrZSB2'
+    'MS92MjsgbGVuID0gODAgKyAxNjFuLCBuID49IDE7IGluZXJ0LpRoCYxIc3BlYy50eHQgKDE2MS1ieXRlLWVkZ2UgcHJvb2ZzIGFyZSByZWNvZ25pc2VkIGluZXJ0IGZyYW1lcyk7IGZhY3RzIMKnMi4ylGobAQAAfZRqSAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0lTrjAAAAAAAAatICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qTw0AAGonAQAATmooAQAAfZQoao8KAABLAGidSwhqGQMAAEsgdWoqAQAAfZQoao8KAABLCGidSxh1ahcBAABOdWJhaDxNAQJqLAEAAGgRaA1O'
+    'ai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMDHYxX2Jsb2JfZGF0YZRoaimBlH2UKGgFarsNAABobV2UKGhwKYGUfZQoaAVq4QIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qdAIAAGiBaLwpUpR9lChov2p0AgAAaMBow2iISwFoiUsAaIpLAWiLSwZ1YmiMaI9dlGp0AgAAYYWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRQCaKyMHnJlY29yZHMudjFfYmxvYl9kYXRhLmZpZWxkc1swXZRoISlork5o'
+    'r05osIl1YmhwKYGUfZQoaAVq7gIAAGh0avACAAApgZR9lChq8wIAAEtAaAVq9AIAAGr1AgAAiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRUCaKyMHnJlY29yZHMudjFfYmxvYl9kYXRhLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xKQSBWMSBibG9iIHBheWxvYWQgYW5kIGl0cyBwYWQgdG8gYSA2NC1ieXRlIG11bHRpcGxlIChub3QgY2hlY2tlZCBvbiByZWFkKS6UaAlomGobAQAAfZRqdAIAAGrPAgAAKYGUfZQoaAVqdAIA'
+    'AGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qvg0AAGonAQAATmooAQAAfZRq4QIAAEsAc2oqAQAAfZRqFwEAAE51YmFoPE0PAmosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmjTaGopgZR9lChoBWjTaG1dlChocCmBlH2UKGgFam0CAABodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0bAmisjBlyZWNv'
+    'cmRzLnYxX2Jsb2IuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp0AgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNHAJorIwZcmVjb3Jkcy52MV9ibG9iLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqsgIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVO'
+    'aJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNHQJorIwZcmVjb3Jkcy52MV9ibG9iLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGQMAAGh0agkDAAApgZR9lChoh2izagwDAABquw0AAGoVAQAAanQCAABofCmBlH2UKGh/anQCAABogWi8KVKUfZQoaL9qdAIAAGjAaMNoiEsBaIlLAGiKSwFoi0sGdWJojGiPXZRqdAIAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmig'
+    'TmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNHgJorIwZcmVjb3Jkcy52MV9ibG9iLmZpZWxkc1szXZRoISlork5or05osIl1YmVoC4wtVjEgYmxvYiBhZnRlciBpdHMgbWFya2VyOyBwYXlsb2FkIGF0IGJ5dGUgNjQulGgJjAtmYWN0cyDCpzUuMZRqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1q3Q0AAGonAQAATmooAQAAfZQoam0CAABLAGp0AgAASwhqsgIAAEsQahkDAABLMHVqKgEAAH2UKGptAgAASwhqdAIAAEsIarICAABLIHVqFwEAAE51YmFo'
+    'PE0XAmosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmjXaGopgZR9lChoBWjXaG1dlChocCmBlH2UKGgFjAZicmFuY2iUaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof4wPbWF4KGJyYW5jaCkgPiAwlGiBalUBAAApUpR9lChqWAEAAGpfAwAAKVKUfZQoamIDAABovClSlH2U'
+    'KGi/amUDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qEQ4AAGjAaMNoiEsBaIlLBGiKSwFoi0sKdWJhamkDAABdlGiISwFoiUsAaIpLAWiLSwt1YmpbAQAAXZRqbgMAAGFqYQEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSw5oiksBaItLD3ViYWiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGoRDgAAYYWUUpR1YmpoAQAAjA1uaWwgYnJhbmNoIGlklGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJAJorIwbcmVjb3Jkcy52MV9icmFuY2guZmllbGRzWzBdlGghKWiuTmiv'
+    'TmiwiXViaHApgZR9lChoBWo+AgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0oAmisjBtyZWNvcmRzLnYxX2JyYW5jaC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMJlYxIGJyYW5jaCAoNjQgYnl0ZXMpIGFmdGVyIGl0cyBtYXJrZXIulGgJagMOAABqGwEAAH2Uah0BAABO'
+    'ah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qDg4AAGonAQAASzBqKAEAAH2UKGoRDgAASwBqPgIAAEsQdWoqAQAAfZQoahEOAABLEGo+AgAASyB1ahcBAABOdWJhaDxNIAJqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJo22hqKYGUfZQoaAVo22htXZQoaHApgZR9lChoBWoRDgAAaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlO'
+    'aJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2ofDgAAaIFqVQEAAClSlH2UKGpYAQAAal8DAAApUpR9lChqYgMAAGi8KVKUfZQoaL9qZQMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2oRDgAAaMBow2iISwFoiUsEaIpLAWiLSwp1YmFqaQMAAF2UaIhLAWiJSwBoiksBaItLC3VialsBAABdlGpuAwAAYWphAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLDmiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3ViaIxoj12UahEOAABhhZRSlHViamgBAABqMQ4AAGoUAQAAamoB'
+    'AABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNLgJorIwecmVjb3Jkcy52MV90b21ic3RvbmUuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwJdW5jaGVja2VklGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNLwJorIwecmVjb3Jkcy52MV90b21i'
+    'c3RvbmUuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjEdWMSB0b21ic3RvbmUgKDY0IGJ5dGVzKTsgYnl0ZXMgMzIuLjY0IGFyZSB3cml0dGVuIHplcm8gYnV0IG5vdCBjaGVja2VkLpRoCWoDDgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtaksOAABqJwEAAEswaigBAAB9lChqEQ4AAEsAanAOAABLEHVqKgEAAH2UKGoRDgAASxBqcA4AAEsgdWoXAQAATnViYWg8TSoCaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViaN9oaimBlH2UKGgFaN9obV2UKGhw'
+    'KYGUfZQoaAVqbQIAAGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTYCaKyMGXJlY29yZHMudjNfYmxvYi5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFanQCAABodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE03AmisjBlyZWNvcmRzLnYz'
+    'X2Jsb2IuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqyAgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE04AmisjBlyZWNvcmRzLnYzX2Jsb2IuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpwDgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pXAgAA'
+    'aIFohClSlH2UKGgrS8Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE05AmisjBlyZWNvcmRzLnYzX2Jsb2IuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoZAwAAaHRqCQMAACmBlH2UKGiHaLNqDAMAAGrbAgAAahUBAABqdAIAAGh8KYGUfZQoaH9qdAIAAGiBaLwpUpR9lChov2p0AgAAaMBow2iISwFoiUsAaIpLAWiLSwZ1YmiMaI9dlGp0'
+    'AgAAYYWUUpR1YoaUhZRqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE06AmisjBlyZWNvcmRzLnYzX2Jsb2IuZmllbGRzWzRdlGghKWiuTmivTmiwiXViZWgLjE9WMyBibG9iOyBieXRlcyA2NC4uMjU2IHJlc2VydmVkIChub3QgY2hlY2tlZCk7IGRhdGEgYXQgMjU2LCBwb3N0LXBhZGRlZCB0byAyNTYulGgJjAtmYWN0cyDCpzUuMpRqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBRO'
+    'aG1qhg4AAGonAQAATmooAQAAfZQoam0CAABLAGp0AgAASwhqsgIAAEsQanAOAABLMGoZAwAAS/B1aioBAAB9lChqbQIAAEsIanQCAABLCGqyAgAASyBqcA4AAEvAdWoXAQAATnViYWg8TTICaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViaONoaimBlH2UKGgFaONobV2UKGhwKYGUfZQoaAVqEQ4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmig'
+    'TmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qHw4AAGiBalUBAAApUpR9lChqWAEAAGpfAwAAKVKUfZQoamIDAABovClSlH2UKGi/amUDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qEQ4AAGjAaMNoiEsBaIlLBGiKSwFoi0sKdWJhamkDAABdlGiISwFoiUsAaIpLAWiLSwt1YmpbAQAAXZRqbgMAAGFqYQEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSw5oiksBaItLD3ViYWiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGoRDgAAYYWUUpR1YmpoAQAAajEOAABqFAEAAGpqAQAAaKxo'
+    'mHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUACaKyMG3JlY29yZHMudjNfYnJhbmNoLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqPgIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNQQJorIwbcmVjb3Jkcy52M19icmFuY2guZmllbGRzWzFdlGgh'
+    'KWiuTmivTmiwiXViaHApgZR9lChoBWpwDgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pXAgAAaIFohClSlH2UKGgrS8Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1CAmisjBtyZWNvcmRzLnYzX2JyYW5jaC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAuMPFYzIGJyYW5jaCAoMjU2IGJ5dGVzKTsgdGhlIHJlc3QgaXMgcmVzZXJ2ZWQgYW5kIG5vdCBj'
+    'aGVja2VkLpRoCWq4DgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtasMOAABqJwEAAEvwaigBAAB9lChqEQ4AAEsAaj4CAABLEGpwDgAASzB1aioBAAB9lChqEQ4AAEsQaj4CAABLIGpwDgAAS8B1ahcBAABOdWJhaDxNPAJqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJo52hqKYGUfZQoaAVo52htXZQoaHApgZR9lChoBWoRDgAAaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJo'
+    'k05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2ofDgAAaIFqVQEAAClSlH2UKGpYAQAAal8DAAApUpR9lChqYgMAAGi8KVKUfZQoaL9qZQMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2oRDgAAaMBow2iISwFoiUsEaIpLAWiLSwp1YmFqaQMAAF2UaIhLAWiJSwBoiksBaItLC3VialsBAABdlGpuAwAAYWphAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLDmiKSwFoi0sPdWJhaIhLAWiJSwBoiksB'
+    'aItLD3ViaIxoj12UahEOAABhhZRSlHViamgBAABqMQ4AAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNSAJorIwecmVjb3Jkcy52M190b21ic3RvbmUuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpwDgAAaHRodimBlH2UKGh5aHwpgZR9lChof2qeBgAAaIFohClSlH2UKGgrS+Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgN'
+    'TmipaJhoqoloq05oPE1JAmisjB5yZWNvcmRzLnYzX3RvbWJzdG9uZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMGVYzIHRvbWJzdG9uZSAoMjU2IGJ5dGVzKS6UaAlquA4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWoJDwAAaicBAABL8GooAQAAfZQoahEOAABLAGpwDgAASxB1aioBAAB9lChqEQ4AAEsQanAOAABL4HVqFwEAAE51YmFoPE1EAmosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmjraGopgZR9lChoBWjraG1dlChocCmBlH2UKGgFav4D'
+    'AABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TU8CaKyMHnJlY29yZHMudjNfYmxvYl93YW50LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqcA4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAzIwOJRogWiEKVKUfZQoaCtL0GiHTmiISwFoiUsAaIpLAWiLSwN1YmiM'
+    'aI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TVACaKyMHnJlY29yZHMudjNfYmxvYl93YW50LmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w1VjMgd2VhayBwaW4gLyB1bnBpbiAocmV0aXJlZCBXQU5ULCAyNTYgYnl0ZXMpOyBpbmVydC6UaAlquA4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWpDDwAAaicBAABL8GooAQAAfZQoav4DAABL'
+    'AGpwDgAASyB1aioBAAB9lChq/gMAAEsganAOAABL0HVqFwEAAE51YmFoPE1LAmosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmjyaGopgZR9lChoBWjyaG1dlChocCmBlH2UKGgFjARjZWxslGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNVgJorIwfcmVjb3Jkcy52'
+    'M19sb2NhbF9jZWxsLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBHJlc3SUaHRodimBlH2UKGh5aHwpgZR9lChof2qeBgAAaIFohClSlH2UKGgrS+Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1XAmisjB9yZWNvcmRzLnYzX2xvY2FsX2NlbGwuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjFRWMyBsb2NhbCBjZWxsIHJlcGxhY2Ug'
+    'LyBjbGVhciAocmV0aXJlZCwgMjU2IGJ5dGVzKTsga2VwdCBhcyBhbiBvcGFxdWUgbGVnYWN5IHJlY29yZC6UaAlquA4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWpoDwAAaicBAABL8GooAQAAfZQoamsPAABLAGp4DwAASxB1aioBAAB9lChqaw8AAEsQangPAABL4HVqFwEAAE51YmFoPE1SAmosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1Ymj5aGopgZR9lChoBWj5aG1dlChocCmBlH2UKGgFjAVzY29wZZRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiE'
+    'KVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/jA5tYXgoc2NvcGUpID4gMJRogWpVAQAAKVKUfZQoalgBAABqXwMAAClSlH2UKGpiAwAAaLwpUpR9lChov2plAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/apEPAABowGjDaIhLAWiJSwRoiksBaItLCXViYWppAwAAXZRoiEsBaIlLAGiKSwFoi0sKdWJqWwEAAF2Uam4D'
+    'AABhamEBAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsNaIpLAWiLSw51YmFoiEsBaIlLAGiKSwFoi0sOdWJojGiPXZRqkQ8AAGGFlFKUdWJqaAEAAIwGbmlsIGlklGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNXQJorIwqcmVjb3Jkcy52M19jb2xsZWN0aW9uX2RlZmluaXRpb24uZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwOcmVwcmVzZW50YXRpb26UaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKU'
+    'dWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof4wXbWF4KHJlcHJlc2VudGF0aW9uKSA+IDCUaIFqVQEAAClSlH2UKGpYAQAAal8DAAApUpR9lChqYgMAAGi8KVKUfZQoaL9qZQMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2q2DwAAaMBow2iISwFoiUsEaIpLAWiLSxJ1YmFqaQMAAF2UaIhLAWiJSwBoiksBaItLE3VialsBAABdlGpuAwAAYWphAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlL'
+    'FmiKSwFoi0sXdWJhaIhLAWiJSwBoiksBaItLF3ViaIxoj12UarYPAABhhZRSlHViamgBAABqsQ8AAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNXgJorIwqcmVjb3Jkcy52M19jb2xsZWN0aW9uX2RlZmluaXRpb24uZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwGcmVjaXBllGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5'
+    'TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH+MD21heChyZWNpcGUpID4gMJRogWpVAQAAKVKUfZQoalgBAABqXwMAAClSlH2UKGpiAwAAaLwpUpR9lChov2plAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/atoPAABowGjDaIhLAWiJSwRoiksBaItLCnViYWppAwAAXZRoiEsBaIlLAGiKSwFoi0sLdWJqWwEAAF2Uam4DAABhamEBAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsOaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJojGiPXZRq2g8AAGGFlFKUdWJqaAEA'
+    'AGqxDwAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1fAmisjCpyZWNvcmRzLnYzX2NvbGxlY3Rpb25fZGVmaW5pdGlvbi5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/alcCAABogWiEKVKUfZQoaCtLwGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWACaKyM'
+    'KnJlY29yZHMudjNfY29sbGVjdGlvbl9kZWZpbml0aW9uLmZpZWxkc1szXZRoISlork5or05osIl1YmVoC4wsVjMgY29sbGVjdGlvbiBkZWZpbml0aW9uICgyNTYgYnl0ZXMpOyBpbmVydC6UaAlquA4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWqODwAAaicBAABL8GooAQAAfZQoapEPAABLAGq2DwAASxBq2g8AAEsgaJ1LMHVqKgEAAH2UKGqRDwAASxBqtg8AAEsQatoPAABLEGidS8B1ahcBAABOdWJhaDxNWQJqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2U'
+    'dWJo/WhqKYGUfZQoaAVo/WhtXZQoaHApgZR9lChoBYwKZGVmaW5pdGlvbpRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWYCaKyMG3JlY29yZHMudjNfY29tbWl0LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGQMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiB'
+    'aIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNZwJorIwbcmVjb3Jkcy52M19jb21taXQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo4BQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlO'
+    'aJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1oAmisjBtyZWNvcmRzLnYzX2NvbW1pdC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakYFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWkC'
+    'aKyMG3JlY29yZHMudjNfY29tbWl0LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqVAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNagJorIwbcmVjb3Jkcy52M19jb21taXQuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWphBQAAaHRodimBlH2U'
+    'KGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1rAmisjBtyZWNvcmRzLnYzX2NvbW1pdC5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/ahAEAABogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiV'
+    'TmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWwCaKyMG3JlY29yZHMudjNfY29tbWl0LmZpZWxkc1s2XZRoISlork5or05osIl1YmVoC4wdVjMgY29tbWl0ICgyNTYgYnl0ZXMpOyBpbmVydC6UaAlquA4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWoTEAAAaicBAABL8GooAQAAfZQoahYQAABLAGoZAwAASxBqOAUAAEswakYFAABLUGpUBQAAS3BqYQUAAEuQaJ1LsHVqKgEA'
+    'AH2UKGoWEAAASxBqGQMAAEsgajgFAABLIGpGBQAASyBqVAUAAEsgamEFAABLIGidS0B1ahcBAABOdWJhaDxNYgJqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqAQEAAGhqKYGUfZQoaAVqAQEAAGhtXZQoaHApgZR9lChoBWoWEAAAaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJho'
+    'qoloq05oPE1yAmisjBpyZWNvcmRzLnYzX21lcmdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqMwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNcwJorIwacmVjb3Jkcy52M19tZXJnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakAEAABo'
+    'dGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/ak4EAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akAEAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGpfAQAAYWphAQAAXZRovClSlH2UKGi/ajMEAABowGjDaIhLAWiJSwhoiksBaItLC3ViYWiISwFoiUsAaIpLAWiLSwt1YmiM'
+    'aI9dlChqQAQAAGozBAAAZYWUUpR1YmpoAQAAaikIAABqFAEAAGpqAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXQCaKyMGnJlY29yZHMudjNfbWVyZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqzBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJho'
+    'qoloq05oPE11AmisjBpyZWNvcmRzLnYzX21lcmdlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qxAIAAGiBaIQpUpR9lChoK0uAaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdgJorIwacmVjb3Jkcy52M19tZXJnZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAuMHFYzIG1lcmdlICgyNTYg'
+    'Ynl0ZXMpOyBpbmVydC6UaAlquA4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWp0EAAAaicBAABL8GooAQAAfZQoahYQAABLAGozBAAASxBqQAQAAEswarMFAABLUGidS3B1aioBAAB9lChqFhAAAEsQajMEAABLIGpABAAASyBqswUAAEsgaJ1LgHVqFwEAAE51YmFoPE1uAmosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmoFAQAAaGopgZR9lChoBWoFAQAAaG1dlChocCmBlH2UKGgFaH9odGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiH'
+    'TmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXwCaKyMG3JlY29yZHMudjNfZGVyaXZlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqDAMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5'
+    'TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNfQJorIwbcmVjb3Jkcy52M19kZXJpdmUuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp4BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1+AmisjBtyZWNvcmRzLnYzX2Rl'
+    'cml2ZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalwGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TX8CaKyMG3JlY29yZHMudjNfZGVyaXZlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAzE0NJRo'
+    'gWiEKVKUfZQoaCtLkGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYACaKyMG3JlY29yZHMudjNfZGVyaXZlLmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4wdVjMgZGVyaXZlICgyNTYgYnl0ZXMpOyBpbmVydC6UaAlquA4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWrMEAAAaicBAABL8GooAQAA'
+    'fZQoaH9LAGoMAwAASxBqeAQAAEsgalwGAABLQGidS2B1aioBAAB9lChof0sQagwDAABLEGp4BAAASyBqXAYAAEsgaJ1LkHVqFwEAAE51YmFoPE14AmosAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmoJAQAAaGopgZR9lChoBWoJAQAAaG1dlChocCmBlH2UKGgFaiYEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05o'
+    'pClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYYCaKyMG3JlY29yZHMudjRfY29tbWl0LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGQMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNhwJorIwbcmVjb3Jkcy52NF9jb21taXQuZmllbGRzWzFdlGghKWiu'
+    'TmivTmiwiXViaHApgZR9lChoBWo4BQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2IAmisjBtyZWNvcmRzLnY0X2NvbW1pdC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakYFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiI'
+    'SwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYkCaKyMG3JlY29yZHMudjRfY29tbWl0LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqVAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5'
+    'TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNigJorIwbcmVjb3Jkcy52NF9jb21taXQuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWphBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2LAmisjBtyZWNvcmRzLnY0X2Nv'
+    'bW1pdC5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAI0OJRogWiEKVKUfZQoaCtLMGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYwCaKyMG3JlY29yZHMudjRfY29tbWl0LmZpZWxkc1s2XZRoISlork5or05osIl1YmVoC4wzVjQgY29tbWl0ICgyNTYgYnl0ZXMpLCBkZWNvZGVkIGFzIGEgY3Vy'
+    'cmVudCBDT01NSVQulGgJargOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qFREAAGonAQAAS/BqKAEAAH2UKGomBAAASwBqGQMAAEsgajgFAABLQGpGBQAAS2BqVAUAAEuAamEFAABLoGidS8B1aioBAAB9lChqJgQAAEsgahkDAABLIGo4BQAASyBqRgUAAEsgalQFAABLIGphBQAASyBonUswdWoXAQAATnViYWg8TYICaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViag0BAABoaimBlH2UKGgFag0BAABobV2UKGhwKYGUfZQoaAVqJgQAAGh0aHYpgZR9lCho'
+    'eWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNkgJorIwacmVjb3Jkcy52NF9tZXJnZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFajMEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiV'
+    'TmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZMCaKyMGnJlY29yZHMudjRfbWVyZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpABAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAA'
+    'aHwpgZR9lChof2pOBAAAaIFqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2pABAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpbAQAAXZRqXwEAAGFqYQEAAF2UaLwpUpR9lChov2ozBAAAaMBow2iISwFoiUsIaIpLAWiLSwt1YmFoiEsBaIlLAGiKSwFoi0sLdWJojGiPXZQoakAEAABqMwQAAGWFlFKUdWJqaAEAAGopCAAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2UAmisjBpyZWNvcmRzLnY0X21lcmdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqswUAAGh0aHYpgZR9lCho'
+    'eWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNlQJorIwacmVjb3Jkcy52NF9tZXJnZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMxMTKUaIFohClSlH2UKGgrS3Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5o'
+    'lk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2WAmisjBpyZWNvcmRzLnY0X21lcmdlLmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4woVjQgbWVyZ2UgKDI1NiBieXRlcyk7IHVuc2lnbmVkIGV2aWRlbmNlLpRoCWq4DgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtanYRAABqJwEAAEvwaigBAAB9lChqJgQAAEsAajMEAABLIGpABAAAS0BqswUAAEtgaJ1LgHVqKgEAAH2UKGom'
+    'BAAASyBqMwQAAEsgakAEAABLIGqzBQAASyBonUtwdWoXAQAATnViYWg8TY4CaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViahEBAABoaimBlH2UKGgFahEBAABobV2UKGhwKYGUfZQoaAVof2h0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNnAJorIwbcmVjb3Jk'
+    'cy52NF9kZXJpdmUuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoMAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2dAmisjBtyZWNvcmRzLnY0X2Rlcml2ZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFangEAABodGh2KYGUfZQoaHlofCmBlH2U'
+    'KGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZ4CaKyMG3JlY29yZHMudjRfZGVyaXZlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqXAYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJo'
+    'C2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNnwJorIwbcmVjb3Jkcy52NF9kZXJpdmUuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof2q9EQAAaIFohClSlH2UKGgrS3Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqolo'
+    'q05oPE2gAmisjBtyZWNvcmRzLnY0X2Rlcml2ZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAuMKlY0IGRlcml2ZSAoMjU2IGJ5dGVzKTsgcmV0aXJlZCwgZHJvcHBhYmxlLpRoCWq4DgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtas8RAABqJwEAAEvwaigBAAB9lChof0sAagwDAABLIGp4BAAAS0BqXAYAAEtgaJ1LgHVqKgEAAH2UKGh/SyBqDAMAAEsgangEAABLIGpcBgAASyBonUtwdWoXAQAATnViYWg8TZgCaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABd'
+    'lHViaM9oaimBlH2UKGgFaM9obV2UKGhwKYGUfZQoaAVoh2h0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNqQJorIwhcmVjb3Jkcy5lbnZlbG9wZTM2X3Jlc3QuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpIAQAAaHRoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2iYaAlo'
+    'mGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qUwEAAGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2Ual8BAABhamEBAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqSAEAAGGFlFKUdWJqaAEAAGppAQAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2qAmisjCFyZWNvcmRzLmVudmVsb3BlMzZf'
+    'cmVzdC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFan0BAABodGi1KYGUfZQoaLhofCmBlH2UKGh/aIdogWi8KVKUfZQoaL9oh2jAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRoh2GFlFKUdWJoyChDEJwz7rUlBlpi6uxL5D3MNVqUaN6MDWVudl9ibG9iX2JvZHmUh5RDEKw2PQSv4a8Xs5WBseIwIdeUaOKMD2Vudl9icmFuY2hfYm9keZSHlEMQ0MugyOqrTAxzEhwyBWceT5Ro5owSZW52X3RvbWJzdG9uZV9ib2R5lIeUQxCPPu/t7NSR9j9uqqX9bz1elGjqjBJlbnZfYmxvYl93YW50X2JvZHmUh5RDEC12Zi3/AYfs'
+    'NqjJCxK7iw2UaO5qThIAAIeUQxCaBnl2APqQuKglmw7QKewhlIwkaGV4OjlBMDY3OTc2MDBGQTkwQjhBODI1OUIwRUQwMjlFQzIxlIwTZW52X3R5cGVkX3dhbnRfYm9keZSHlEMQLZV6eApS5HT1igbUTW/kbJSMJGhleDoyRDk1N0E3ODBBNTJFNDc0RjU4QTA2RDQ0RDZGRTQ2Q5RqVBIAAIeUQxDL8s+X1So0huFsEtcNOXxmlGoIAQAAjA9lbnZfY29tbWl0X2JvZHmUh5RDEJ9dAo1MQjYg1pV6X3JvpyeUagwBAACMDmVudl9tZXJnZV9ib2R5lIeUQxDs+y7pDtgEIkT3uscERUu5lGoQAQAAjBJlbnZfZGVyaXZlX3Y0X2JvZHmUh5RD'
+    'EO1rRvcobUVWsHbBe3n9gxWUjCRoZXg6RUQ2QjQ2RjcyODZENDU1NkIwNzZDMTdCNzlGRDgzMTWUjBJlbnZfZGVyaXZlX3Y1X2JvZHmUh5R0lGiratYBAABqFQEAAGpIAQAAaHwpgZR9lChof2pIAQAAaIFovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHViaIxoj12UakgBAABhhZRSlHVihpSFlGgFahYBAABqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlofCmBlH2UKGh/jA9zcGFuICogMjU2IC0gMzaUaIFq5QEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNo'
+    'iEsBaIlLAGiKSwFoi0sEdWJq7AEAAGrvAQAAavEBAABohClSlH2UKGgrTQABaIdOaIhLAWiJSwdoiksBaItLCnViaIhLAWiJSwBoiksBaItLCnViauwBAABq9gEAAGrxAQAAaIQpUpR9lChoK0skaIdOaIhLAWiJSw1oiksBaItLD3ViaIhLAWiJSwBoiksBaItLD3ViaIxoj12UakgBAABhhZRSlHViaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2tAmisjCFyZWNvcmRzLmVudmVsb3BlMzZfcmVzdC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAuMo0EgMzYtYnl0ZS1lbnZlbG9wZSByZWNv'
+    'cmQgYWZ0ZXIgaXRzIDE2LWJ5dGUgbWFya2VyOiBhIDE2LWJ5dGUga2luZCBpZCAoYSBWMy9WNCBtYXJrZXIpLCB0aGUgc3BhbiAodTMyIExFLCAyNTYtYnl0ZSBibG9ja3MpIGFuZCB0aGUgYm9keS4gVW5rbm93biBraW5kcyBhcmUgb3BhcXVlLgqUaAmMC2ZhY3RzIMKnNS4zlGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWoXEgAAaicBAABOaigBAAB9lChoh0sAakgBAABLEGp9AQAASxR1aioBAAB9lChoh0sQakgBAABLBHVqFwEAAE51YmFoPE2jAmosAQAAaBFoDU5qLQEAAClq'
+    'LgEAAGizai8BAABdlGoxAQAAXZR1YmpFEgAAaGopgZR9lChoBWpFEgAAaG1dlChocCmBlH2UKGgFam0CAABodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3EAmisjB9yZWNvcmRzLmVudl9ibG9iX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp0AgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmii'
+    'TmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qfAIAAGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2UaoQCAABhamEBAABdlGrlAQAAKVKUfZQoalgBAABohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJq7AEAAGqNAgAAavEBAABq5QEAAClSlH2UKGpYAQAAauUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qdAIAAGjAaMNoiEsBaIlLDWiKSwFoi0sTdWJq7AEAAGqNAgAAavEBAABohClSlH2UKGgrS/9oh05oiEsBaIlLFmiKSwFoi0sZdWJoiEsB'
+    'aIlLDWiKSwFoi0sZdWJq7AEAAGqZAgAAavEBAABohClSlH2UKGgrTQABaIdOaIhLAWiJSx5oiksBaItLIXViaIhLAWiJSwxoiksBaItLIXViaIhLAWiJSwhoiksBaItLIXViYWiISwFoiUsAaIpLAWiLSyF1YmiMaI9dlChqdAIAAGpIAQAAZYWUUpR1YmpoAQAAaqACAABqFAEAAGpqAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TcUCaKyMH3JlY29yZHMuZW52X2Jsb2JfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarICAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKU'
+    'fZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TcgCaKyMH3JlY29yZHMuZW52X2Jsb2JfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMxNzKUaIFohClSlH2UKGgrS6xoh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpO'
+    'aJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3JAmisjB9yZWNvcmRzLmVudl9ibG9iX2JvZHkuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoZAwAAaHRqCQMAACmBlH2UKGiHaLNqDAMAAGrbAgAAahUBAABqdAIAAGh8KYGUfZQoaH9qdAIAAGiBaLwpUpR9lChov2p0AgAAaMBow2iISwFoiUsAaIpLAWiLSwZ1YmiMaI9dlGp0AgAAYYWUUpR1YoaUhZRqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNO'
+    'aKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3KAmisjB9yZWNvcmRzLmVudl9ibG9iX2JvZHkuZmllbGRzWzRdlGghKWiuTmivTmiwiXViZWgLjEJFbnZlbG9wZWQgYmxvYjsgZGF0YSBhdCByZWNvcmQgYnl0ZSAyNTY7IHNwYW4gPSAxICsgY2VpbChsZW4vMjU2KS6UaAlqghIAAGobAQAAfZRqSAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qjRIAAGonAQAATmooAQAAfZQoam0CAABLAGp0AgAASwhqsgIAAEsQaJ1L'
+    'MGoZAwAAS9x1aioBAAB9lChqbQIAAEsIanQCAABLCGqyAgAASyBonUusdWoXAQAATnViYWg8Tb8CaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViakgSAABoaimBlH2UKGgFakgSAABobV2UKGhwKYGUfZQoaAVqEQ4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qSgMA'
+    'AGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqSAEAAGGFlFKUdWJqaAEAAGpWAwAAahQBAABqagEAAGisaJh1YmpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/ah8OAABogWpVAQAAKVKUfZQoalgBAABqXwMAAClSlH2UKGpiAwAAaLwpUpR9lChov2plAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ahEOAABowGjD'
+    'aIhLAWiJSwRoiksBaItLCnViYWppAwAAXZRoiEsBaIlLAGiKSwFoi0sLdWJqWwEAAF2Uam4DAABhamEBAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsOaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJojGiPXZRqEQ4AAGGFlFKUdWJqaAEAAGoxDgAAahQBAABqagEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3QAmisjCFyZWNvcmRzLmVudl9icmFuY2hfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj4CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtL'
+    'IGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TdYCaKyMIXJlY29yZHMuZW52X2JyYW5jaF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qxhIAAGiBaIQpUpR9lChoK0usaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmic'
+    'TmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN1wJorIwhcmVjb3Jkcy5lbnZfYnJhbmNoX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLaJhoCWqCEgAAahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWroEgAAaicBAABL3GooAQAAfZQoahEOAABLAGo+AgAASxBonUswdWoqAQAAfZQoahEOAABLEGo+AgAASyBonUusdWoXAQAATnViYWg8TcwC'
+    'aiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViaksSAABoaimBlH2UKGgFaksSAABobV2UKGhwKYGUfZQoaAVqEQ4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qSgMAAGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJq'
+    'WwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqSAEAAGGFlFKUdWJqaAEAAGpWAwAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3dAmisjCRyZWNvcmRzLmVudl90b21ic3RvbmVfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMyMDSUaIFohClSlH2UKGgrS8xoh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5o'
+    'lk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3eAmisjCRyZWNvcmRzLmVudl90b21ic3RvbmVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAtomGgJaoISAABqGwEAAH2UakgBAABqzwIAACmBlH2UKGgFakgBAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtaj4TAABqJwEAAEvcaigBAAB9lChqEQ4AAEsAaJ1LEHVqKgEAAH2UKGoRDgAASxBonUvMdWoX'
+    'AQAATnViYWg8TdkCaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHViak4SAABoaimBlH2UKGgFak4SAABobV2UKGhwKYGUfZQoaAVq/gMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qSgMAAGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qSAEAAGjAaMNoiEsB'
+    'aIlLAGiKSwFoi0sEdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqSAEAAGGFlFKUdWJqaAEAAGpWAwAAahQBAABqagEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3kAmisjCRyZWNvcmRzLmVudl9ibG9iX3dhbnRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMxODiUaIFohClSlH2UKGgrS7xoh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSF'
+    'lFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3lAmisjCRyZWNvcmRzLmVudl9ibG9iX3dhbnRfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAtomGgJaoISAABqGwEAAH2UakgBAABqzwIAACmBlH2UKGgFakgBAABodGrSAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtanQTAABqJwEAAEvcaigBAAB9lChq/gMAAEsAaJ1LIHVqKgEAAH2U'
+    'KGr+AwAASyBonUu8dWoXAQAATnViYWg8TeACaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHVialQSAABoaimBlH2UKGgFalQSAABobV2UKGhwKYGUfZQoaAVqngQAAGh0aB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpNAQAAKYGUfZQoalABAABofCmBlH2UKGh/akoDAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwFo'
+    'h05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgBAABqVgMAAGoUAQAAamoBAABorGiYdWJqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2pxBwAAaIFqcwcAAClSlH2UKGrsAQAAangHAABqegcAAF2UKGpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/ap4EAABowGjDaIhLAWiJSwBoiksBaItLA3VialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwJoh05oiEsBaIlLB2iKSwFoi0sIdWJhaIhLAWiJSwBoiksBaItLCHVialUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qngQA'
+    'AGjAaMNoiEsBaIlLDGiKSwFoi0sPdWJqWwEAAF2UaoQCAABhamEBAABdlGiEKVKUfZQoaCtLA2iHTmiISwFoiUsTaIpLAWiLSxR1YmFoiEsBaIlLDGiKSwFoi0sUdWJqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2qeBAAAaMBow2iISwFoiUsYaIpLAWiLSxt1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sEaIdOaIhLAWiJSx9oiksBaItLIHViYWiISwFoiUsYaIpLAWiLSyB1YmVoiEsBaIlLAGiKSwFoi0sgdWJojGiPXZRqngQAAGGFlFKUdWJqaAEAAGqXBwAAahQBAABqagEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgN'
+    'TmipaJhoqoloq05oPE3rAmisjCVyZWNvcmRzLmVudl90eXBlZF93YW50X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqoBwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3wAmisjCVyZWNvcmRzLmVudl90eXBlZF93YW50X2JvZHkuZmllbGRzWzFdlGgh'
+    'KWiuTmivTmiwiXViaHApgZR9lChoBWq1BwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3xAmisjCVyZWNvcmRzLmVudl90eXBlZF93YW50X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWrCBwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClS'
+    'lH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3yAmisjCVyZWNvcmRzLmVudl90eXBlZF93YW50X2JvZHkuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTIzlGiBaIQpUpR9lChoK0t7aIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlo'
+    'mGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8wJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC2iYaAlqghIAAGobAQAAfZRqSAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qqhMAAGonAQAAS9xqKAEAAH2UKGqeBAAASwBqqAcAAEsBarUHAABLIWrCBwAAS0FonUthdWoqAQAAfZQoap4E'
+    'AABLAWqoBwAASyBqtQcAAEsgasIHAABLIGidS3t1ahcBAABOdWJhaDxN5wJqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqWhIAAGhqKYGUfZQoaAVqWhIAAGhtXZQoaHApgZR9lChoBWomBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2pKAwAAaIFqVQEAAClS'
+    'lH2UKGpYAQAAaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpIAQAAYYWUUpR1YmpoAQAAalYDAABqFAEAAGpqAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfoCaKyMIXJlY29yZHMuZW52X2NvbW1pdF9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGQMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lCho'
+    'K0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN+wJorIwhcmVjb3Jkcy5lbnZfY29tbWl0X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo4BQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpO'
+    'aJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE38AmisjCFyZWNvcmRzLmVudl9jb21taXRfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakYFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8'
+    'Tf0CaKyMIXJlY29yZHMuZW52X2NvbW1pdF9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqVAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN/gJorIwhcmVjb3Jkcy5lbnZfY29tbWl0X2JvZHkuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lCho'
+    'BWphBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3/AmisjCFyZWNvcmRzLmVudl9jb21taXRfYm9keS5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/ahMCAABogWiEKVKUfZQoaCtLHGiHTmiISwFoiUsAaIpLAWiLSwJ1'
+    'YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TQADaKyMIXJlY29yZHMuZW52X2NvbW1pdF9ib2R5LmZpZWxkc1s2XZRoISlork5or05osIl1YmVoC4wxRW52ZWxvcGVkIFY0IGNvbW1pdCwgZGVjb2RlZCBhcyBhIGN1cnJlbnQgQ09NTUlULpRoCWqCEgAAahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2U'
+    'aiQBAAApgZR9lChoFE5obWofFAAAaicBAABL3GooAQAAfZQoaiYEAABLAGoZAwAASyBqOAUAAEtAakYFAABLYGpUBQAAS4BqYQUAAEugaJ1LwHVqKgEAAH2UKGomBAAASyBqGQMAAEsgajgFAABLIGpGBQAASyBqVAUAAEsgamEFAABLIGidSxx1ahcBAABOdWJhaDxN9QJqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqXRIAAGhqKYGUfZQoaAVqXRIAAGhtXZQoaHApgZR9lChoBWomBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSF'
+    'lFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2pKAwAAaIFqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpIAQAAYYWUUpR1YmpoAQAAalYDAABqFAEAAGpqAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8'
+    'TQYDaKyMIHJlY29yZHMuZW52X21lcmdlX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWozBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0HA2isjCByZWNvcmRzLmVudl9tZXJnZV9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVq'
+    'QAQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikak0BAAApgZR9lChqUAEAAGh8KYGUfZQoaH9qTgQAAGiBalUBAAApUpR9lChqWAEAAGi8KVKUfZQoaL9qQAQAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWwEAAF2Ual8BAABhamEBAABdlGi8KVKUfZQoaL9qMwQAAGjAaMNoiEsBaIlLCGiKSwFoi0sLdWJhaIhLAWiJSwBoiksBaItL'
+    'C3ViaIxoj12UKGpABAAAajMEAABlhZRSlHViamgBAABqKQgAAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNCANorIwgcmVjb3Jkcy5lbnZfbWVyZ2VfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05o'
+    'qEsAaA1OaKlomGiqiWirTmg8TQkDaKyMIHJlY29yZHMuZW52X21lcmdlX2JvZHkuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wCOTKUaIFohClSlH2UKGgrS1xoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0KA2isjCByZWNvcmRzLmVudl9tZXJnZV9ib2R5LmZpZWxkc1s0XZRoISlork5or05o'
+    'sIl1YmVoC2iYaAlqghIAAGobAQAAfZRqSAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qkRQAAGonAQAAS9xqKAEAAH2UKGomBAAASwBqMwQAAEsgakAEAABLQGqzBQAAS2BonUuAdWoqAQAAfZQoaiYEAABLIGozBAAASyBqQAQAAEsgarMFAABLIGidS1x1ahcBAABOdWJhaDxNAgNqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWJqYBIAAGhqKYGUfZQoaAVqYBIAAGhtXZQoaHApgZR9lChoBWh/aHRodimB'
+    'lH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTQEAACmBlH2UKGpQAQAAaHwpgZR9lChof2pKAwAAaIFqVQEAAClSlH2UKGpYAQAAaLwpUpR9lChov2pIAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpbAQAAXZRqhAIAAGFqYQEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpIAQAA'
+    'YYWUUpR1YmpoAQAAalYDAABqFAEAAGpqAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRADaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NF9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqDAMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtO'
+    'aDxNEQNorIwkcmVjb3Jkcy5lbnZfZGVyaXZlX3Y0X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp4BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0SA2isjCRyZWNvcmRzLmVudl9kZXJpdmVfdjRfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJo'
+    'cCmBlH2UKGgFalwGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRMDaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NF9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9q6BQAAGiBaIQpUpR9lChoK0tcaIdOaIhLAWiJ'
+    'SwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNFANorIwkcmVjb3Jkcy5lbnZfZGVyaXZlX3Y0X2JvZHkuZmllbGRzWzRdlGghKWiuTmivTmiwiXViZWgLaJhoCWqCEgAAahsBAAB9lGpIAQAAas8CAAApgZR9lChoBWpIAQAAaHRq0gIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWr7FAAAaicBAABL3GooAQAAfZQo'
+    'aH9LAGoMAwAASyBqeAQAAEtAalwGAABLYGidS4B1aioBAAB9lChof0sgagwDAABLIGp4BAAASyBqXAYAAEsgaJ1LXHVqFwEAAE51YmFoPE0MA2osAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YmpkEgAAaGopgZR9lChoBWpkEgAAaG1dlChocCmBlH2UKGgFagwDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpN'
+    'AQAAKYGUfZQoalABAABofCmBlH2UKGh/akoDAABogWpVAQAAKVKUfZQoalgBAABovClSlH2UKGi/akgBAABowGjDaIhLAWiJSwBoiksBaItLBHVialsBAABdlGqEAgAAYWphAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakgBAABhhZRSlHViamgBAABqVgMAAGoUAQAAamoBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNGgNorIwkcmVjb3Jkcy5lbnZfZGVyaXZlX3Y1X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp4'
+    'BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0bA2isjCRyZWNvcmRzLmVudl9kZXJpdmVfdjVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalwGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiL'
+    'SwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRwDaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NV9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAzEyNJRogWiEKVKUfZQoaCtLfGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05o'
+    'oE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TR0DaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NV9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmVoC2iYaAlqghIAAGobAQAAfZRqSAEAAGrPAgAAKYGUfZQoaAVqSAEAAGh0atICAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qVBUAAGonAQAAS9xqKAEAAH2UKGoMAwAASwBqeAQAAEsgalwGAABLQGidS2B1aioBAAB9lChqDAMAAEsgangEAABLIGpcBgAASyBonUt8dWoXAQAATnViYWg8'
+    'TRYDaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHVijBFjb21taXRfdHJhbnNjcmlwdJRoaimBlH2UKGgFaqAVAABobV2UKGhwKYGUfZQoaAWMBmRvbWFpbpRodGh2KYGUfZQoaHlofCmBlH2UKGh/jAI0MJRogWiEKVKUfZQoaCtLKGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMKHRyaWJsZXNwYWNlLmNvbGxlY3Rpb24uY29tbWl0LnRyYW5zY3JpcHSUaAlomGiZTmiaTmibTmicQyh0cmlibGVzcGFjZS5jb2xsZWN0aW9uLmNvbW1pdC50cmFuc2NyaXB0lGidiWieTmh5'
+    'TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJANorIwjcmVjb3Jkcy5jb21taXRfdHJhbnNjcmlwdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjA1zZW1hbnRpY19raW5klGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicQxCzSBcwgYjEUVo8UZZ6kaYDlGidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBo'
+    'DU5oqWiYaKqJaKtOaDxNJQNorIwjcmVjb3Jkcy5jb21taXRfdHJhbnNjcmlwdC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAd2ZXJzaW9ulGh0aB4pgZR9lChoIUsgaCKJaA1q7AkAAGgjiXViaAtomGgJaJhomU5omk5om05onEsCaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0mA2isjCNyZWNvcmRzLmNvbW1pdF90cmFuc2NyaXB0LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRgUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiB'
+    'aIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJwNorIwjcmVjb3Jkcy5jb21taXRfdHJhbnNjcmlwdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaiYEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAto'
+    'mGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSgDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3JpcHQuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoZAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgN'
+    'TmipaJhoqoloq05oPE0pA2isjCNyZWNvcmRzLmNvbW1pdF90cmFuc2NyaXB0LmZpZWxkc1s1XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqOAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNKgNorIwjcmVjb3Jkcy5jb21taXRfdHJhbnNjcmlwdC5maWVsZHNbNl2UaCEpaK5O'
+    'aK9OaLCJdWJlaAuMLlRoZSAxODggYnl0ZXMgYSBDT01NSVQgYXV0aG9yIHNpZ25zIChFZDI1NTE5KS6UaAmMC2ZhY3RzIMKnNC4xlGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWqjFQAAaicBAABLvGooAQAAfZQoaqYVAABLAGq2FQAASyhqxBUAAEs4akYFAABLPGomBAAAS1xqGQMAAEt8ajgFAABLnHVqKgEAAH2UKGqmFQAASyhqthUAAEsQasQVAABLBGpGBQAASyBqJgQAAEsgahkDAABLIGo4BQAASyB1ahcBAABOdWJhaDxNIANqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAA'
+    'XZRqMQEAAF2UdWKMEW1lcmdlX2VuZG9yc2VtZW50lGhqKYGUfZQoaAVqAhYAAGhtXZQoaHApgZR9lChoBWqmFQAAaHRodimBlH2UKGh5aHwpgZR9lChof2qrFQAAaIFohClSlH2UKGgrSyhoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjCh0cmlibGVzcGFjZS5jb2xsZWN0aW9uLm1lcmdlLmVuZG9yc2VtZW50lGgJaJhomU5omk5om05onEModHJpYmxlc3BhY2UuY29sbGVjdGlvbi5tZXJnZS5lbmRvcnNlbWVudJRonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsA'
+    'aA1OaKlomGiqiWirTmg8TTADaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWq2FQAAaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxDEJarnec4ndYh1ExV5ZOJimmUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0xA2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50'
+    'LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRgUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNMgNorIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaiYEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/'
+    'anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTMDaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWozBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5o'
+    'lk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE00A2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqQAQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTmin'
+    'TmioSwBoDU5oqWiYaKqJaKtOaDxNNQNorIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTYDaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzZd'
+    'lGghKWiuTmivTmiwiXViaHApgZR9lChoBWrABQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE03A2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50LmZpZWxkc1s3XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqzQUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQp'
+    'UpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNOANorIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbOF2UaCEpaK5OaK9OaLCJdWJlaAuMJlRoZSAyODAgYnl0ZXMgYSBNRVJHRSB2NiBhdXRob3Igc2lnbnMulGgJjAtmYWN0cyDCpzQuMpRqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQo'
+    'aBROaG1qBRYAAGonAQAATRgBaigBAAB9lChqphUAAEsAarYVAABLKGpGBQAASzhqJgQAAEtYajMEAABLeGpABAAAS5hqswUAAEu4asAFAABL2GrNBQAAS/h1aioBAAB9lChqphUAAEsoarYVAABLEGpGBQAASyBqJgQAAEsgajMEAABLIGpABAAASyBqswUAAEsgasAFAABLIGrNBQAASyB1ahcBAABOdWJhaDxNLANqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMEmRlcml2ZV9lbmRvcnNlbWVudJRoaimBlH2UKGgFan8WAABobV2UKGhwKYGUfZQoaAVqphUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAjQxlGiB'
+    'aIQpUpR9lChoK0spaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wpdHJpYmxlc3BhY2UuY29sbGVjdGlvbi5kZXJpdmUuZW5kb3JzZW1lbnSUaAlomGiZTmiaTmibTmicQyl0cmlibGVzcGFjZS5jb2xsZWN0aW9uLmRlcml2ZS5lbmRvcnNlbWVudJRonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TT4DaKyMJHJlY29yZHMuZGVyaXZlX2VuZG9yc2VtZW50LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqthUAAGh0aHYp'
+    'gZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicQxBSnY9Xog/KC8khEhMT3GGblGidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNPwNorIwkcmVjb3Jkcy5kZXJpdmVfZW5kb3JzZW1lbnQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpGBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlL'
+    'AGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1AA2isjCRyZWNvcmRzLmRlcml2ZV9lbmRvcnNlbWVudC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagwDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlo'
+    'nk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUEDaKyMJHJlY29yZHMuZGVyaXZlX2VuZG9yc2VtZW50LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqeAQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNQgNorIwk'
+    'cmVjb3Jkcy5kZXJpdmVfZW5kb3JzZW1lbnQuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpcBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1DA2isjCRyZWNvcmRzLmRlcml2ZV9lbmRvcnNlbWVudC5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgF'
+    'amkGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUQDaKyMJHJlY29yZHMuZGVyaXZlX2VuZG9yc2VtZW50LmZpZWxkc1s2XZRoISlork5or05osIl1YmVoC4wnVGhlIDIxNyBieXRlcyBhIERFUklWRSB2NyBhdXRob3Igc2lnbnMulGgJanYWAABqGwEAAH2Uah0BAABOah4BAACJ'
+    'ah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qghYAAGonAQAAS9lqKAEAAH2UKGqmFQAASwBqthUAAEspakYFAABLOWoMAwAAS1lqeAQAAEt5alwGAABLmWppBgAAS7l1aioBAAB9lChqphUAAEsparYVAABLEGpGBQAASyBqDAMAAEsgangEAABLIGpcBgAASyBqaQYAAEsgdWoXAQAATnViYWg8TToDaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHVijAxkZW5zZV9jb21taXSUaGopgZR9lChoBWrkFgAAaG1dlChocCmBlH2UKGgFaiYEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKU'
+    'fZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUoDaKyMHnJlY29yZHMuZGVuc2VfY29tbWl0LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGQMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmia'
+    'TmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNSwNorIwecmVjb3Jkcy5kZW5zZV9jb21taXQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo4BQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1M'
+    'A2isjB5yZWNvcmRzLmRlbnNlX2NvbW1pdC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakYFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TU0DaKyMHnJlY29yZHMuZGVuc2VfY29tbWl0LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqVAUAAGh0'
+    'aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNTgNorIwecmVjb3Jkcy5kZW5zZV9jb21taXQuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWphBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSF'
+    'lFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1PA2isjB5yZWNvcmRzLmRlbnNlX2NvbW1pdC5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJlaAuMIERlbnNlIHRhZyAxIHBheWxvYWQgKDE5MiBieXRlcykulGgJaGBqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1q5xYAAGonAQAAS8BqKAEAAH2UKGomBAAASwBqGQMAAEsgajgFAABLQGpGBQAAS2BqVAUAAEuA'
+    'amEFAABLoHVqKgEAAH2UKGomBAAASyBqGQMAAEsgajgFAABLIGpGBQAASyBqVAUAAEsgamEFAABLIHVqFwEAAE51YmFoPE1GA2osAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowUZGVuc2VfdW5zaWduZWRfbWVyZ2WUaGopgZR9lChoBWo5FwAAaG1dlChocCmBlH2UKGgFaiYEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5o'
+    'K05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TVUDaKyMJnJlY29yZHMuZGVuc2VfdW5zaWduZWRfbWVyZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWozBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1WA2isjCZyZWNvcmRzLmRlbnNlX3Vu'
+    'c2lnbmVkX21lcmdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqQAQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNVwNorIwmcmVjb3Jkcy5kZW5zZV91bnNpZ25lZF9tZXJnZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarMFAABodGh2KYGU'
+    'fZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TVgDaKyMJnJlY29yZHMuZGVuc2VfdW5zaWduZWRfbWVyZ2UuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjCBEZW5zZSB0YWcgMiBwYXlsb2FkICgxMjggYnl0ZXMpLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRq'
+    'JAEAACmBlH2UKGgUTmhtajwXAABqJwEAAEuAaigBAAB9lChqJgQAAEsAajMEAABLIGpABAAAS0BqswUAAEtgdWoqAQAAfZQoaiYEAABLIGozBAAASyBqQAQAAEsgarMFAABLIHVqFwEAAE51YmFoPE1RA2osAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowVZGVuc2VfdW5zaWduZWRfZGVyaXZllGhqKYGUfZQoaAVqdhcAAGhtXZQoaHApgZR9lChoBWoMAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51'
+    'YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1eA2isjCdyZWNvcmRzLmRlbnNlX3Vuc2lnbmVkX2Rlcml2ZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFangEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5o'
+    'p05oqEsAaA1OaKlomGiqiWirTmg8TV8DaKyMJ3JlY29yZHMuZGVuc2VfdW5zaWduZWRfZGVyaXZlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqXAYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNYANorIwncmVjb3Jkcy5kZW5zZV91bnNpZ25lZF9kZXJpdmUu'
+    'ZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjB9EZW5zZSB0YWcgMyBwYXlsb2FkICg5NiBieXRlcykulGgJaGBqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qeRcAAGonAQAAS2BqKAEAAH2UKGoMAwAASwBqeAQAAEsgalwGAABLQHVqKgEAAH2UKGoMAwAASyBqeAQAAEsgalwGAABLIHVqFwEAAE51YmFoPE1aA2osAQAAaBFoDU5qLQEAAClqLgEAAGizai8BAABdlGoxAQAAXZR1YowSZGVuc2Vfc2lnbmVkX21lcmdllGhqKYGUfZQoaAVqpxcAAGhtXZQoaHApgZR9lChoBWomBAAA'
+    'aHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1mA2isjCRyZWNvcmRzLmRlbnNlX3NpZ25lZF9tZXJnZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFajMEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1'
+    'YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWcDaKyMJHJlY29yZHMuZGVuc2Vfc2lnbmVkX21lcmdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqQAQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmig'
+    'TmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNaANorIwkcmVjb3Jkcy5kZW5zZV9zaWduZWRfbWVyZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqzBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1pA2isjCRyZWNvcmRzLmRl'
+    'bnNlX3NpZ25lZF9tZXJnZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakYFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWoDaKyMJHJlY29yZHMuZGVuc2Vfc2lnbmVkX21lcmdlLmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqVAUAAGh0aHYp'
+    'gZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNawNorIwkcmVjb3Jkcy5kZW5zZV9zaWduZWRfbWVyZ2UuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWphBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiP'
+    'XZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1sA2isjCRyZWNvcmRzLmRlbnNlX3NpZ25lZF9tZXJnZS5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMIERlbnNlIHRhZyA0IHBheWxvYWQgKDIyNCBieXRlcykulGgJaGBqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qqhcAAGonAQAAS+BqKAEAAH2UKGomBAAASwBqMwQAAEsgakAEAABLQGqzBQAA'
+    'S2BqRgUAAEuAalQFAABLoGphBQAAS8B1aioBAAB9lChqJgQAAEsgajMEAABLIGpABAAASyBqswUAAEsgakYFAABLIGpUBQAASyBqYQUAAEsgdWoXAQAATnViYWg8TWIDaiwBAABoEWgNTmotAQAAKWouAQAAaLNqLwEAAF2UajEBAABdlHVijBNkZW5zZV9zaWduZWRfZGVyaXZllGhqKYGUfZQoaAVqCBgAAGhtXZQoaHApgZR9lChoBWoMAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
+    'aJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1yA2isjCVyZWNvcmRzLmRlbnNlX3NpZ25lZF9kZXJpdmUuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp4BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1z'
+    'A2isjCVyZWNvcmRzLmRlbnNlX3NpZ25lZF9kZXJpdmUuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpcBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE10A2isjCVyZWNvcmRzLmRlbnNlX3NpZ25lZF9kZXJpdmUuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHAp'
+    'gZR9lChoBWpGBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE11A2isjCVyZWNvcmRzLmRlbnNlX3NpZ25lZF9kZXJpdmUuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpUBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsB'
+    'aIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE12A2isjCVyZWNvcmRzLmRlbnNlX3NpZ25lZF9kZXJpdmUuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWphBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
+    'aJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE13A2isjCVyZWNvcmRzLmRlbnNlX3NpZ25lZF9kZXJpdmUuZmllbGRzWzVdlGghKWiuTmivTmiwiXViZWgLjCBEZW5zZSB0YWcgNSBwYXlsb2FkICgxOTIgYnl0ZXMpLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtagsYAABqJwEAAEvAaigBAAB9lChqDAMAAEsAangEAABLIGpcBgAAS0BqRgUAAEtgalQFAABLgGphBQAAS6B1aioBAAB9lChqDAMAAEsgangEAABLIGpc'
+    'BgAASyBqRgUAAEsgalQFAABLIGphBQAASyB1ahcBAABOdWJhaDxNbgNqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKME2RlbnNlX3dpdG5lc3NfbWVyZ2WUaGopgZR9lChoBWpdGAAAaG1dlChocCmBlH2UKGgFaiYEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWir'
+    'Tmg8TX0DaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFajMEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TX4DaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJ'
+    'dWJocCmBlH2UKGgFakAEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TX8DaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiH'
+    'TmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYADaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFasAFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5o'
+    'm05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYEDaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFas0FAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWir'
+    'Tmg8TYIDaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakYFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYMDaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbNl2UaCEpaK5OaK9OaLCJ'
+    'dWJocCmBlH2UKGgFalQFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYQDaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbN12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFamEFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiH'
+    'TmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYUDaKyMJXJlY29yZHMuZGVuc2Vfd2l0bmVzc19tZXJnZS5maWVsZHNbOF2UaCEpaK5OaK9OaLCJdWJlaAuMQERlbnNlIHRhZyA2IHBheWxvYWQgKDI4OCBieXRlcyk6IE1FUkdFIHY2IGZpZWxkcyBpbiBmcmFtZSBvcmRlci6UaAloYGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAAp'
+    'gZR9lChoFE5obWpgGAAAaicBAABNIAFqKAEAAH2UKGomBAAASwBqMwQAAEsgakAEAABLQGqzBQAAS2BqwAUAAEuAas0FAABLoGpGBQAAS8BqVAUAAEvgamEFAABNAAF1aioBAAB9lChqJgQAAEsgajMEAABLIGpABAAASyBqswUAAEsgasAFAABLIGrNBQAASyBqRgUAAEsgalQFAABLIGphBQAASyB1ahcBAABOdWJhaDxNeQNqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMFGRlbnNlX3dpdG5lc3NfZGVyaXZllGhqKYGUfZQoaAVq1hgAAGhtXZQoaHApgZR9lChoBWoMAwAAaHRodimBlH2UKGh5aHwpgZR9lCho'
+    'f2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2LA2isjCZyZWNvcmRzLmRlbnNlX3dpdG5lc3NfZGVyaXZlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqeAQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJ'
+    'aJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNjANorIwmcmVjb3Jkcy5kZW5zZV93aXRuZXNzX2Rlcml2ZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalwGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClo'
+    'pU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TY0DaKyMJnJlY29yZHMuZGVuc2Vfd2l0bmVzc19kZXJpdmUuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWppBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2OA2isjCZyZWNvcmRzLmRlbnNlX3dpdG5lc3NfZGVy'
+    'aXZlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRgUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNjwNorIwmcmVjb3Jkcy5kZW5zZV93aXRuZXNzX2Rlcml2ZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalQFAABodGh2KYGUfZQoaHlofCmB'
+    'lH2UKGh/anMBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZADaKyMJnJlY29yZHMuZGVuc2Vfd2l0bmVzc19kZXJpdmUuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWphBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pzAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJo'
+    'k05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2RA2isjCZyZWNvcmRzLmRlbnNlX3dpdG5lc3NfZGVyaXZlLmZpZWxkc1s2XZRoISlork5or05osIl1YmVoC4xBRGVuc2UgdGFnIDcgcGF5bG9hZCAoMjI0IGJ5dGVzKTogREVSSVZFIHY3IGZpZWxkcyBpbiBmcmFtZSBvcmRlci6UaAloYGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAE5qIQEAAF2UaiQBAAApgZR9lChoFE5obWrZGAAAaicBAABL4GooAQAAfZQo'
+    'agwDAABLAGp4BAAASyBqXAYAAEtAamkGAABLYGpGBQAAS4BqVAUAAEugamEFAABLwHVqKgEAAH2UKGoMAwAASyBqeAQAAEsgalwGAABLIGppBgAASyBqRgUAAEsgalQFAABLIGphBQAASyB1ahcBAABOdWJhaDxNhwNqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMDGRlbnNlX3JlY29yZJRoaimBlH2UKGgFajcZAABobV2UKGhwKYGUfZQoaAVqngQAAGh0agkDAAApgZR9lChoh2qhBAAAagwDAABoPWoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05o'
+    'pClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZcDaKyMHnJlY29yZHMuZGVuc2VfcmVjb3JkLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVq4QIAAGh0aLUpgZR9lChouGh8KYGUfZQoaH9qngQAAGiBaLwpUpR9lChov2qeBAAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmiMaI9dlGqeBAAAYYWUUpR1YmjIKEsBaEVq5BYAAIeUSwJoSWo5FwAAh5RLA2hNanYXAACHlEsEaFFqpxcAAIeUSwVoVWoIGAAAh5RLBmhZal0YAACHlEsHaF1q1hgAAIeUdJRoq2oUAQAAahUBAAApaAVqFgEAAGoXAQAATnViaAtomGgJaJho'
+    'mU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZgDaKyMHnJlY29yZHMuZGVuc2VfcmVjb3JkLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w2VGhlIGdlbmVyaWMtc3RvcmUgZW5jb2Rpbmc6IHRhZyBieXRlIHx8IGRlbnNlIHBheWxvYWQulGgJaGBqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABOaiEBAABdlGokAQAAKYGUfZQoaBROaG1qOhkAAGonAQAATmooAQAAfZQoap4EAABLAGrhAgAASwF1aioBAAB9lGqeBAAASwFzahcBAABOdWJhaDxN'
+    'kwNqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2UdWKMCXBpbGVfZmlsZZRoaimBlH2UKGgFal0ZAABobV2UaHApgZR9lChoBWhmaHRqCQMAACmBlH2UKGiHaLNqDAMAAGhoahUBAAApahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5Tmifag4HAAApgZR9lChqEQcAAE5ok05olIhom05qEgcAAE5qEwcAAIlor051YmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNpgNorIwbcmVjb3Jkcy5waWxlX2ZpbGUuZmllbGRzWzBdlGghKWiuTmivTmiwiXViYWgLjKFBIHdo'
+    'b2xlIHBpbGU6IHJlY29yZHMgY29uY2F0ZW5hdGVkLCBubyBmaWxlIGhlYWRlciAoYW4gZW1wdHkgZmlsZSBpcyBhbiBlbXB0eSBwaWxlKS4gcnVudGltZS9waWxlIHNjYW5zIHJlY29yZHMgb25lIGJ5IG9uZSBpbnN0ZWFkLCB0byByZXBvcnQgdGhlIGZpcnN0IGJhZCBvbmUuCpRoCWr/AQAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAATmohAQAAXZRqJAEAACmBlH2UKGgUTmhtamAZAABqJwEAAE5qKAEAAH2UaGZLAHNqKgEAAH2UahcBAABOdWJhaDxNoANqLAEAAGgRaA1Oai0BAAApai4BAABos2ovAQAAXZRqMQEAAF2U'
+    'dWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoaLNoaGoOAgAAQwCUjAJhdJRLAGifiGobAQAAKYwEdGhlbpROjAR0YWdzlGizdWJhjAtlbmRpYW5fZXhwcpROdWIu'
 )

@@ -319,10 +319,10 @@ def fast_dispatcher(rec: ir.Record, kind: str, family: ir.Family) -> str:
     return "\n".join(lines)
 
 
-def fast_twin(rec: ir.Record, family: ir.Family) -> str:
+def fast_twin(rec: ir.Record, family: ir.Family, many: bool = True) -> str:
     """``_u_<record>`` (the optimistic dispatcher: the marks read without bounds tests,
-    the order's twin called) and ``_m_<record>`` (records in one loop); whatever fails
-    is re-read by the checked decoder, whose error is the one raised."""
+    the order's twin called) and, with ``many``, ``_m_<record>`` (records in one loop);
+    whatever fails is re-read by the checked decoder, whose error is the one raised."""
     params = "".join(f", p_{p}" for p in rec.params)
     head = f"(mv, pos, end{params})"
     lines = [f"def _u_{rec.name}(mv, pos, end{params}):"]
@@ -338,6 +338,8 @@ def fast_twin(rec: ir.Record, family: ir.Family) -> str:
         for o in ORDERS:
             lines += [f"    if _order == {o!r}:", f"        return _u_{rec.name}_{o}{head}"]
         lines.append("    raise ValueError(_order)")
+    if not many:
+        return "\n".join(lines)
     ptuple = "(" + "".join(f"p_{p}, " for p in rec.params) + ")"
     fallback = f"_rest(_d_{rec.name}, {rec.name!r}, mv, _rs, _end, {ptuple}, _out)"
     lines += ["", f"def _m_{rec.name}(mv, pos, end{params}, _rest=_decode_many):",

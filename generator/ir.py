@@ -464,6 +464,9 @@ class Record:
     version_from: str | None = None
     # ``rows: true``: also emit ``decode_rows_<record>`` (tuples instead of objects)
     rows: bool = False
+    # ``many:``: one-loop twins for decode_many_/encode_many_ (True), none (False), or
+    # decided by whether the record is read in runs (None; see generator/fast/bulk.py)
+    many: bool | None = None
     version_range: tuple[int, int] | None = None
     layouts: list[Layout] = field(default_factory=list)
     line: int | None = None

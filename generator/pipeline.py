@@ -28,6 +28,7 @@ from . import absent, bitfields, byteorder, defaults, emit_located, imports, ir,
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
+from .fast import bulk
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
 from .resolve import Resolver
@@ -220,12 +221,16 @@ def _module_template() -> jinja2.Template:
     return env.get_template("module.py.j2")
 
 
-def render(family: ir.Family, problems: Problems | None = None) -> str:
+def render(family: ir.Family, problems: Problems | None = None, *,
+           all_twins: bool = False) -> str:
     """The generated module of ``family``; what a schema asks that the emitter cannot
-    give (``rows`` on a record without a loop) goes to ``problems``."""
+    give (``rows`` on a record without a loop) goes to ``problems``. ``all_twins``
+    gives every record its one-loop twins, not only the records read in runs
+    (``generator/fast/bulk.py``): what ``bench/twins.py`` compares against."""
     from .emit_index import context as index_data  # plain data read without importing
 
     fast = FastEmitter(family)
+    fast.all_twins = all_twins
     con = ConstructEmitter(family)
     blocks: list[str] = []
     for rec in family.records.values():
@@ -237,11 +242,14 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
                 blocks += byteorder.version_dispatchers(rec, dispatcher)
             blocks.append(byteorder.fast_dispatcher(rec, "d", family))
             blocks.append(byteorder.fast_dispatcher(rec, "e", family))
-            if rec.version_range is None and fast.has_twin(rec.name):
-                blocks.append(byteorder.fast_twin(rec, family))
+            if rec.version_range is None and fast.twin_wanted(rec.name) \
+                    and fast.has_twin(rec.name):
+                blocks.append(byteorder.fast_twin(rec, family, fast.read_in_runs(rec.name)))
         elif rec.version_range is not None:
             blocks.append(dispatcher(rec, "d"))
             blocks.append(dispatcher(rec, "e"))
+    blocks = bulk.drop_unreferenced(blocks, frozenset(
+        r for r in family.records if fast.read_in_runs(r)))
     for rec in family.records.values():
         if rec.rows and not any(f"\ndef _r_{rec.name}(" in b for b in blocks) \
                 and not any(r is rec for r, _ in fast.problems):

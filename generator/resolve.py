@@ -614,6 +614,7 @@ class Resolver:
             rec.version_from = body["versions"]["from"]
             rec.version_range = tuple(body["versions"]["range"])
         rec.rows = bool(body.get("rows", False))
+        rec.many = body.get("many")
         if "endian" in body:
             rec.endian = self.order_expr(src, join(path, "endian"), body["endian"])
         if rec.rows and rec.version_from is not None:

@@ -20,6 +20,7 @@ from ..runtime_names import (
     chain_anchor,
     intkind_binding,
 )
+from . import bulk
 
 _START = re.compile(r"\bstart\b")
 _STRUCT_CONST = re.compile(r"(_S\d+) = struct\.Struct\('([^']*)'\)")
@@ -73,8 +74,19 @@ class EmitterBase:
         self._formats: dict[str, str] = {}  # struct constant -> format, of consts[:_fmt_pos]
         self._fmt_pos = 0
         self._no_twin = False
+        self.all_twins = False  # one-loop twins for every record, not only those read in runs
+        self._runs: frozenset[str] | None = None
+        self._wanted: frozenset[str] | None = None  # records whose twins are built
         # (record, message) for a schema asking what the emitter cannot give (``rows``)
         self.problems: list[tuple[ir.Record, str]] = []
+
+    def read_in_runs(self, name: str) -> bool:
+        """Whether record ``name`` gets one-loop twins (``_m_``, ``_em_``; see ``bulk``)."""
+        if self.all_twins:
+            return True
+        if self._runs is None:
+            self._runs = bulk.read_in_runs(self.family)
+        return name in self._runs
 
     def const(self, prefix: str, source: str) -> str:
         if source in self._const_ids:

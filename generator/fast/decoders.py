@@ -24,10 +24,12 @@ class Decoders:
     def decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
         """``_d_<record><suffix>``, and its twins (``twins``) where it gets them."""
         lines = self.built_once("d", rec, lay, self.checked_decoder)
-        if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
-                and not rec.version_from:
+        if self._inline_stack or self._no_twin or rec.version_from \
+                or not self.twin_wanted(rec.name):
+            return lines
+        if len(rec.layouts) == 1:
             lines += self.optimistic(rec, lines)
-        elif not self._inline_stack and not self._no_twin and lay.order and not rec.version_from:
+        elif lay.order:
             lines += self.optimistic(rec, lines, rec.name + lay.suffix)  # one per byte order
         return lines
 

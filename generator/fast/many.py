@@ -178,7 +178,7 @@ class ManyEncoders:
         loop (no call, no argument tuple per record). It raises whatever the body
         raises; ``encode_many_<record>`` then re-runs the per-record loop, which names
         the failing item exactly as before."""
-        if len(lines) > self.OPTIMISTIC_MAX_LINES:
+        if len(lines) > self.OPTIMISTIC_MAX_LINES or not self.read_in_runs(rec.name):
             return []
         fn = ast.parse("\n".join(lines)).body[0]
         nodes = list(walk(fn))

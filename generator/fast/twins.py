@@ -17,6 +17,8 @@ from .optimist import Optimist
 from .read_fusion import _IS_BYTES, bytes_slices, fuse_reads
 from .rows import _rows_transform
 
+_CALLS = re.compile(r"\b_d_(\w+)\(")
+
 
 class Twins:
     """The optimistic twins and many-record loops of the checked decoders."""
@@ -47,6 +49,39 @@ class Twins:
             self._twins[name] = got
         return got
 
+    def twin_wanted(self, name: str) -> bool:
+        """Whether record ``name``'s optimistic twin is worth building: the record is read
+        in runs (``bulk``), or a wanted twin may call it (its checked decoder calls the
+        record's, out of line). Computed once, from the checked decoders, before any
+        twin is built (see :meth:`plan_twins`); an over-estimate that the module's
+        dead-twin pass (``bulk.drop_unreferenced``) trims."""
+        if self.all_twins:
+            return True
+        if self._wanted is None:
+            self.plan_twins()
+        return name in self._wanted
+
+    def plan_twins(self) -> None:
+        """The records whose twins are built (:meth:`twin_wanted`). Builds the checked
+        decoders it reads, which the emission then takes from ``built_once``'s store."""
+        records = self.family.records
+        wanted: set[str] = set()
+        todo = [n for n in records if self.read_in_runs(n)]
+        while todo:
+            name = todo.pop()
+            if name in wanted:
+                continue
+            wanted.add(name)
+            rec = records[name]
+            for lay in rec.layouts:
+                text = "\n".join(self.built_once("d", rec, lay, self.checked_decoder))
+                for callee in _CALLS.findall(text):
+                    while callee and callee not in records:  # a layout's suffix: _v2, _le
+                        callee = callee.rpartition("_")[0]
+                    if callee and callee not in wanted:
+                        todo.append(callee)
+        self._wanted = frozenset(wanted)
+
     def optimistic(self, rec: ir.Record, lines: list[str], order_name: str = "") -> list[str]:
         """``_u_<record>`` (one record) and ``_m_<record>`` (consecutive records in one
         loop, no call per record) for the checked decoder ``lines``; [] when the
@@ -69,6 +104,8 @@ class Twins:
         if on_bytes:  # the buffer's type, once per record here (once per log below)
             single[1:1] = [f"    {_IS_BYTES}"]
         if order_name:  # one order's layout: its dispatcher twin loops (byteorder.py)
+            return [""] + single
+        if not self.read_in_runs(name):  # no run of these records to loop over
             return [""] + single
         # the many-loop: the body once per record, the value appended; struct methods
         # are bound once per log (a local load instead of a global and an attribute)

@@ -148,16 +148,16 @@ class LogFile:
 _new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
 _S0 = struct.Struct('<IHB')
 _T1 = (('crc', 0, 4), ('length', 4, 2), ('kind', 6, 1))
-_S2 = struct.Struct('<I')
-_FB3 = b'\x00\x00\x00\x00'
-_S4 = struct.Struct('<HB')
-_S5 = struct.Struct('<H')
-_S6 = struct.Struct('<QI')
-_T7 = (('sequence', 0, 8), ('count', 8, 4))
-_S8 = struct.Struct('<B')
-_T9 = (('tag', 0, 1),)
 from bytewright.runtime import framing as _framing
-_FR10 = _framing.Spec(piece='piece', fragment=LogFragment, after_piece=0, block_size=32768, tail='zero', kind='kind', kinds=(1, 2, 3, 4), header=7, kind_cls=FragmentKind)
+_FR2 = _framing.Spec(piece='piece', fragment=LogFragment, after_piece=0, block_size=32768, tail='zero', kind='kind', kinds=(1, 2, 3, 4), header=7, kind_cls=FragmentKind)
+_S3 = struct.Struct('<B')
+_T4 = (('tag', 0, 1),)
+_S5 = struct.Struct('<QI')
+_T6 = (('sequence', 0, 8), ('count', 8, 4))
+_S7 = struct.Struct('<I')
+_FB8 = b'\x00\x00\x00\x00'
+_S9 = struct.Struct('<HB')
+_S10 = struct.Struct('<H')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -245,40 +245,40 @@ def _m_log_fragment(mv, pos, end, _rest=_decode_many):
 def _e_log_fragment(out, v):
     _s_crc = len(out)
     _atck_crc = len(out)
-    out += _FB3
+    out += _FB8
     _s_kind = len(out) + 2
     _at_length = len(out) + 0
-    out += _S4.pack(0, _FRAGMENTKIND_BY_VALUE[v.kind])
+    out += _S9.pack(0, _FRAGMENTKIND_BY_VALUE[v.kind])
     _ps = len(out)
     _b = v.piece
     out += _b
     _size_piece = len(out) - _ps
-    _S5.pack_into(out, _at_length, _size_piece)
+    _S10.pack_into(out, _at_length, _size_piece)
     f_crc = _ck_leveldb_crc32c((out if _s_kind == 0 else memoryview(out)[_s_kind:]))
-    _S2.pack_into(out, _atck_crc, f_crc)
+    _S7.pack_into(out, _atck_crc, f_crc)
 
 def _em_log_fragment(values):
     out = bytearray()
-    _S4_pack = _S4.pack
+    _S9_pack = _S9.pack
     for v in values:
         _atck_crc = len(out)
-        out += _FB3
+        out += _FB8
         _s_kind = len(out) + 2
         _at_length = len(out) + 0
-        out += _S4_pack(0, _FRAGMENTKIND_BY_VALUE[v.kind])
+        out += _S9_pack(0, _FRAGMENTKIND_BY_VALUE[v.kind])
         _ps = len(out)
         _b = v.piece
         out += _b
         _size_piece = len(out) - _ps
-        _S5.pack_into(out, _at_length, _size_piece)
+        _S10.pack_into(out, _at_length, _size_piece)
         f_crc = _ck_leveldb_crc32c(memoryview(out)[_s_kind:])
-        _S2.pack_into(out, _atck_crc, f_crc)
+        _S7.pack_into(out, _atck_crc, f_crc)
     return bytes(out)
 
 def _d_write_batch(mv, pos, end):
     if pos + 12 > end:
-        raise _short(pos, end, _T7)
-    f_sequence, f_count = _S6.unpack_from(mv, pos)
+        raise _short(pos, end, _T6)
+    f_sequence, f_count = _S5.unpack_from(mv, pos)
     pos += 12
     _c = f_count
     if _c < 0 or _c * 2 > end - pos:
@@ -288,13 +288,13 @@ def _d_write_batch(mv, pos, end):
         for _i in range(_c):
             try:
                 if pos + 1 > end:
-                    raise _short(pos, end, _T9)
+                    raise _short(pos, end, _T4)
                 _batch_op__f_tag = mv[pos]
-                _batch_op___r8 = pos
+                _batch_op___r3 = pos
                 pos += 1
                 _batch_op___v = _VALUETYPE_BY_VALUE.get(_batch_op__f_tag)
                 if _batch_op___v is None:
-                    raise ConstraintError('unknown value_type value', offset=_batch_op___r8, path='tag', expected=[0, 1], found=_batch_op__f_tag)
+                    raise ConstraintError('unknown value_type value', offset=_batch_op___r3, path='tag', expected=[0, 1], found=_batch_op__f_tag)
                 _batch_op__f_tag = _batch_op___v
                 _batch_op___tag = _batch_op__f_tag
                 if _batch_op___tag == 1:
@@ -366,7 +366,7 @@ def _d_write_batch(mv, pos, end):
 
 def _u_write_batch(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_sequence, f_count = _S6.unpack_from(mv, pos)
+    f_sequence, f_count = _S5.unpack_from(mv, pos)
     pos += 12
     if f_count * 2 > end - pos:
         raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ops', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 2) + ' bytes', offset=pos, path='ops', expected=f_count * 2, found=end - pos)
@@ -453,13 +453,13 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S6_unpack_from = _S6.unpack_from
+    _S5_unpack_from = _S5.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_sequence, f_count = _S6_unpack_from(mv, pos)
+            f_sequence, f_count = _S5_unpack_from(mv, pos)
             pos += 12
             if f_count * 2 > end - pos:
                 raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ops', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 2) + ' bytes', offset=pos, path='ops', expected=f_count * 2, found=end - pos)
@@ -548,11 +548,11 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_write_batch(out, v):
-    out += _S6.pack(v.sequence, len(v.ops))
+    out += _S5.pack(v.sequence, len(v.ops))
     if len(v.ops) != len(v.ops):
         raise EncodeError('expected ' + str(len(v.ops)) + ' items, found ' + str(len(v.ops)), path='ops')
     for _x in v.ops:
-        out += _S8.pack(_VALUETYPE_BY_VALUE[_x.tag])
+        out += _S3.pack(_VALUETYPE_BY_VALUE[_x.tag])
         _batch_op___tag = _x.tag
         if _batch_op___tag == 1:
             if _x.body.__class__ is not PutOp:
@@ -578,17 +578,17 @@ def _em_write_batch(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S6_pack = _S6.pack
-    _S8_pack = _S8.pack
+    _S3_pack = _S3.pack
+    _S5_pack = _S5.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S6_pack(v.sequence, len(v.ops)))
+        _a(_S5_pack(v.sequence, len(v.ops)))
         if len(v.ops) != len(v.ops):
             raise EncodeError('expected ' + str(len(v.ops)) + ' items, found ' + str(len(v.ops)), path='ops')
         for _x in v.ops:
-            _a(_S8_pack(_VALUETYPE_BY_VALUE[_x.tag]))
+            _a(_S3_pack(_VALUETYPE_BY_VALUE[_x.tag]))
             _batch_op___tag = _x.tag
             if _batch_op___tag == 1:
                 if _x.body.__class__ is not PutOp:
@@ -614,13 +614,13 @@ def _em_write_batch(values):
 
 def _d_batch_op(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T9)
+        raise _short(pos, end, _T4)
     f_tag = mv[pos]
-    _r8 = pos
+    _r3 = pos
     pos += 1
     _v = _VALUETYPE_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown value_type value', offset=_r8, path='tag', expected=[0, 1], found=f_tag)
+        raise ConstraintError('unknown value_type value', offset=_r3, path='tag', expected=[0, 1], found=f_tag)
     f_tag = _v
     _tag = f_tag
     if _tag == 1:
@@ -838,7 +838,7 @@ def _m_batch_op(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_batch_op(out, v):
-    out += _S8.pack(_VALUETYPE_BY_VALUE[v.tag])
+    out += _S3.pack(_VALUETYPE_BY_VALUE[v.tag])
     _tag = v.tag
     if _tag == 1:
         if v.body.__class__ is not PutOp:
@@ -864,12 +864,12 @@ def _em_batch_op(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S8_pack = _S8.pack
+    _S3_pack = _S3.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S8_pack(_VALUETYPE_BY_VALUE[v.tag]))
+        _a(_S3_pack(_VALUETYPE_BY_VALUE[v.tag]))
         _tag = v.tag
         if _tag == 1:
             if v.body.__class__ is not PutOp:
@@ -923,100 +923,6 @@ def _d_put_op(mv, pos, end):
     _obj.value = f_value
     return _obj, pos
 
-def _u_put_op(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    _n = mv[pos]
-    if _n < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        _n = _n & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        _n, pos = _uleb128(mv, pos, end, 'key.length')
-    if pos + _n > end:
-        raise TruncatedError('bytes truncated')
-    f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    if pos > end:
-        raise IndexError
-    pos += _n
-    _n = mv[pos]
-    if _n < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        _n = _n & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        _n, pos = _uleb128(mv, pos, end, 'value.length')
-    if pos + _n > end:
-        raise TruncatedError('bytes truncated')
-    f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    if pos > end:
-        raise IndexError
-    pos += _n
-    _obj = _new(PutOp)
-    _obj.key = f_key
-    _obj.value = f_value
-    return (_obj, pos)
-
-def _m_put_op(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _n = mv[pos]
-            if _n < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                _n = _n & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                _n, pos = _uleb128(mv, pos, end, 'key.length')
-            if pos + _n > end:
-                raise TruncatedError('bytes truncated')
-            f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            if pos > end:
-                raise IndexError
-            pos += _n
-            _n = mv[pos]
-            if _n < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                _n = _n & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                _n, pos = _uleb128(mv, pos, end, 'value.length')
-            if pos + _n > end:
-                raise TruncatedError('bytes truncated')
-            f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            if pos > end:
-                raise IndexError
-            pos += _n
-            _obj = _new(PutOp)
-            _obj.key = f_key
-            _obj.value = f_value
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_put_op, 'put_op', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_put_op, 'put_op', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_put_op(out, v):
     _b = v.key
     out += (_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -1024,23 +930,6 @@ def _e_put_op(out, v):
     _b = v.value
     out += (_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += _b
-
-def _em_put_op(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b = v.key
-        _a(_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_b)
-        _b = v.value
-        _a(_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_b)
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 def _d_delete_op(mv, pos, end):
     if pos < end and mv[pos] < 128:
@@ -1059,82 +948,14 @@ def _d_delete_op(mv, pos, end):
     _obj.key = f_key
     return _obj, pos
 
-def _u_delete_op(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    _n = mv[pos]
-    if _n < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        _n = _n & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        _n, pos = _uleb128(mv, pos, end, 'key.length')
-    if pos + _n > end:
-        raise TruncatedError('bytes truncated')
-    f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    if pos > end:
-        raise IndexError
-    pos += _n
-    _obj = _new(DeleteOp)
-    _obj.key = f_key
-    return (_obj, pos)
-
-def _m_delete_op(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _n = mv[pos]
-            if _n < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                _n = _n & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                _n, pos = _uleb128(mv, pos, end, 'key.length')
-            if pos + _n > end:
-                raise TruncatedError('bytes truncated')
-            f_key = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            if pos > end:
-                raise IndexError
-            pos += _n
-            _obj = _new(DeleteOp)
-            _obj.key = f_key
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_delete_op, 'delete_op', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_delete_op, 'delete_op', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_delete_op(out, v):
     _b = v.key
     out += (_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += _b
 
-def _em_delete_op(values):
-    out = bytearray()
-    for v in values:
-        _b = v.key
-        out += _uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
-        out += _b
-    return bytes(out)
-
 def _d_log_file(mv, pos, end):
     try:
-        f_batches, pos = _framing.fast_decode(_FR10, mv, pos, end, _d_log_fragment, _d_write_batch)
+        f_batches, pos = _framing.fast_decode(_FR2, mv, pos, end, _d_log_fragment, _d_write_batch)
     except DecodeError as _exc:
         raise _exc.prefixed('batches') from None
     _obj = _new(LogFile)
@@ -1144,7 +965,7 @@ def _d_log_file(mv, pos, end):
 def _u_log_file(mv, pos, end):
     if pos > end:
         raise IndexError
-    f_batches, pos = _framing.fast_decode(_FR10, mv, pos, end, _d_log_fragment, _d_write_batch)
+    f_batches, pos = _framing.fast_decode(_FR2, mv, pos, end, _d_log_fragment, _d_write_batch)
     _obj = _new(LogFile)
     _obj.batches = f_batches
     return (_obj, pos)
@@ -1161,7 +982,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
             _rs = pos
             if pos > end:
                 raise IndexError
-            f_batches, pos = _framing.fast_decode(_FR10, mv, pos, end, _d_log_fragment, _d_write_batch)
+            f_batches, pos = _framing.fast_decode(_FR2, mv, pos, end, _d_log_fragment, _d_write_batch)
             _obj = _new(LogFile)
             _obj.batches = f_batches
             if pos <= _rs:
@@ -1176,12 +997,12 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_log_file(out, v):
-    _framing.fast_encode(_FR10, out, v.batches, _e_log_fragment, _e_write_batch)
+    _framing.fast_encode(_FR2, out, v.batches, _e_log_fragment, _e_write_batch)
 
 def _em_log_file(values):
     out = bytearray()
     for v in values:
-        _framing.fast_encode(_FR10, out, v.batches, _e_log_fragment, _e_write_batch)
+        _framing.fast_encode(_FR2, out, v.batches, _e_log_fragment, _e_write_batch)
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
@@ -1435,14 +1256,6 @@ def decode_put_op(buf, offset: int = 0) -> tuple[PutOp, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_put_op(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_put_op(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("put_op") from None
@@ -1476,8 +1289,7 @@ def iter_put_op(buf, offset: int = 0, end: int | None = None):
 def decode_many_put_op(buf, offset: int = 0, end: int | None = None) -> list[PutOp]:
     """Decode consecutive `put_op` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_put_op``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_put_op(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_put_op, "put_op", buf, offset, end, ())
 
 
 def decode_prefix_put_op(buf, offset: int = 0, end: int | None = None) -> tuple[list[PutOp], int]:
@@ -1485,19 +1297,11 @@ def decode_prefix_put_op(buf, offset: int = 0, end: int | None = None) -> tuple[
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_put_op(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_put_op, "put_op", buf, offset, end, ())
 
 
 def encode_many_put_op(values) -> bytes:
     """Encode consecutive `put_op` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_put_op(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_put_op, "put_op", values, ())
 
 
@@ -1515,14 +1319,6 @@ def decode_delete_op(buf, offset: int = 0) -> tuple[DeleteOp, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_delete_op(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_delete_op(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1557,8 +1353,7 @@ def iter_delete_op(buf, offset: int = 0, end: int | None = None):
 def decode_many_delete_op(buf, offset: int = 0, end: int | None = None) -> list[DeleteOp]:
     """Decode consecutive `delete_op` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_delete_op``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_delete_op(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_delete_op, "delete_op", buf, offset, end, ())
 
 
 def decode_prefix_delete_op(buf, offset: int = 0, end: int | None = None) -> tuple[list[DeleteOp], int]:
@@ -1566,19 +1361,11 @@ def decode_prefix_delete_op(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_delete_op(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_delete_op, "delete_op", buf, offset, end, ())
 
 
 def encode_many_delete_op(values) -> bytes:
     """Encode consecutive `delete_op` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_delete_op(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_delete_op, "delete_op", values, ())
 
 
@@ -2248,7 +2035,7 @@ CONSTRUCT_ENCODERS = {"log_fragment": construct_encode_log_fragment, "write_batc
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVthkAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwLbGV2ZWxkYl9sb2eUjAV0aXRsZZSMH0xldmVsREIgd3JpdGUtYWhlYWQgbG9nICgqLmxvZymUjARzcGVjlIwsbGV2ZWxkYiBkb2MvbG9nX2Zvcm1hdC5tZCwgZGIvd3JpdGVfYmF0Y2guY2OUjANkb2OUWK4BAABUaGUgbG9nIGlzIGEgc2VxdWVuY2Ugb2YgMzIgS2lCIGJsb2Nrcy4gQSBibG9jayBob2xkcyBmcmFnbWVudHM6IGEgNy1ieXRlIGhlYWRlciAoYSBtYXNrZWQgQ1JDLTMyQyBvZiB0aGUga2luZCBieXRlIGFu'
+    'gASVzRkAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwLbGV2ZWxkYl9sb2eUjAV0aXRsZZSMH0xldmVsREIgd3JpdGUtYWhlYWQgbG9nICgqLmxvZymUjARzcGVjlIwsbGV2ZWxkYiBkb2MvbG9nX2Zvcm1hdC5tZCwgZGIvd3JpdGVfYmF0Y2guY2OUjANkb2OUWK4BAABUaGUgbG9nIGlzIGEgc2VxdWVuY2Ugb2YgMzIgS2lCIGJsb2Nrcy4gQSBibG9jayBob2xkcyBmcmFnbWVudHM6IGEgNy1ieXRlIGhlYWRlciAoYSBtYXNrZWQgQ1JDLTMyQyBvZiB0aGUga2luZCBieXRlIGFu'
     'ZCB0aGUgcGllY2UsIHRoZSBwaWVjZSBsZW5ndGgsIHRoZSBraW5kKSBhbmQgdGhlIHBpZWNlLiBBIHJlY29yZCB0aGF0IGRvZXMgbm90IGZpdCB0aGUgcmVzdCBvZiBhIGJsb2NrIGlzIHNwbGl0IGludG8gRklSU1QsIE1JRERMRS4uLiBhbmQgTEFTVCBmcmFnbWVudHM7IGEgYmxvY2sgdGFpbCBzaG9ydGVyIHRoYW4gYSBoZWFkZXIgaXMgemVybyBwYWRkaW5nLiBFYWNoIHJlYXNzZW1ibGVkIHJlY29yZCBpcyBhIFdyaXRlQmF0Y2g6IGEgc2VxdWVuY2UgbnVtYmVyLCBhIGNvdW50LCBhbmQgdGhhdCBtYW55IHB1dC9kZWxldGUg'
     'b3BlcmF0aW9ucy4KlIwGZW5kaWFulIwCbGWUjAVmaWxlc5RdlIwYc2NoZW1hcy9sZXZlbGRiX2xvZy55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo2YzlmMDdlNzc5Zjk4YzAxNDU1MDQyMTg2YWUyYjU2ODhiYjhjMGQ2Yjk3ZjczNzI0ZjExYWM1ZDc3ZDNkNGY1lIwIdmVyc2lvbnOUTowFZW51bXOUfZQojA1mcmFnbWVudF9raW5klGgAjAdFbnVtRGVmlJOUKYGUfZQoaAVoF4wEYmFzZZRoAIwESW50VJSTlCmBlH2UKIwEYml0c5RLCIwGc2lnbmVklIloDWgOjAhnb3Zlcm5lZJSIdWKMB21lbWJlcnOUXZQoaACMCkVudW1NZW1iZXKU'
     'k5QpgZR9lChoBYwEWkVST5SMBXZhbHVllEsAaAuMH3Jlc2VydmVkIGZvciBwcmVhbGxvY2F0ZWQgZmlsZXOUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMBEZVTEyUaCtLAWgLjBB0aGUgd2hvbGUgcmVjb3JklGgtTmguTnViaCcpgZR9lChoBYwFRklSU1SUaCtLAmgLjBdmaXJzdCBwaWVjZSBvZiBhIHJlY29yZJRoLU5oLk51YmgnKYGUfZQoaAWMBk1JRERMRZRoK0sDaAuMDmEgbWlkZGxlIHBpZWNllGgtTmguTnViaCcpgZR9lChoBYwETEFTVJRoK0sEaAuMFmxhc3QgcGllY2Ugb2YgYSByZWNvcmSUaC1OaC5O'
@@ -2258,16 +2045,17 @@ _IR = (
     'aERLJowEcGF0aJSMHnJlY29yZHMubG9nX2ZyYWdtZW50LmZpZWxkc1swXZRoISmMBmJpdF9vZpROjAZhYnNlbnSUTowEcGVla5SJdWJoYSmBlH2UKGgFjAZsZW5ndGiUaGVoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC4wMcGllY2UgbGVuZ3RolGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohmhvaHyGlGiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLKmiPjB5yZWNvcmRzLmxvZ19mcmFnbWVudC5maWVsZHNbMV2UaCEpaJFOaJJOaJOJdWJoYSmBlH2UKGgFaHtoZWgAjARSZWZUlJOUKYGUfZQo'
     'aHuMBGVudW2UjAZ0YXJnZXSUaBeMBGFyZ3OUKYwFb3JkZXKUTnViaAtoQGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5oiU5oik5oi0sAaA1OaIxoQGiNiWiOTmhESytoj4wecmVjb3Jkcy5sb2dfZnJhZ21lbnQuZmllbGRzWzJdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBWh8aGVoAIwGQnl0ZXNUlJOUKYGUfZQoaG+MGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WUaJaMBHRyZWWUjANhc3SUjAROYW1llJOUKVKUfZQojAJpZJRolowDY3R4lGi0'
     'jARMb2FklJOUKVKUfZRijAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsGdWKMBW5hbWVzlIwIYnVpbHRpbnOUjAlmcm96ZW5zZXSUk5RdlGiWYYWUUpR1YowGcHJlZml4lE6MA2Vvc5SJjAR0ZXh0lE6MCnRlcm1pbmF0b3KUTnViaAuMI3RoaXMgZnJhZ21lbnQncyBzaGFyZSBvZiB0aGUgcmVjb3JklGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5oiU5oik5oi0sAaA1OaIxoQGiNiWiOTmhESyxoj4wecmVjb3Jkcy5sb2dfZnJhZ21l'
-    'bnQuZmllbGRzWzNdlGghKWiRTmiSTmiTiXViZWgLjBZPbmUgcGh5c2ljYWwgZnJhZ21lbnQulGgJjA1sb2dfZm9ybWF0Lm1klGiBfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5oXmhfjApmaXhlZF9zaXpllE6MB29mZnNldHOUfZQoaGRLAGiWSwRoe0sGaHxLB3WMBXNpemVzlH2UKGhkSwRolksCaHtLAXVopU51YmFoREsijARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllIwGcmVjb3JklIwIdmlydHVhbHOUXZSMB2xvY2F0'
-    'ZWSUXZR1YowLd3JpdGVfYmF0Y2iUaFspgZR9lChoBWjpaF5dlChoYSmBlH2UKGgFjAhzZXF1ZW5jZZRoZWgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjCZzZXF1ZW5jZSBudW1iZXIgb2YgdGhlIGZpcnN0IG9wZXJhdGlvbpRoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREsyaI+MHXJlY29yZHMud3JpdGVfYmF0Y2guZmllbGRzWzBdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBYwFY291bnSUaGVoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wU'
-    'bnVtYmVyIG9mIG9wZXJhdGlvbnOUaAloQGhpTmhqTmhrTmhsTmhtiWhuTmhvTmhwTmhxTmhyTmhzTmgrTmiGaPaMA29wc5SGlGiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLM2iPjB1yZWNvcmRzLndyaXRlX2JhdGNoLmZpZWxkc1sxXZRoISlokU5okk5ok4l1YmhhKYGUfZQoaAVo+mhlaJ8pgZR9lChoe2jkaKOMCGJhdGNoX29wlGikKWilTnViaAtoQGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocGgAjAZSZXBlYXSUk5QpgZR9lCho9mivKYGUfZQoaLJo9mizaLYpUpR9lChouWj2aLpovWi/SwFowEsAaMFLAWjCSwV1'
-    'YmjDaMZdlGj2YYWUUpR1YmjKTmjLiWhrTowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlokk51YmhxTmhyTmhzTmgrTmiGTmiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLNGiPjB1yZWNvcmRzLndyaXRlX2JhdGNoLmZpZWxkc1syXZRoISlokU5okk5ok4l1YmVoC4whT25lIGxvZ2ljYWwgcmVjb3JkLCBhIFdyaXRlQmF0Y2gulGgJjBx3cml0ZV9iYXRjaC5jYyAocmVwXyBsYXlvdXQplGiBfZRo005o1Ilo1U5o1l2UaNkpgZR9lChoFE5oXmjsaNxOaN19lCho70sAaPZLCGj6Swx1aN99lCho70sIaPZLBHVopU51'
-    'YmFoREsuaOFoEWgNTmjiKWjjaORo5V2UaOddlHViagEBAABoWymBlH2UKGgFagEBAABoXl2UKGhhKYGUfZQoaAWMA3RhZ5RoZWifKYGUfZQoaHtoomijaEVopClopU51YmgLaEBoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREs5aI+MGnJlY29yZHMuYmF0Y2hfb3AuZmllbGRzWzBdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBYwEYm9keZRoZWgAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRorymBlH2UKGiyah8BAABos2i2KVKUfZQoaLlqHwEAAGi6'
-    'aL1ov0sBaMBLAGjBSwFowksDdWJow2jGXZRqHwEAAGGFlFKUdWKMBWNhc2VzlEsBaFCMBnB1dF9vcJSHlEsAaE2MCWRlbGV0ZV9vcJSHlIaUaI6MBWVycm9ylGikKWgFjAZzd2l0Y2iUaKVOdWJoC2hAaAloQGhpTmhqTmhrTmhsTmhtiWhuTmhvTmhwTmhxTmhyTmhzTmgrTmiGTmiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLOmiPjBpyZWNvcmRzLmJhdGNoX29wLmZpZWxkc1sxXZRoISlokU5okk5ok4l1YmVoC4wSQSBwdXQgb3IgYSBkZWxldGUulGgJaEBogX2UaNNOaNSJaNVOaNZdlGjZKYGUfZQoaBROaF5qHAEAAGjc'
-    'TmjdfZQoah8BAABLAGolAQAASwF1aN99lGofAQAASwFzaKVOdWJhaERLNmjhaBFoDU5o4ilo42jkaOVdlGjnXZR1YmozAQAAaFspgZR9lChoBWozAQAAaF5dlChoYSmBlH2UKGgFjANrZXmUaGVoqimBlH2UKGhvTmjKaACMB1ZhcmludFSUk5QpgZR9lCiMCW1heF9ieXRlc5RLCmh7jAd1bGViMTI4lGiBKYwFYWxpYXOUTowJaXNfc2lnbmVklE6MBWZpeGVklE51YmjLiWjMTmjNTnViaAuMHXZhcmludDMyIGxlbmd0aCwgdGhlbiB0aGUga2V5lGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5o'
-    'iU5oik5oi0sAaA1OaIxoQGiNiWiOTmhES0Boj4wYcmVjb3Jkcy5wdXRfb3AuZmllbGRzWzBdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBWgraGVoqimBlH2UKGhvTmjKak0BAAApgZR9lChqUAEAAEsKaHtqUQEAAGiBKWpSAQAATmpTAQAATmpUAQAATnViaMuJaMxOaM1OdWJoC4wfdmFyaW50MzIgbGVuZ3RoLCB0aGVuIHRoZSB2YWx1ZZRoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREtBaI+MGHJlY29yZHMucHV0X29wLmZpZWxkc1sxXZRoISlo'
-    'kU5okk5ok4l1YmVoC2hAaAloQGiBfZRo005o1Ilo1U5o1l2UaNkpgZR9lChoFE5oXmpGAQAAaNxOaN19lGpJAQAASwBzaN99lGilTnViYWhESz5o4WgRaA1OaOIpaONo5GjlXZRo512UdWJqNQEAAGhbKYGUfZQoaAVqNQEAAGheXZRoYSmBlH2UKGgFakkBAABoZWiqKYGUfZQoaG9OaMpqTQEAACmBlH2UKGpQAQAASwpoe2pRAQAAaIEpalIBAABOalMBAABOalQBAABOdWJoy4lozE5ozU51YmgLalUBAABoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5o'
-    'REtFaI+MG3JlY29yZHMuZGVsZXRlX29wLmZpZWxkc1swXZRoISlokU5okk5ok4l1YmFoC2hAaAloQGiBfZRo005o1Ilo1U5o1l2UaNkpgZR9lChoFE5oXmppAQAAaNxOaN19lGpJAQAASwBzaN99lGilTnViYWhES0No4WgRaA1OaOIpaONo5GjlXZRo512UdWKMCGxvZ19maWxllGhbKYGUfZQoaAVqeQEAAGheXZRoYSmBlH2UKGgFjAdiYXRjaGVzlGhlaJ8pgZR9lChoe2jkaKNo6WikKWilTnViaAuMRFRoZSBXcml0ZUJhdGNoIHJlY29yZHMsIHJlYXNzZW1ibGVkIGZyb20gZnJhZ21lbnRzIGluIDMyIEtpQiBibG9ja3MulGgJaEBo'
-    'aU5oak5oa05obE5obYlobk5ob05ocGoDAQAAKYGUfZQoaPZOaMpOaMuIaGtOag0BAABOag4BAACJaJJOdWJocU5ock5oc05oK05ohk5ohyloiE5oiU5oimgAjAdGcmFtaW5nlJOUKYGUfZQojAhmcmFnbWVudJRoWWh8aHyMCmJsb2NrX3NpemWUTQCAjAR0YWlslIwEemVyb5Roe2h7jAVraW5kc5QojARmdWxslEsBhpSMBWZpcnN0lEsChpSMBm1pZGRsZZRLA4aUjARsYXN0lEsEhpR0lIwJa2luZF9lbnVtlGgXjAZsYWNpbmeUTowJY29udGludWVklE6MBmhlYWRlcpRLB4wLYWZ0ZXJfcGllY2WUSwCMCXJhd19raW5kc5R9lChqjgEA'
-    'AGgxapABAABoNWqSAQAAaDlqlAEAAGg9dXViaItLAGgNTmiMaEBojYlojk5oREtKaI+MGnJlY29yZHMubG9nX2ZpbGUuZmllbGRzWzBdlGghKWiRTmiSTmiTiXViYWgLjBFBIHdob2xlIGxvZyBmaWxlLpRoCWhAaIF9lGjTTmjUiWjVTmjWXZRo2SmBlH2UKGgUTmheanwBAABo3E5o3X2Uan8BAABLAHNo332UaKVOdWJhaERLR2jhaBFoDU5o4ilo42jkaOVdlGjnXZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMGGxldmVsZGJfcGx1Z2luczpyZWdpc3RlcpRhjAZkZXRlY3SUXZSMC2VuZGlhbl9leHBylE51Yi4='
+    'bnQuZmllbGRzWzNdlGghKWiRTmiSTmiTiXViZWgLjBZPbmUgcGh5c2ljYWwgZnJhZ21lbnQulGgJjA1sb2dfZm9ybWF0Lm1klGiBfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMBG1hbnmUTowNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmheaF+MCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChoZEsAaJZLBGh7SwZofEsHdYwFc2l6ZXOUfZQoaGRLBGiWSwJoe0sBdWilTnViYWhESyKMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUjAZyZWNvcmSUjAh2aXJ0dWFsc5Rd'
+    'lIwHbG9jYXRlZJRdlHVijAt3cml0ZV9iYXRjaJRoWymBlH2UKGgFaOpoXl2UKGhhKYGUfZQoaAWMCHNlcXVlbmNllGhlaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAuMJnNlcXVlbmNlIG51bWJlciBvZiB0aGUgZmlyc3Qgb3BlcmF0aW9ulGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5oiU5oik5oi0sAaA1OaIxoQGiNiWiOTmhESzJoj4wdcmVjb3Jkcy53cml0ZV9iYXRjaC5maWVsZHNbMF2UaCEpaJFOaJJOaJOJdWJoYSmBlH2UKGgFjAVjb3VudJRoZWgeKYGUfZQoaCFLIGgiiWgNaA5o'
+    'I4h1YmgLjBRudW1iZXIgb2Ygb3BlcmF0aW9uc5RoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZo94wDb3BzlIaUaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREszaI+MHXJlY29yZHMud3JpdGVfYmF0Y2guZmllbGRzWzFdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBWj7aGVonymBlH2UKGh7aOVoo4wIYmF0Y2hfb3CUaKQpaKVOdWJoC2hAaAloQGhpTmhqTmhrTmhsTmhtiWhuTmhvTmhwaACMBlJlcGVhdJSTlCmBlH2UKGj3aK8pgZR9lChosmj3aLNotilSlH2UKGi5aPdoumi9aL9LAWjASwBo'
+    'wUsBaMJLBXViaMNoxl2UaPdhhZRSlHViaMpOaMuJaGtOjAp1bnRpbF9pdGVtlE6MDXN0b3Bfb25fZXJyb3KUiWiSTnViaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREs0aI+MHXJlY29yZHMud3JpdGVfYmF0Y2guZmllbGRzWzJdlGghKWiRTmiSTmiTiXViZWgLjCFPbmUgbG9naWNhbCByZWNvcmQsIGEgV3JpdGVCYXRjaC6UaAmMHHdyaXRlX2JhdGNoLmNjIChyZXBfIGxheW91dCmUaIF9lGjTTmjUiWjVTmjWTmjXXZRo2imBlH2UKGgUTmheaO1o3U5o3n2UKGjwSwBo90sIaPtLDHVo4H2UKGjw'
+    'Swho90sEdWilTnViYWhESy5o4mgRaA1OaOMpaORo5WjmXZRo6F2UdWJqAgEAAGhbKYGUfZQoaAVqAgEAAGheXZQoaGEpgZR9lChoBYwDdGFnlGhlaJ8pgZR9lChoe2iiaKNoRWikKWilTnViaAtoQGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5oiU5oik5oi0sAaA1OaIxoQGiNiWiOTmhESzloj4wacmVjb3Jkcy5iYXRjaF9vcC5maWVsZHNbMF2UaCEpaJFOaJJOaJOJdWJoYSmBlH2UKGgFjARib2R5lGhlaACMB1N3aXRjaFSUk5QpgZR9lCiMAm9ulGivKYGUfZQoaLJqIAEAAGizaLYpUpR9'
+    'lChouWogAQAAaLpovWi/SwFowEsAaMFLAWjCSwN1YmjDaMZdlGogAQAAYYWUUpR1YowFY2FzZXOUSwFoUIwGcHV0X29wlIeUSwBoTYwJZGVsZXRlX29wlIeUhpRojowFZXJyb3KUaKQpaAWMBnN3aXRjaJRopU51YmgLaEBoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREs6aI+MGnJlY29yZHMuYmF0Y2hfb3AuZmllbGRzWzFdlGghKWiRTmiSTmiTiXViZWgLjBJBIHB1dCBvciBhIGRlbGV0ZS6UaAloQGiBfZRo005o1Ilo1U5o1k5o112UaNopgZR9'
+    'lChoFE5oXmodAQAAaN1OaN59lChqIAEAAEsAaiYBAABLAXVo4H2UaiABAABLAXNopU51YmFoREs2aOJoEWgNTmjjKWjkaOVo5l2UaOhdlHViajQBAABoWymBlH2UKGgFajQBAABoXl2UKGhhKYGUfZQoaAWMA2tleZRoZWiqKYGUfZQoaG9OaMpoAIwHVmFyaW50VJSTlCmBlH2UKIwJbWF4X2J5dGVzlEsKaHuMB3VsZWIxMjiUaIEpjAVhbGlhc5ROjAlpc19zaWduZWSUTowFZml4ZWSUTnViaMuJaMxOaM1OdWJoC4wddmFyaW50MzIgbGVuZ3RoLCB0aGVuIHRoZSBrZXmUaAloQGhpTmhqTmhrTmhsTmhtiWhuTmhvTmhwTmhxTmhyTmhz'
+    'TmgrTmiGTmiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLQGiPjBhyZWNvcmRzLnB1dF9vcC5maWVsZHNbMF2UaCEpaJFOaJJOaJOJdWJoYSmBlH2UKGgFaCtoZWiqKYGUfZQoaG9OaMpqTgEAACmBlH2UKGpRAQAASwpoe2pSAQAAaIEpalMBAABOalQBAABOalUBAABOdWJoy4lozE5ozU51YmgLjB92YXJpbnQzMiBsZW5ndGgsIHRoZW4gdGhlIHZhbHVllGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5oiU5oik5oi0sAaA1OaIxoQGiNiWiOTmhES0Foj4wYcmVjb3Jkcy5wdXRfb3Au'
+    'ZmllbGRzWzFdlGghKWiRTmiSTmiTiXViZWgLaEBoCWhAaIF9lGjTTmjUiWjVTmjWTmjXXZRo2imBlH2UKGgUTmheakcBAABo3U5o3n2UakoBAABLAHNo4H2UaKVOdWJhaERLPmjiaBFoDU5o4ylo5GjlaOZdlGjoXZR1Ymo2AQAAaFspgZR9lChoBWo2AQAAaF5dlGhhKYGUfZQoaAVqSgEAAGhlaKopgZR9lChob05oympOAQAAKYGUfZQoalEBAABLCmh7alIBAABogSlqUwEAAE5qVAEAAE5qVQEAAE51YmjLiWjMTmjNTnViaAtqVgEAAGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5oiU5oik5o'
+    'i0sAaA1OaIxoQGiNiWiOTmhES0Voj4wbcmVjb3Jkcy5kZWxldGVfb3AuZmllbGRzWzBdlGghKWiRTmiSTmiTiXViYWgLaEBoCWhAaIF9lGjTTmjUiWjVTmjWTmjXXZRo2imBlH2UKGgUTmheamoBAABo3U5o3n2UakoBAABLAHNo4H2UaKVOdWJhaERLQ2jiaBFoDU5o4ylo5GjlaOZdlGjoXZR1YowIbG9nX2ZpbGWUaFspgZR9lChoBWp6AQAAaF5dlGhhKYGUfZQoaAWMB2JhdGNoZXOUaGVonymBlH2UKGh7aOVoo2jqaKQpaKVOdWJoC4xEVGhlIFdyaXRlQmF0Y2ggcmVjb3JkcywgcmVhc3NlbWJsZWQgZnJvbSBmcmFnbWVudHMgaW4g'
+    'MzIgS2lCIGJsb2Nrcy6UaAloQGhpTmhqTmhrTmhsTmhtiWhuTmhvTmhwagQBAAApgZR9lCho905oyk5oy4hoa05qDgEAAE5qDwEAAIlokk51YmhxTmhyTmhzTmgrTmiGTmiHKWiITmiJTmiKaACMB0ZyYW1pbmeUk5QpgZR9lCiMCGZyYWdtZW50lGhZaHxofIwKYmxvY2tfc2l6ZZRNAICMBHRhaWyUjAR6ZXJvlGh7aHuMBWtpbmRzlCiMBGZ1bGyUSwGGlIwFZmlyc3SUSwKGlIwGbWlkZGxllEsDhpSMBGxhc3SUSwSGlHSUjAlraW5kX2VudW2UaBeMBmxhY2luZ5ROjAljb250aW51ZWSUTowGaGVhZGVylEsHjAthZnRlcl9waWVjZZRL'
+    'AIwJcmF3X2tpbmRzlH2UKGqPAQAAaDFqkQEAAGg1apMBAABoOWqVAQAAaD11dWJoi0sAaA1OaIxoQGiNiWiOTmhES0poj4wacmVjb3Jkcy5sb2dfZmlsZS5maWVsZHNbMF2UaCEpaJFOaJJOaJOJdWJhaAuMEUEgd2hvbGUgbG9nIGZpbGUulGgJaEBogX2UaNNOaNSJaNVOaNZOaNddlGjaKYGUfZQoaBROaF5qfQEAAGjdTmjefZRqgAEAAEsAc2jgfZRopU51YmFoREtHaOJoEWgNTmjjKWjkaOVo5l2UaOhdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwYbGV2ZWxkYl9wbHVnaW5zOnJlZ2lzdGVylGGMBmRldGVjdJRdlIwL'
+    'ZW5kaWFuX2V4cHKUTnViLg=='
 )

@@ -1738,64 +1738,12 @@ def _d_note(mv, pos, end):
     _obj.velocity = f_velocity
     return _obj, pos
 
-def _u_note(mv, pos, end):
-    f_note, f_velocity = _S6.unpack_from(mv, pos)
-    pos += 2
-    if f_note > 127:
-        raise ConstraintError('value out of range')
-    if f_velocity > 127:
-        raise ConstraintError('value out of range')
-    _obj = _new(Note)
-    _obj.note = f_note
-    _obj.velocity = f_velocity
-    return (_obj, pos)
-
-def _m_note(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S6_unpack_from = _S6.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_note, f_velocity = _S6_unpack_from(mv, pos)
-            pos += 2
-            if f_note > 127:
-                raise ConstraintError('value out of range')
-            if f_velocity > 127:
-                raise ConstraintError('value out of range')
-            _obj = _new(Note)
-            _obj.note = f_note
-            _obj.velocity = f_velocity
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_note, 'note', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_note, 'note', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_note(out, v):
     if v.note > 127:
         raise EncodeError('value ' + repr(v.note) + ' out of range None..127', path='note')
     if v.velocity > 127:
         raise EncodeError('value ' + repr(v.velocity) + ' out of range None..127', path='velocity')
     out += _S6.pack(v.note, v.velocity)
-
-def _em_note(values):
-    out = bytearray()
-    _S6_pack = _S6.pack
-    for v in values:
-        if v.note > 127:
-            raise EncodeError('value ' + repr(v.note) + ' out of range None..127', path='note')
-        if v.velocity > 127:
-            raise EncodeError('value ' + repr(v.velocity) + ' out of range None..127', path='velocity')
-        out += _S6_pack(v.note, v.velocity)
-    return bytes(out)
 
 def _d_control_change(mv, pos, end):
     if pos + 2 > end:
@@ -1812,64 +1760,12 @@ def _d_control_change(mv, pos, end):
     _obj.value = f_value
     return _obj, pos
 
-def _u_control_change(mv, pos, end):
-    f_control, f_value = _S6.unpack_from(mv, pos)
-    pos += 2
-    if f_control > 127:
-        raise ConstraintError('value out of range')
-    if f_value > 127:
-        raise ConstraintError('value out of range')
-    _obj = _new(ControlChange)
-    _obj.control = f_control
-    _obj.value = f_value
-    return (_obj, pos)
-
-def _m_control_change(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S6_unpack_from = _S6.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_control, f_value = _S6_unpack_from(mv, pos)
-            pos += 2
-            if f_control > 127:
-                raise ConstraintError('value out of range')
-            if f_value > 127:
-                raise ConstraintError('value out of range')
-            _obj = _new(ControlChange)
-            _obj.control = f_control
-            _obj.value = f_value
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_control_change, 'control_change', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_control_change, 'control_change', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_control_change(out, v):
     if v.control > 127:
         raise EncodeError('value ' + repr(v.control) + ' out of range None..127', path='control')
     if v.value > 127:
         raise EncodeError('value ' + repr(v.value) + ' out of range None..127', path='value')
     out += _S6.pack(v.control, v.value)
-
-def _em_control_change(values):
-    out = bytearray()
-    _S6_pack = _S6.pack
-    for v in values:
-        if v.control > 127:
-            raise EncodeError('value ' + repr(v.control) + ' out of range None..127', path='control')
-        if v.value > 127:
-            raise EncodeError('value ' + repr(v.value) + ' out of range None..127', path='value')
-        out += _S6_pack(v.control, v.value)
-    return bytes(out)
 
 def _d_program_change(mv, pos, end):
     if pos + 1 > end:
@@ -1883,53 +1779,10 @@ def _d_program_change(mv, pos, end):
     _obj.program = f_program
     return _obj, pos
 
-def _u_program_change(mv, pos, end):
-    f_program = mv[pos]
-    pos += 1
-    if f_program > 127:
-        raise ConstraintError('value out of range')
-    _obj = _new(ProgramChange)
-    _obj.program = f_program
-    return (_obj, pos)
-
-def _m_program_change(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_program = mv[pos]
-            pos += 1
-            if f_program > 127:
-                raise ConstraintError('value out of range')
-            _obj = _new(ProgramChange)
-            _obj.program = f_program
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_program_change, 'program_change', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_program_change, 'program_change', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_program_change(out, v):
     if v.program > 127:
         raise EncodeError('value ' + repr(v.program) + ' out of range None..127', path='program')
     out += _S5.pack(v.program)
-
-def _em_program_change(values):
-    out = bytearray()
-    _S5_pack = _S5.pack
-    for v in values:
-        if v.program > 127:
-            raise EncodeError('value ' + repr(v.program) + ' out of range None..127', path='program')
-        out += _S5_pack(v.program)
-    return bytes(out)
 
 def _d_channel_pressure(mv, pos, end):
     if pos + 1 > end:
@@ -1943,53 +1796,10 @@ def _d_channel_pressure(mv, pos, end):
     _obj.pressure = f_pressure
     return _obj, pos
 
-def _u_channel_pressure(mv, pos, end):
-    f_pressure = mv[pos]
-    pos += 1
-    if f_pressure > 127:
-        raise ConstraintError('value out of range')
-    _obj = _new(ChannelPressure)
-    _obj.pressure = f_pressure
-    return (_obj, pos)
-
-def _m_channel_pressure(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_pressure = mv[pos]
-            pos += 1
-            if f_pressure > 127:
-                raise ConstraintError('value out of range')
-            _obj = _new(ChannelPressure)
-            _obj.pressure = f_pressure
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_channel_pressure, 'channel_pressure', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_channel_pressure, 'channel_pressure', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_channel_pressure(out, v):
     if v.pressure > 127:
         raise EncodeError('value ' + repr(v.pressure) + ' out of range None..127', path='pressure')
     out += _S5.pack(v.pressure)
-
-def _em_channel_pressure(values):
-    out = bytearray()
-    _S5_pack = _S5.pack
-    for v in values:
-        if v.pressure > 127:
-            raise EncodeError('value ' + repr(v.pressure) + ' out of range None..127', path='pressure')
-        out += _S5_pack(v.pressure)
-    return bytes(out)
 
 def _d_pitch_bend(mv, pos, end):
     _a_bend = pos
@@ -2007,64 +1817,12 @@ def _d_pitch_bend(mv, pos, end):
     _obj.high = f_high
     return _obj, pos
 
-def _u_pitch_bend(mv, pos, end):
-    f_bend = _S11.unpack_from(mv, pos)[0]
-    pos += 2
-    if not f_bend & 32896 == 0:
-        raise ConstraintError('undefined bits set')
-    f_low = f_bend & 127
-    f_high = f_bend >> 8 & 127
-    _obj = _new(PitchBend)
-    _obj.low = f_low
-    _obj.high = f_high
-    return (_obj, pos)
-
-def _m_pitch_bend(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S11_unpack_from = _S11.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_bend = _S11_unpack_from(mv, pos)[0]
-            pos += 2
-            if not f_bend & 32896 == 0:
-                raise ConstraintError('undefined bits set')
-            f_low = f_bend & 127
-            f_high = f_bend >> 8 & 127
-            _obj = _new(PitchBend)
-            _obj.low = f_low
-            _obj.high = f_high
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_pitch_bend, 'pitch_bend', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_pitch_bend, 'pitch_bend', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_pitch_bend(out, v):
     _bp_low = _bit_part(v.low, 7, 'low')
     _bp_high = _bit_part(v.high, 7, 'high')
     if not ((((_bp_low | (_bp_high << 8)) & 32896) == 0)):
         raise EncodeError('undefined bits set', path='bend')
     out += _S11.pack((_bp_low | (_bp_high << 8)))
-
-def _em_pitch_bend(values):
-    out = bytearray()
-    _S11_pack = _S11.pack
-    for v in values:
-        _bp_low = _bit_part(v.low, 7, 'low')
-        _bp_high = _bit_part(v.high, 7, 'high')
-        if not (_bp_low | _bp_high << 8) & 32896 == 0:
-            raise EncodeError('undefined bits set', path='bend')
-        out += _S11_pack(_bp_low | _bp_high << 8)
-    return bytes(out)
 
 def _d_sysex(mv, pos, end):
     _at = pos
@@ -2087,58 +1845,6 @@ def _d_sysex(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
-def _u_sysex(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    if pos > end:
-        raise IndexError
-    f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
-    _n = f_length - 1
-    if _n < 0:
-        raise ConstraintError('negative size')
-    f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    pos += _n
-    f_end = mv[pos]
-    pos += 1
-    if f_end != 247:
-        raise ConstraintError('bad magic')
-    _obj = _new(Sysex)
-    _obj.data = f_data
-    return (_obj, pos)
-
-def _m_sysex(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            if pos > end:
-                raise IndexError
-            f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
-            _n = f_length - 1
-            if _n < 0:
-                raise ConstraintError('negative size')
-            f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            pos += _n
-            f_end = mv[pos]
-            pos += 1
-            if f_end != 247:
-                raise ConstraintError('bad magic')
-            _obj = _new(Sysex)
-            _obj.data = f_data
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_sysex, 'sysex', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_sysex, 'sysex', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_sysex(out, v):
     _at_length = len(out)
     _ps = len(out)
@@ -2148,20 +1854,6 @@ def _e_sysex(out, v):
     _k = _ik_vlq.encode(_size_data + 1)
     out[_at_length:_at_length] = _k
     out += _S5.pack(247)
-
-def _em_sysex(values):
-    out = bytearray()
-    _S5_pack = _S5.pack
-    for v in values:
-        _at_length = len(out)
-        _ps = len(out)
-        _b = v.data
-        out += _b
-        _size_data = len(out) - _ps
-        _k = _ik_vlq.encode(_size_data + 1)
-        out[_at_length:_at_length] = _k
-        out += _S5_pack(247)
-    return bytes(out)
 
 def _d_escape(mv, pos, end):
     _at = pos
@@ -2177,48 +1869,6 @@ def _d_escape(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
-def _u_escape(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    if pos > end:
-        raise IndexError
-    f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
-    if f_length < 0:
-        raise ConstraintError('negative size')
-    f_data = mv[pos:pos + f_length] if _isb else bytes(mv[pos:pos + f_length])
-    pos += f_length
-    _obj = _new(Escape)
-    _obj.data = f_data
-    return (_obj, pos)
-
-def _m_escape(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            if pos > end:
-                raise IndexError
-            f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
-            if f_length < 0:
-                raise ConstraintError('negative size')
-            f_data = mv[pos:pos + f_length] if _isb else bytes(mv[pos:pos + f_length])
-            pos += f_length
-            _obj = _new(Escape)
-            _obj.data = f_data
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_escape, 'escape', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_escape, 'escape', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_escape(out, v):
     _at_length = len(out)
     _ps = len(out)
@@ -2227,18 +1877,6 @@ def _e_escape(out, v):
     _size_data = len(out) - _ps
     _k = _ik_vlq.encode(_size_data)
     out[_at_length:_at_length] = _k
-
-def _em_escape(values):
-    out = bytearray()
-    for v in values:
-        _at_length = len(out)
-        _ps = len(out)
-        _b = v.data
-        out += _b
-        _size_data = len(out) - _ps
-        _k = _ik_vlq.encode(_size_data)
-        out[_at_length:_at_length] = _k
-    return bytes(out)
 
 def _d_meta(mv, pos, end):
     if pos + 1 > end:
@@ -2634,199 +2272,6 @@ def _u_meta(mv, pos, end):
     _obj.data = f_data
     return (_obj, pos)
 
-def _m_meta(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S18_unpack_from = _S18.unpack_from
-    _S2_unpack_from = _S2.unpack_from
-    _S20_unpack_from = _S20.unpack_from
-    _S23_unpack_from = _S23.unpack_from
-    _S5_unpack_from = _S5.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_meta_type = mv[pos]
-            pos += 1
-            _tag = f_meta_type
-            f_meta_type = _EB14[f_meta_type]
-            if pos > end:
-                raise IndexError
-            f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
-            if f_length < 0:
-                raise ConstraintError('negative size')
-            if pos + f_length > end:
-                raise TruncatedError('section needs ' + str(f_length) + ' bytes')
-            _outer_end_data = end
-            end = pos + f_length
-            if _tag == 0:
-                _sequence_number__f_number, = _S2_unpack_from(mv, pos)
-                pos += 2
-                _sequence_number___obj = _new(SequenceNumber)
-                _sequence_number___obj.number = _sequence_number__f_number
-                f_data = _sequence_number___obj
-            elif _tag == 1:
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                _text___obj = _new(Text)
-                _text___obj.text = _text__f_text
-                f_data = _text___obj
-            elif _tag == 2:
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                _text___obj = _new(Text)
-                _text___obj.text = _text__f_text
-                f_data = _text___obj
-            elif _tag == 3:
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                _text___obj = _new(Text)
-                _text___obj.text = _text__f_text
-                f_data = _text___obj
-            elif _tag == 4:
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                _text___obj = _new(Text)
-                _text___obj.text = _text__f_text
-                f_data = _text___obj
-            elif _tag == 5:
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                _text___obj = _new(Text)
-                _text___obj.text = _text__f_text
-                f_data = _text___obj
-            elif _tag == 6:
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                _text___obj = _new(Text)
-                _text___obj.text = _text__f_text
-                f_data = _text___obj
-            elif _tag == 7:
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _text__f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                _text___obj = _new(Text)
-                _text___obj.text = _text__f_text
-                f_data = _text___obj
-            elif _tag == 32:
-                _channel_prefix__f_channel = mv[pos]
-                pos += 1
-                if _channel_prefix__f_channel > 15:
-                    raise ConstraintError('value out of range')
-                _channel_prefix___obj = _new(ChannelPrefix)
-                _channel_prefix___obj.channel = _channel_prefix__f_channel
-                f_data = _channel_prefix___obj
-            elif _tag == 33:
-                _midi_port__f_port = mv[pos]
-                pos += 1
-                if _midi_port__f_port > 127:
-                    raise ConstraintError('value out of range')
-                _midi_port___obj = _new(MidiPort)
-                _midi_port___obj.port = _midi_port__f_port
-                f_data = _midi_port___obj
-            elif _tag == 47:
-                f_data = None
-            elif _tag == 81:
-                _set_tempo__f_tempo, = _S18_unpack_from(mv, pos)
-                pos += 3
-                _set_tempo__f_tempo = int.from_bytes(_set_tempo__f_tempo, 'big', signed=False)
-                _set_tempo___obj = _new(SetTempo)
-                _set_tempo___obj.tempo = _set_tempo__f_tempo
-                f_data = _set_tempo___obj
-            elif _tag == 84:
-                _smpte_offset__f_hours = _S5_unpack_from(mv, pos)[0]
-                pos += 1
-                if not _smpte_offset__f_hours & 128 == 0:
-                    raise ConstraintError('undefined bits set')
-                _smpte_offset__f_frame_rate = _smpte_offset__f_hours >> 5 & 3
-                _smpte_offset__f_hour = _smpte_offset__f_hours & 31
-                _smpte_offset__f_minutes, _smpte_offset__f_seconds, _smpte_offset__f_frames, _smpte_offset__f_sub_frames = _S20_unpack_from(mv, pos)
-                pos += 4
-                if _smpte_offset__f_minutes > 59:
-                    raise ConstraintError('value out of range')
-                if _smpte_offset__f_seconds > 59:
-                    raise ConstraintError('value out of range')
-                if _smpte_offset__f_sub_frames > 99:
-                    raise ConstraintError('value out of range')
-                _smpte_offset___obj = _new(SmpteOffset)
-                _smpte_offset___obj.frame_rate = _smpte_offset__f_frame_rate
-                _smpte_offset___obj.hour = _smpte_offset__f_hour
-                _smpte_offset___obj.minutes = _smpte_offset__f_minutes
-                _smpte_offset___obj.seconds = _smpte_offset__f_seconds
-                _smpte_offset___obj.frames = _smpte_offset__f_frames
-                _smpte_offset___obj.sub_frames = _smpte_offset__f_sub_frames
-                f_data = _smpte_offset___obj
-            elif _tag == 88:
-                _time_signature__f_numerator, _time_signature__f_denominator_log2, _time_signature__f_clocks_per_click, _time_signature__f_notated_32nd_notes_per_beat = _S20_unpack_from(mv, pos)
-                pos += 4
-                _time_signature___obj = _new(TimeSignature)
-                _time_signature___obj.numerator = _time_signature__f_numerator
-                _time_signature___obj.denominator_log2 = _time_signature__f_denominator_log2
-                _time_signature___obj.clocks_per_click = _time_signature__f_clocks_per_click
-                _time_signature___obj.notated_32nd_notes_per_beat = _time_signature__f_notated_32nd_notes_per_beat
-                f_data = _time_signature___obj
-            elif _tag == 89:
-                _key_signature__f_sharps, _key_signature__f_minor = _S23_unpack_from(mv, pos)
-                pos += 2
-                if _key_signature__f_sharps < -7 or _key_signature__f_sharps > 7:
-                    raise ConstraintError('value out of range')
-                if _key_signature__f_minor > 1:
-                    raise ConstraintError('value out of range')
-                _key_signature___obj = _new(KeySignature)
-                _key_signature___obj.sharps = _key_signature__f_sharps
-                _key_signature___obj.minor = _key_signature__f_minor
-                f_data = _key_signature___obj
-            else:
-                f_data = mv[pos:end] if _isb else bytes(mv[pos:end])
-                if pos > end:
-                    raise IndexError
-                pos = end
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _outer_end_data
-            _obj = _new(Meta)
-            _obj.meta_type = f_meta_type
-            _obj.data = f_data
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_meta, 'meta', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_meta, 'meta', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_meta(out, v):
     out += _S5.pack(v.meta_type)
     _at_length = len(out)
@@ -2937,124 +2382,6 @@ def _e_meta(out, v):
     _k = _ik_vlq.encode(_size_data)
     out[_at_length:_at_length] = _k
 
-def _em_meta(values):
-    out = bytearray()
-    _S18_pack = _S18.pack
-    _S2_pack = _S2.pack
-    _S20_pack = _S20.pack
-    _S23_pack = _S23.pack
-    _S5_pack = _S5.pack
-    for v in values:
-        out += _S5_pack(v.meta_type)
-        _at_length = len(out)
-        _ps = len(out)
-        _tag = v.meta_type
-        if _tag == 0:
-            if v.data.__class__ is not SequenceNumber:
-                raise EncodeError('tag SEQUENCE_NUMBER takes a SequenceNumber, not ' + type(v.data).__name__, path='data')
-            _sequence_number__v = v.data
-            out += _S2_pack(_sequence_number__v.number)
-        elif _tag == 1:
-            if v.data.__class__ is not Text:
-                raise EncodeError('tag TEXT takes a Text, not ' + type(v.data).__name__, path='data')
-            _text__v = v.data
-            _text___b = _text__v.text
-            out += _text___b
-        elif _tag == 2:
-            if v.data.__class__ is not Text:
-                raise EncodeError('tag COPYRIGHT takes a Text, not ' + type(v.data).__name__, path='data')
-            _text__v = v.data
-            _text___b = _text__v.text
-            out += _text___b
-        elif _tag == 3:
-            if v.data.__class__ is not Text:
-                raise EncodeError('tag TRACK_NAME takes a Text, not ' + type(v.data).__name__, path='data')
-            _text__v = v.data
-            _text___b = _text__v.text
-            out += _text___b
-        elif _tag == 4:
-            if v.data.__class__ is not Text:
-                raise EncodeError('tag INSTRUMENT_NAME takes a Text, not ' + type(v.data).__name__, path='data')
-            _text__v = v.data
-            _text___b = _text__v.text
-            out += _text___b
-        elif _tag == 5:
-            if v.data.__class__ is not Text:
-                raise EncodeError('tag LYRICS takes a Text, not ' + type(v.data).__name__, path='data')
-            _text__v = v.data
-            _text___b = _text__v.text
-            out += _text___b
-        elif _tag == 6:
-            if v.data.__class__ is not Text:
-                raise EncodeError('tag MARKER takes a Text, not ' + type(v.data).__name__, path='data')
-            _text__v = v.data
-            _text___b = _text__v.text
-            out += _text___b
-        elif _tag == 7:
-            if v.data.__class__ is not Text:
-                raise EncodeError('tag CUE_MARKER takes a Text, not ' + type(v.data).__name__, path='data')
-            _text__v = v.data
-            _text___b = _text__v.text
-            out += _text___b
-        elif _tag == 32:
-            if v.data.__class__ is not ChannelPrefix:
-                raise EncodeError('tag CHANNEL_PREFIX takes a ChannelPrefix, not ' + type(v.data).__name__, path='data')
-            _channel_prefix__v = v.data
-            if _channel_prefix__v.channel > 15:
-                raise EncodeError('value ' + repr(_channel_prefix__v.channel) + ' out of range None..15', path='channel')
-            out += _S5_pack(_channel_prefix__v.channel)
-        elif _tag == 33:
-            if v.data.__class__ is not MidiPort:
-                raise EncodeError('tag MIDI_PORT takes a MidiPort, not ' + type(v.data).__name__, path='data')
-            _midi_port__v = v.data
-            if _midi_port__v.port > 127:
-                raise EncodeError('value ' + repr(_midi_port__v.port) + ' out of range None..127', path='port')
-            out += _S5_pack(_midi_port__v.port)
-        elif _tag == 47:
-            if v.data is not None:
-                raise EncodeError('case END_OF_TRACK carries no body', path='data')
-        elif _tag == 81:
-            if v.data.__class__ is not SetTempo:
-                raise EncodeError('tag SET_TEMPO takes a SetTempo, not ' + type(v.data).__name__, path='data')
-            _set_tempo__v = v.data
-            out += _S18_pack(_set_tempo__v.tempo.to_bytes(3, 'big', signed=False))
-        elif _tag == 84:
-            if v.data.__class__ is not SmpteOffset:
-                raise EncodeError('tag SMPTE_OFFSET takes a SmpteOffset, not ' + type(v.data).__name__, path='data')
-            _smpte_offset__v = v.data
-            _smpte_offset___bp_frame_rate = _bit_part(_smpte_offset__v.frame_rate, 2, 'frame_rate')
-            _smpte_offset___bp_hour = _bit_part(_smpte_offset__v.hour, 5, 'hour')
-            if not (_smpte_offset___bp_frame_rate << 5 | _smpte_offset___bp_hour) & 128 == 0:
-                raise EncodeError('undefined bits set', path='hours')
-            out += _S5_pack(_smpte_offset___bp_frame_rate << 5 | _smpte_offset___bp_hour)
-            if _smpte_offset__v.minutes > 59:
-                raise EncodeError('value ' + repr(_smpte_offset__v.minutes) + ' out of range None..59', path='minutes')
-            if _smpte_offset__v.seconds > 59:
-                raise EncodeError('value ' + repr(_smpte_offset__v.seconds) + ' out of range None..59', path='seconds')
-            if _smpte_offset__v.sub_frames > 99:
-                raise EncodeError('value ' + repr(_smpte_offset__v.sub_frames) + ' out of range None..99', path='sub_frames')
-            out += _S20_pack(_smpte_offset__v.minutes, _smpte_offset__v.seconds, _smpte_offset__v.frames, _smpte_offset__v.sub_frames)
-        elif _tag == 88:
-            if v.data.__class__ is not TimeSignature:
-                raise EncodeError('tag TIME_SIGNATURE takes a TimeSignature, not ' + type(v.data).__name__, path='data')
-            _time_signature__v = v.data
-            out += _S20_pack(_time_signature__v.numerator, _time_signature__v.denominator_log2, _time_signature__v.clocks_per_click, _time_signature__v.notated_32nd_notes_per_beat)
-        elif _tag == 89:
-            if v.data.__class__ is not KeySignature:
-                raise EncodeError('tag KEY_SIGNATURE takes a KeySignature, not ' + type(v.data).__name__, path='data')
-            _key_signature__v = v.data
-            if _key_signature__v.sharps < -7 or _key_signature__v.sharps > 7:
-                raise EncodeError('value ' + repr(_key_signature__v.sharps) + ' out of range -7..7', path='sharps')
-            if _key_signature__v.minor > 1:
-                raise EncodeError('value ' + repr(_key_signature__v.minor) + ' out of range None..1', path='minor')
-            out += _S23_pack(_key_signature__v.sharps, _key_signature__v.minor)
-        else:
-            out += v.data
-        _size_data = len(out) - _ps
-        _k = _ik_vlq.encode(_size_data)
-        out[_at_length:_at_length] = _k
-    return bytes(out)
-
 def _d_sequence_number(mv, pos, end):
     if pos + 2 > end:
         raise _short(pos, end, _T15)
@@ -3064,46 +2391,8 @@ def _d_sequence_number(mv, pos, end):
     _obj.number = f_number
     return _obj, pos
 
-def _u_sequence_number(mv, pos, end):
-    f_number, = _S2.unpack_from(mv, pos)
-    pos += 2
-    _obj = _new(SequenceNumber)
-    _obj.number = f_number
-    return (_obj, pos)
-
-def _m_sequence_number(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S2_unpack_from = _S2.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_number, = _S2_unpack_from(mv, pos)
-            pos += 2
-            _obj = _new(SequenceNumber)
-            _obj.number = f_number
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_sequence_number, 'sequence_number', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_sequence_number, 'sequence_number', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_sequence_number(out, v):
     out += _S2.pack(v.number)
-
-def _em_sequence_number(values):
-    out = bytearray()
-    _S2_pack = _S2.pack
-    for v in values:
-        out += _S2_pack(v.number)
-    return bytes(out)
 
 def _d_text(mv, pos, end):
     if pos + (end - pos) > end:
@@ -3114,58 +2403,9 @@ def _d_text(mv, pos, end):
     _obj.text = f_text
     return _obj, pos
 
-def _u_text(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    _obj = _new(Text)
-    _obj.text = f_text
-    return (_obj, pos)
-
-def _m_text(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            f_text = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            _obj = _new(Text)
-            _obj.text = f_text
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_text, 'text', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_text, 'text', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_text(out, v):
     _b = v.text
     out += _b
-
-def _em_text(values):
-    out = bytearray()
-    for v in values:
-        _b = v.text
-        out += _b
-    return bytes(out)
 
 def _d_channel_prefix(mv, pos, end):
     if pos + 1 > end:
@@ -3179,53 +2419,10 @@ def _d_channel_prefix(mv, pos, end):
     _obj.channel = f_channel
     return _obj, pos
 
-def _u_channel_prefix(mv, pos, end):
-    f_channel = mv[pos]
-    pos += 1
-    if f_channel > 15:
-        raise ConstraintError('value out of range')
-    _obj = _new(ChannelPrefix)
-    _obj.channel = f_channel
-    return (_obj, pos)
-
-def _m_channel_prefix(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_channel = mv[pos]
-            pos += 1
-            if f_channel > 15:
-                raise ConstraintError('value out of range')
-            _obj = _new(ChannelPrefix)
-            _obj.channel = f_channel
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_channel_prefix, 'channel_prefix', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_channel_prefix, 'channel_prefix', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_channel_prefix(out, v):
     if v.channel > 15:
         raise EncodeError('value ' + repr(v.channel) + ' out of range None..15', path='channel')
     out += _S5.pack(v.channel)
-
-def _em_channel_prefix(values):
-    out = bytearray()
-    _S5_pack = _S5.pack
-    for v in values:
-        if v.channel > 15:
-            raise EncodeError('value ' + repr(v.channel) + ' out of range None..15', path='channel')
-        out += _S5_pack(v.channel)
-    return bytes(out)
 
 def _d_midi_port(mv, pos, end):
     if pos + 1 > end:
@@ -3239,53 +2436,10 @@ def _d_midi_port(mv, pos, end):
     _obj.port = f_port
     return _obj, pos
 
-def _u_midi_port(mv, pos, end):
-    f_port = mv[pos]
-    pos += 1
-    if f_port > 127:
-        raise ConstraintError('value out of range')
-    _obj = _new(MidiPort)
-    _obj.port = f_port
-    return (_obj, pos)
-
-def _m_midi_port(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_port = mv[pos]
-            pos += 1
-            if f_port > 127:
-                raise ConstraintError('value out of range')
-            _obj = _new(MidiPort)
-            _obj.port = f_port
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_midi_port, 'midi_port', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_midi_port, 'midi_port', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_midi_port(out, v):
     if v.port > 127:
         raise EncodeError('value ' + repr(v.port) + ' out of range None..127', path='port')
     out += _S5.pack(v.port)
-
-def _em_midi_port(values):
-    out = bytearray()
-    _S5_pack = _S5.pack
-    for v in values:
-        if v.port > 127:
-            raise EncodeError('value ' + repr(v.port) + ' out of range None..127', path='port')
-        out += _S5_pack(v.port)
-    return bytes(out)
 
 def _d_set_tempo(mv, pos, end):
     if pos + 3 > end:
@@ -3297,48 +2451,8 @@ def _d_set_tempo(mv, pos, end):
     _obj.tempo = f_tempo
     return _obj, pos
 
-def _u_set_tempo(mv, pos, end):
-    f_tempo, = _S18.unpack_from(mv, pos)
-    pos += 3
-    f_tempo = int.from_bytes(f_tempo, 'big', signed=False)
-    _obj = _new(SetTempo)
-    _obj.tempo = f_tempo
-    return (_obj, pos)
-
-def _m_set_tempo(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S18_unpack_from = _S18.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_tempo, = _S18_unpack_from(mv, pos)
-            pos += 3
-            f_tempo = int.from_bytes(f_tempo, 'big', signed=False)
-            _obj = _new(SetTempo)
-            _obj.tempo = f_tempo
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_set_tempo, 'set_tempo', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_set_tempo, 'set_tempo', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_set_tempo(out, v):
     out += _S18.pack((v.tempo).to_bytes(3, 'big', signed=False))
-
-def _em_set_tempo(values):
-    out = bytearray()
-    _S18_pack = _S18.pack
-    for v in values:
-        out += _S18_pack(v.tempo.to_bytes(3, 'big', signed=False))
-    return bytes(out)
 
 def _d_smpte_offset(mv, pos, end):
     _a_hours = pos
@@ -3371,72 +2485,6 @@ def _d_smpte_offset(mv, pos, end):
     _obj.sub_frames = f_sub_frames
     return _obj, pos
 
-def _u_smpte_offset(mv, pos, end):
-    f_hours = _S5.unpack_from(mv, pos)[0]
-    pos += 1
-    if not f_hours & 128 == 0:
-        raise ConstraintError('undefined bits set')
-    f_frame_rate = f_hours >> 5 & 3
-    f_hour = f_hours & 31
-    f_minutes, f_seconds, f_frames, f_sub_frames = _S20.unpack_from(mv, pos)
-    pos += 4
-    if f_minutes > 59:
-        raise ConstraintError('value out of range')
-    if f_seconds > 59:
-        raise ConstraintError('value out of range')
-    if f_sub_frames > 99:
-        raise ConstraintError('value out of range')
-    _obj = _new(SmpteOffset)
-    _obj.frame_rate = f_frame_rate
-    _obj.hour = f_hour
-    _obj.minutes = f_minutes
-    _obj.seconds = f_seconds
-    _obj.frames = f_frames
-    _obj.sub_frames = f_sub_frames
-    return (_obj, pos)
-
-def _m_smpte_offset(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S20_unpack_from = _S20.unpack_from
-    _S5_unpack_from = _S5.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_hours = _S5_unpack_from(mv, pos)[0]
-            pos += 1
-            if not f_hours & 128 == 0:
-                raise ConstraintError('undefined bits set')
-            f_frame_rate = f_hours >> 5 & 3
-            f_hour = f_hours & 31
-            f_minutes, f_seconds, f_frames, f_sub_frames = _S20_unpack_from(mv, pos)
-            pos += 4
-            if f_minutes > 59:
-                raise ConstraintError('value out of range')
-            if f_seconds > 59:
-                raise ConstraintError('value out of range')
-            if f_sub_frames > 99:
-                raise ConstraintError('value out of range')
-            _obj = _new(SmpteOffset)
-            _obj.frame_rate = f_frame_rate
-            _obj.hour = f_hour
-            _obj.minutes = f_minutes
-            _obj.seconds = f_seconds
-            _obj.frames = f_frames
-            _obj.sub_frames = f_sub_frames
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_smpte_offset, 'smpte_offset', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_smpte_offset, 'smpte_offset', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_smpte_offset(out, v):
     _bp_frame_rate = _bit_part(v.frame_rate, 2, 'frame_rate')
     _bp_hour = _bit_part(v.hour, 5, 'hour')
@@ -3451,25 +2499,6 @@ def _e_smpte_offset(out, v):
         raise EncodeError('value ' + repr(v.sub_frames) + ' out of range None..99', path='sub_frames')
     out += _S20.pack(v.minutes, v.seconds, v.frames, v.sub_frames)
 
-def _em_smpte_offset(values):
-    out = bytearray()
-    _S20_pack = _S20.pack
-    _S5_pack = _S5.pack
-    for v in values:
-        _bp_frame_rate = _bit_part(v.frame_rate, 2, 'frame_rate')
-        _bp_hour = _bit_part(v.hour, 5, 'hour')
-        if not (_bp_frame_rate << 5 | _bp_hour) & 128 == 0:
-            raise EncodeError('undefined bits set', path='hours')
-        out += _S5_pack(_bp_frame_rate << 5 | _bp_hour)
-        if v.minutes > 59:
-            raise EncodeError('value ' + repr(v.minutes) + ' out of range None..59', path='minutes')
-        if v.seconds > 59:
-            raise EncodeError('value ' + repr(v.seconds) + ' out of range None..59', path='seconds')
-        if v.sub_frames > 99:
-            raise EncodeError('value ' + repr(v.sub_frames) + ' out of range None..99', path='sub_frames')
-        out += _S20_pack(v.minutes, v.seconds, v.frames, v.sub_frames)
-    return bytes(out)
-
 def _d_time_signature(mv, pos, end):
     if pos + 4 > end:
         raise _short(pos, end, _T22)
@@ -3482,52 +2511,8 @@ def _d_time_signature(mv, pos, end):
     _obj.notated_32nd_notes_per_beat = f_notated_32nd_notes_per_beat
     return _obj, pos
 
-def _u_time_signature(mv, pos, end):
-    f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat = _S20.unpack_from(mv, pos)
-    pos += 4
-    _obj = _new(TimeSignature)
-    _obj.numerator = f_numerator
-    _obj.denominator_log2 = f_denominator_log2
-    _obj.clocks_per_click = f_clocks_per_click
-    _obj.notated_32nd_notes_per_beat = f_notated_32nd_notes_per_beat
-    return (_obj, pos)
-
-def _m_time_signature(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S20_unpack_from = _S20.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat = _S20_unpack_from(mv, pos)
-            pos += 4
-            _obj = _new(TimeSignature)
-            _obj.numerator = f_numerator
-            _obj.denominator_log2 = f_denominator_log2
-            _obj.clocks_per_click = f_clocks_per_click
-            _obj.notated_32nd_notes_per_beat = f_notated_32nd_notes_per_beat
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_time_signature, 'time_signature', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_time_signature, 'time_signature', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_time_signature(out, v):
     out += _S20.pack(v.numerator, v.denominator_log2, v.clocks_per_click, v.notated_32nd_notes_per_beat)
-
-def _em_time_signature(values):
-    out = bytearray()
-    _S20_pack = _S20.pack
-    for v in values:
-        out += _S20_pack(v.numerator, v.denominator_log2, v.clocks_per_click, v.notated_32nd_notes_per_beat)
-    return bytes(out)
 
 def _d_key_signature(mv, pos, end):
     if pos + 2 > end:
@@ -3544,64 +2529,12 @@ def _d_key_signature(mv, pos, end):
     _obj.minor = f_minor
     return _obj, pos
 
-def _u_key_signature(mv, pos, end):
-    f_sharps, f_minor = _S23.unpack_from(mv, pos)
-    pos += 2
-    if f_sharps < -7 or f_sharps > 7:
-        raise ConstraintError('value out of range')
-    if f_minor > 1:
-        raise ConstraintError('value out of range')
-    _obj = _new(KeySignature)
-    _obj.sharps = f_sharps
-    _obj.minor = f_minor
-    return (_obj, pos)
-
-def _m_key_signature(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S23_unpack_from = _S23.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_sharps, f_minor = _S23_unpack_from(mv, pos)
-            pos += 2
-            if f_sharps < -7 or f_sharps > 7:
-                raise ConstraintError('value out of range')
-            if f_minor > 1:
-                raise ConstraintError('value out of range')
-            _obj = _new(KeySignature)
-            _obj.sharps = f_sharps
-            _obj.minor = f_minor
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_key_signature, 'key_signature', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_key_signature, 'key_signature', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_key_signature(out, v):
     if v.sharps < -7 or v.sharps > 7:
         raise EncodeError('value ' + repr(v.sharps) + ' out of range -7..7', path='sharps')
     if v.minor > 1:
         raise EncodeError('value ' + repr(v.minor) + ' out of range None..1', path='minor')
     out += _S23.pack(v.sharps, v.minor)
-
-def _em_key_signature(values):
-    out = bytearray()
-    _S23_pack = _S23.pack
-    for v in values:
-        if v.sharps < -7 or v.sharps > 7:
-            raise EncodeError('value ' + repr(v.sharps) + ' out of range -7..7', path='sharps')
-        if v.minor > 1:
-            raise EncodeError('value ' + repr(v.minor) + ' out of range None..1', path='minor')
-        out += _S23_pack(v.sharps, v.minor)
-    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -3842,14 +2775,6 @@ def decode_note(buf, offset: int = 0) -> tuple[Note, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_note(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_note(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("note") from None
@@ -3883,8 +2808,7 @@ def iter_note(buf, offset: int = 0, end: int | None = None):
 def decode_many_note(buf, offset: int = 0, end: int | None = None) -> list[Note]:
     """Decode consecutive `note` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_note``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_note(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_note, "note", buf, offset, end, ())
 
 
 def decode_prefix_note(buf, offset: int = 0, end: int | None = None) -> tuple[list[Note], int]:
@@ -3892,19 +2816,11 @@ def decode_prefix_note(buf, offset: int = 0, end: int | None = None) -> tuple[li
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_note(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_note, "note", buf, offset, end, ())
 
 
 def encode_many_note(values) -> bytes:
     """Encode consecutive `note` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_note(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_note, "note", values, ())
 
 
@@ -3922,14 +2838,6 @@ def decode_control_change(buf, offset: int = 0) -> tuple[ControlChange, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_control_change(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_control_change(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3964,8 +2872,7 @@ def iter_control_change(buf, offset: int = 0, end: int | None = None):
 def decode_many_control_change(buf, offset: int = 0, end: int | None = None) -> list[ControlChange]:
     """Decode consecutive `control_change` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_control_change``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_control_change(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_control_change, "control_change", buf, offset, end, ())
 
 
 def decode_prefix_control_change(buf, offset: int = 0, end: int | None = None) -> tuple[list[ControlChange], int]:
@@ -3973,19 +2880,11 @@ def decode_prefix_control_change(buf, offset: int = 0, end: int | None = None) -
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_control_change(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_control_change, "control_change", buf, offset, end, ())
 
 
 def encode_many_control_change(values) -> bytes:
     """Encode consecutive `control_change` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_control_change(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_control_change, "control_change", values, ())
 
 
@@ -4003,14 +2902,6 @@ def decode_program_change(buf, offset: int = 0) -> tuple[ProgramChange, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_program_change(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_program_change(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4045,8 +2936,7 @@ def iter_program_change(buf, offset: int = 0, end: int | None = None):
 def decode_many_program_change(buf, offset: int = 0, end: int | None = None) -> list[ProgramChange]:
     """Decode consecutive `program_change` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_program_change``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_program_change(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_program_change, "program_change", buf, offset, end, ())
 
 
 def decode_prefix_program_change(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProgramChange], int]:
@@ -4054,19 +2944,11 @@ def decode_prefix_program_change(buf, offset: int = 0, end: int | None = None) -
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_program_change(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_program_change, "program_change", buf, offset, end, ())
 
 
 def encode_many_program_change(values) -> bytes:
     """Encode consecutive `program_change` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_program_change(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_program_change, "program_change", values, ())
 
 
@@ -4084,14 +2966,6 @@ def decode_channel_pressure(buf, offset: int = 0) -> tuple[ChannelPressure, int]
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_channel_pressure(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_channel_pressure(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4126,8 +3000,7 @@ def iter_channel_pressure(buf, offset: int = 0, end: int | None = None):
 def decode_many_channel_pressure(buf, offset: int = 0, end: int | None = None) -> list[ChannelPressure]:
     """Decode consecutive `channel_pressure` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_channel_pressure``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_channel_pressure(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_channel_pressure, "channel_pressure", buf, offset, end, ())
 
 
 def decode_prefix_channel_pressure(buf, offset: int = 0, end: int | None = None) -> tuple[list[ChannelPressure], int]:
@@ -4135,19 +3008,11 @@ def decode_prefix_channel_pressure(buf, offset: int = 0, end: int | None = None)
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_channel_pressure(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_channel_pressure, "channel_pressure", buf, offset, end, ())
 
 
 def encode_many_channel_pressure(values) -> bytes:
     """Encode consecutive `channel_pressure` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_channel_pressure(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_channel_pressure, "channel_pressure", values, ())
 
 
@@ -4165,14 +3030,6 @@ def decode_pitch_bend(buf, offset: int = 0) -> tuple[PitchBend, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_pitch_bend(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_pitch_bend(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4207,8 +3064,7 @@ def iter_pitch_bend(buf, offset: int = 0, end: int | None = None):
 def decode_many_pitch_bend(buf, offset: int = 0, end: int | None = None) -> list[PitchBend]:
     """Decode consecutive `pitch_bend` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_pitch_bend``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_pitch_bend(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_pitch_bend, "pitch_bend", buf, offset, end, ())
 
 
 def decode_prefix_pitch_bend(buf, offset: int = 0, end: int | None = None) -> tuple[list[PitchBend], int]:
@@ -4216,19 +3072,11 @@ def decode_prefix_pitch_bend(buf, offset: int = 0, end: int | None = None) -> tu
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_pitch_bend(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_pitch_bend, "pitch_bend", buf, offset, end, ())
 
 
 def encode_many_pitch_bend(values) -> bytes:
     """Encode consecutive `pitch_bend` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_pitch_bend(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_pitch_bend, "pitch_bend", values, ())
 
 
@@ -4246,14 +3094,6 @@ def decode_sysex(buf, offset: int = 0) -> tuple[Sysex, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_sysex(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_sysex(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4288,8 +3128,7 @@ def iter_sysex(buf, offset: int = 0, end: int | None = None):
 def decode_many_sysex(buf, offset: int = 0, end: int | None = None) -> list[Sysex]:
     """Decode consecutive `sysex` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_sysex``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_sysex(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_sysex, "sysex", buf, offset, end, ())
 
 
 def decode_prefix_sysex(buf, offset: int = 0, end: int | None = None) -> tuple[list[Sysex], int]:
@@ -4297,19 +3136,11 @@ def decode_prefix_sysex(buf, offset: int = 0, end: int | None = None) -> tuple[l
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_sysex(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_sysex, "sysex", buf, offset, end, ())
 
 
 def encode_many_sysex(values) -> bytes:
     """Encode consecutive `sysex` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_sysex(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_sysex, "sysex", values, ())
 
 
@@ -4327,14 +3158,6 @@ def decode_escape(buf, offset: int = 0) -> tuple[Escape, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_escape(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_escape(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4369,8 +3192,7 @@ def iter_escape(buf, offset: int = 0, end: int | None = None):
 def decode_many_escape(buf, offset: int = 0, end: int | None = None) -> list[Escape]:
     """Decode consecutive `escape` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_escape``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_escape(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_escape, "escape", buf, offset, end, ())
 
 
 def decode_prefix_escape(buf, offset: int = 0, end: int | None = None) -> tuple[list[Escape], int]:
@@ -4378,19 +3200,11 @@ def decode_prefix_escape(buf, offset: int = 0, end: int | None = None) -> tuple[
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_escape(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_escape, "escape", buf, offset, end, ())
 
 
 def encode_many_escape(values) -> bytes:
     """Encode consecutive `escape` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_escape(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_escape, "escape", values, ())
 
 
@@ -4450,8 +3264,7 @@ def iter_meta(buf, offset: int = 0, end: int | None = None):
 def decode_many_meta(buf, offset: int = 0, end: int | None = None) -> list[Meta]:
     """Decode consecutive `meta` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_meta``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_meta(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_meta, "meta", buf, offset, end, ())
 
 
 def decode_prefix_meta(buf, offset: int = 0, end: int | None = None) -> tuple[list[Meta], int]:
@@ -4459,19 +3272,11 @@ def decode_prefix_meta(buf, offset: int = 0, end: int | None = None) -> tuple[li
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_meta(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_meta, "meta", buf, offset, end, ())
 
 
 def encode_many_meta(values) -> bytes:
     """Encode consecutive `meta` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_meta(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_meta, "meta", values, ())
 
 
@@ -4489,14 +3294,6 @@ def decode_sequence_number(buf, offset: int = 0) -> tuple[SequenceNumber, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_sequence_number(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_sequence_number(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4531,8 +3328,7 @@ def iter_sequence_number(buf, offset: int = 0, end: int | None = None):
 def decode_many_sequence_number(buf, offset: int = 0, end: int | None = None) -> list[SequenceNumber]:
     """Decode consecutive `sequence_number` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_sequence_number``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_sequence_number(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_sequence_number, "sequence_number", buf, offset, end, ())
 
 
 def decode_prefix_sequence_number(buf, offset: int = 0, end: int | None = None) -> tuple[list[SequenceNumber], int]:
@@ -4540,19 +3336,11 @@ def decode_prefix_sequence_number(buf, offset: int = 0, end: int | None = None) 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_sequence_number(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_sequence_number, "sequence_number", buf, offset, end, ())
 
 
 def encode_many_sequence_number(values) -> bytes:
     """Encode consecutive `sequence_number` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_sequence_number(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_sequence_number, "sequence_number", values, ())
 
 
@@ -4570,14 +3358,6 @@ def decode_text(buf, offset: int = 0) -> tuple[Text, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_text(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_text(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4612,8 +3392,7 @@ def iter_text(buf, offset: int = 0, end: int | None = None):
 def decode_many_text(buf, offset: int = 0, end: int | None = None) -> list[Text]:
     """Decode consecutive `text` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_text``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_text(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_text, "text", buf, offset, end, ())
 
 
 def decode_prefix_text(buf, offset: int = 0, end: int | None = None) -> tuple[list[Text], int]:
@@ -4621,19 +3400,11 @@ def decode_prefix_text(buf, offset: int = 0, end: int | None = None) -> tuple[li
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_text(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_text, "text", buf, offset, end, ())
 
 
 def encode_many_text(values) -> bytes:
     """Encode consecutive `text` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_text(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_text, "text", values, ())
 
 
@@ -4651,14 +3422,6 @@ def decode_channel_prefix(buf, offset: int = 0) -> tuple[ChannelPrefix, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_channel_prefix(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_channel_prefix(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4693,8 +3456,7 @@ def iter_channel_prefix(buf, offset: int = 0, end: int | None = None):
 def decode_many_channel_prefix(buf, offset: int = 0, end: int | None = None) -> list[ChannelPrefix]:
     """Decode consecutive `channel_prefix` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_channel_prefix``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_channel_prefix(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_channel_prefix, "channel_prefix", buf, offset, end, ())
 
 
 def decode_prefix_channel_prefix(buf, offset: int = 0, end: int | None = None) -> tuple[list[ChannelPrefix], int]:
@@ -4702,19 +3464,11 @@ def decode_prefix_channel_prefix(buf, offset: int = 0, end: int | None = None) -
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_channel_prefix(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_channel_prefix, "channel_prefix", buf, offset, end, ())
 
 
 def encode_many_channel_prefix(values) -> bytes:
     """Encode consecutive `channel_prefix` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_channel_prefix(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_channel_prefix, "channel_prefix", values, ())
 
 
@@ -4732,14 +3486,6 @@ def decode_midi_port(buf, offset: int = 0) -> tuple[MidiPort, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_midi_port(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_midi_port(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4774,8 +3520,7 @@ def iter_midi_port(buf, offset: int = 0, end: int | None = None):
 def decode_many_midi_port(buf, offset: int = 0, end: int | None = None) -> list[MidiPort]:
     """Decode consecutive `midi_port` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_midi_port``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_midi_port(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_midi_port, "midi_port", buf, offset, end, ())
 
 
 def decode_prefix_midi_port(buf, offset: int = 0, end: int | None = None) -> tuple[list[MidiPort], int]:
@@ -4783,19 +3528,11 @@ def decode_prefix_midi_port(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_midi_port(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_midi_port, "midi_port", buf, offset, end, ())
 
 
 def encode_many_midi_port(values) -> bytes:
     """Encode consecutive `midi_port` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_midi_port(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_midi_port, "midi_port", values, ())
 
 
@@ -4813,14 +3550,6 @@ def decode_set_tempo(buf, offset: int = 0) -> tuple[SetTempo, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_set_tempo(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_set_tempo(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4855,8 +3584,7 @@ def iter_set_tempo(buf, offset: int = 0, end: int | None = None):
 def decode_many_set_tempo(buf, offset: int = 0, end: int | None = None) -> list[SetTempo]:
     """Decode consecutive `set_tempo` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_set_tempo``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_set_tempo(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_set_tempo, "set_tempo", buf, offset, end, ())
 
 
 def decode_prefix_set_tempo(buf, offset: int = 0, end: int | None = None) -> tuple[list[SetTempo], int]:
@@ -4864,19 +3592,11 @@ def decode_prefix_set_tempo(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_set_tempo(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_set_tempo, "set_tempo", buf, offset, end, ())
 
 
 def encode_many_set_tempo(values) -> bytes:
     """Encode consecutive `set_tempo` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_set_tempo(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_set_tempo, "set_tempo", values, ())
 
 
@@ -4894,14 +3614,6 @@ def decode_smpte_offset(buf, offset: int = 0) -> tuple[SmpteOffset, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_smpte_offset(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_smpte_offset(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4936,8 +3648,7 @@ def iter_smpte_offset(buf, offset: int = 0, end: int | None = None):
 def decode_many_smpte_offset(buf, offset: int = 0, end: int | None = None) -> list[SmpteOffset]:
     """Decode consecutive `smpte_offset` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_smpte_offset``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_smpte_offset(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_smpte_offset, "smpte_offset", buf, offset, end, ())
 
 
 def decode_prefix_smpte_offset(buf, offset: int = 0, end: int | None = None) -> tuple[list[SmpteOffset], int]:
@@ -4945,19 +3656,11 @@ def decode_prefix_smpte_offset(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_smpte_offset(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_smpte_offset, "smpte_offset", buf, offset, end, ())
 
 
 def encode_many_smpte_offset(values) -> bytes:
     """Encode consecutive `smpte_offset` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_smpte_offset(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_smpte_offset, "smpte_offset", values, ())
 
 
@@ -4975,14 +3678,6 @@ def decode_time_signature(buf, offset: int = 0) -> tuple[TimeSignature, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_time_signature(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_time_signature(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5017,8 +3712,7 @@ def iter_time_signature(buf, offset: int = 0, end: int | None = None):
 def decode_many_time_signature(buf, offset: int = 0, end: int | None = None) -> list[TimeSignature]:
     """Decode consecutive `time_signature` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_time_signature``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_time_signature(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_time_signature, "time_signature", buf, offset, end, ())
 
 
 def decode_prefix_time_signature(buf, offset: int = 0, end: int | None = None) -> tuple[list[TimeSignature], int]:
@@ -5026,19 +3720,11 @@ def decode_prefix_time_signature(buf, offset: int = 0, end: int | None = None) -
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_time_signature(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_time_signature, "time_signature", buf, offset, end, ())
 
 
 def encode_many_time_signature(values) -> bytes:
     """Encode consecutive `time_signature` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_time_signature(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_time_signature, "time_signature", values, ())
 
 
@@ -5056,14 +3742,6 @@ def decode_key_signature(buf, offset: int = 0) -> tuple[KeySignature, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_key_signature(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_key_signature(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5098,8 +3776,7 @@ def iter_key_signature(buf, offset: int = 0, end: int | None = None):
 def decode_many_key_signature(buf, offset: int = 0, end: int | None = None) -> list[KeySignature]:
     """Decode consecutive `key_signature` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_key_signature``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_key_signature(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_key_signature, "key_signature", buf, offset, end, ())
 
 
 def decode_prefix_key_signature(buf, offset: int = 0, end: int | None = None) -> tuple[list[KeySignature], int]:
@@ -5107,19 +3784,11 @@ def decode_prefix_key_signature(buf, offset: int = 0, end: int | None = None) ->
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_key_signature(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_key_signature, "key_signature", buf, offset, end, ())
 
 
 def encode_many_key_signature(values) -> bytes:
     """Encode consecutive `key_signature` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_key_signature(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_key_signature, "key_signature", values, ())
 
 
@@ -6782,7 +5451,7 @@ CONSTRUCT_ENCODERS = {"midi_file": construct_encode_midi_file, "track": construc
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVVVcAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEbWlkaZSMBXRpdGxllIwnU3RhbmRhcmQgTUlESSBGaWxlIChmb3JtYXRzIDAsIDEgYW5kIDIplIwEc3BlY5SMIFN0YW5kYXJkIE1JREkgRmlsZXMgMS4wIChSUC0wMDEplIwDZG9jlFiTAgAAQSBoZWFkZXIgY2h1bmsgKE1UaGQ6IGZvcm1hdCwgdHJhY2sgY291bnQsIHRpbWUgZGl2aXNpb24pIHRoZW4gb25lIHRyYWNrIGNodW5rIChNVHJrKSBwZXIgdHJhY2ssIGVhY2ggYSBiaWctZW5kaWFuIGxlbmd0aCBhbmQgYSBs'
+    'gASVyVcAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEbWlkaZSMBXRpdGxllIwnU3RhbmRhcmQgTUlESSBGaWxlIChmb3JtYXRzIDAsIDEgYW5kIDIplIwEc3BlY5SMIFN0YW5kYXJkIE1JREkgRmlsZXMgMS4wIChSUC0wMDEplIwDZG9jlFiTAgAAQSBoZWFkZXIgY2h1bmsgKE1UaGQ6IGZvcm1hdCwgdHJhY2sgY291bnQsIHRpbWUgZGl2aXNpb24pIHRoZW4gb25lIHRyYWNrIGNodW5rIChNVHJrKSBwZXIgdHJhY2ssIGVhY2ggYSBiaWctZW5kaWFuIGxlbmd0aCBhbmQgYSBs'
     'aXN0IG9mIGV2ZW50cy4gQW4gZXZlbnQgaXMgYSBkZWx0YSB0aW1lIChhIHZhcmlhYmxlLWxlbmd0aCBxdWFudGl0eTogYmlnLWVuZGlhbiA3LWJpdCBncm91cHMsIHRoZSB0b3AgYml0IHNldCBvbiBhbGwgYnV0IHRoZSBsYXN0IGJ5dGUpIGFuZCBhIG1lc3NhZ2U6IGEgY2hhbm5lbCBtZXNzYWdlIChzdGF0dXMgYnl0ZSA9IG1lc3NhZ2Uga2luZCBpbiB0aGUgaGlnaCBuaWJibGUsIGNoYW5uZWwgaW4gdGhlIGxvdyBuaWJibGUsIHRoZW4gb25lIG9yIHR3byA3LWJpdCBkYXRhIGJ5dGVzKSwgYSBtZXRhIGV2ZW50ICgweEZGLCB0'
     'eXBlLCBWTFEgbGVuZ3RoLCBkYXRhKSBvciBhIHN5c3RlbSBleGNsdXNpdmUgbWVzc2FnZSAoMHhGMCBvciAweEY3LCBWTFEgbGVuZ3RoLCBkYXRhKS4gQSBjaGFubmVsIG1lc3NhZ2UgbWF5IGxlYXZlIG91dCBhIHN0YXR1cyBieXRlIGVxdWFsIHRvIHRoZSBwcmV2aW91cyBldmVudCdzIChydW5uaW5nIHN0YXR1cyk6IGl0cyBmaXJzdCBieXRlIGlzIHRoZW4gYSBkYXRhIGJ5dGUgKGJlbG93IDB4ODApLgqUjAZlbmRpYW6UjAJiZZSMBWZpbGVzlF2UjBFzY2hlbWFzL21pZGkueWFtbJRhjAZkaWdlc3SUjEdzaGEyNTY6NTJjMmNi'
     'ZGM3ODY0NjM4NjllM2IwMDVhMTUxODEwNmY4ZmUwYmExNTM4MDRjZWY2OWVlZTk4MGVmZDEyZjlkNpSMCHZlcnNpb25zlE6MBWVudW1zlH2UKIwKc21mX2Zvcm1hdJRoAIwHRW51bURlZpSTlCmBlH2UKGgFaBeMBGJhc2WUaACMBEludFSUk5QpgZR9lCiMBGJpdHOUSxCMBnNpZ25lZJSJaA1oDowIZ292ZXJuZWSUiHVijAdtZW1iZXJzlF2UKGgAjApFbnVtTWVtYmVylJOUKYGUfZQoaAWMDFNJTkdMRV9UUkFDS5SMBXZhbHVllEsAaAuMCW9uZSB0cmFja5SMB2N1cnJlbnSUTowIYWNjZXB0ZWSUTnViaCcpgZR9lChoBYwMU0lNVUxU'
@@ -6800,61 +5469,61 @@ _IR = (
     'ZHNbNF2UaCFoAIwHQml0UGFydJSTlCmBlH2UKGgFahUBAACMAmxvlEsPjAV3aWR0aJRLAWjxTowHYm9vbGVhbpSIaNFOaM5OjAVmaWVsZJRooymBlH2UKGgFahUBAABop2geKYGUfZQoaCFLCGgiiWgNjAJsZZRoI4l1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0tJaN+MJnJlY29yZHMubWlkaV9maWxlLmZpZWxkc1s0XS5iaXRzLnNtcHRllGghKWjhagIBAABo4k5o44l1YmgrTnViai8BAAApgZR9lChoBWopAQAAajIBAABLAGozAQAA'
     'Sw9o8U5qNAEAAIlo0U5ozk5qNQEAAGijKYGUfZQoaAVqKQEAAGinaB4pgZR9lChoIUtAaCKJaA1qOgEAAGgjiXViaAuMPnRpY2tzIHBlciBxdWFydGVyIG5vdGUgKFNNUFRFOiAtZnJhbWVzIDw8IDggfCB0aWNrcyBwZXIgZnJhbWUplGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S0po34wmcmVjb3Jkcy5taWRpX2ZpbGUuZmllbGRzWzRdLmJpdHMudGlja3OUaCEpaOFqAgEAAGjiTmjjiXViaCtOdWKGlGjhTmjiTmjjiXViaKMpgZR9lChoBWj9'
     'aKdo7imBlH2UKGi6jAZyZWNvcmSUaPKMBXRyYWNrlGjzKWj0TnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0mgAjAZSZXBlYXSUk5QpgZR9lCho/GivKYGUfZQoaLJo+Gi0ahEBAAApUpR9lChqFAEAAGj4ahYBAABqGQEAAGi7SwFovEsAaL1LAWi+Swd1Ymi/aMJdlGj4YYWUUpR1YmjGTmjHiWjNTowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlo4k51YmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLS2jfjBtyZWNvcmRzLm1pZGlfZmlsZS5maWVsZHNbNV2UaCEpaOFOaOJO'
-    'aOOJdWJlaAuMG0Egd2hvbGUgU3RhbmRhcmQgTUlESSBGaWxlLpRoCWg3jAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5ooGihjApmaXhlZF9zaXpllE6MB29mZnNldHOUfZQoaKZLAGjmSwRo7EsIaPhLCmoCAQAASwxo/UsOdYwFc2l6ZXOUfZQoaKZLBGjmSwRo7EsCaPhLAmoCAQAASwJ1aPROdWJhaDtLPowEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZRqSQEAAIwIdmlydHVhbHOUXZSMB2xvY2F0ZWSUXZR1'
-    'YmpKAQAAaJ0pgZR9lChoBWpKAQAAaKBdlChooymBlH2UKGgFaKZop2ipKYGUfZQoaKxorymBlH2UKGiyaLNotGi3KVKUfZQoaCtLBGi6Tmi7SwFovEsAaL1LAWi+SwF1Ymi/aMJdlIWUUpR1YmjGTmjHiWjITmjJTnViaAuMBiJNVHJrIpRoCWg3aMtOaMxOaM1OaM5DBE1UcmuUaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0tQaN+MF3JlY29yZHMudHJhY2suZmllbGRzWzBdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwGbGVuZ3RolGinaB4pgZR9lChoIUsgaCKJaA1oDmgj'
-    'iHViaAuMI2J5dGUgbGVuZ3RoIG9mIHRoZSBldmVudHMgKGRlcml2ZWQplGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1misjAZldmVudHOUhpRo1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S1Fo34wXcmVjb3Jkcy50cmFjay5maWVsZHNbMV2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFaogBAABop2juKYGUfZQoaLpqSQEAAGjyjAVldmVudJRo8ylo9E51YmgLjE1lYWNoIGV2ZW50IGdldHMgdGhlIHN0YXR1cyBpbiBlZmZlY3QgYWZ0ZXIgdGhlIG9uZSBiZWZvcmUgaXQgKHJ1bm5pbmcgc3Rh'
-    'dHVzKZRoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxorymBlH2UKGiyaoQBAABotGoRAQAAKVKUfZQoahQBAABqhAEAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksGdWJov2jCXZRqhAEAAGGFlFKUdWJo0mpMAQAAKYGUfZQoaPxOaMZOaMeIaM1OalYBAABOalcBAACJaOJOdWJo005o1E5o1U5oK05o1k5o1ylo2E5o2WgAjAVDaGFpbpSTlCmBlH2UKIwFcGFyYW2UjAdydW5uaW5nlGiyjAllZmZlY3RpdmWUjAVmaXJzdJRorymBlH2UKGiyjAEwlGi0aLcpUpR9lChoK0sAaLpOaLtLAWi8SwBovUsBaL5LAXViaL9owl2UhZRSlHVijAdk'
-    'ZWNvZGVklIh1YmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLUmjfjBdyZWNvcmRzLnRyYWNrLmZpZWxkc1syXZRoISlo4U5o4k5o44l1YmVoC4wQT25lIHRyYWNrIGNodW5rLpRoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmiganMBAABqZQEAAE5qZgEAAH2UKGimSwBqhAEAAEsEaogBAABLCHVqaAEAAH2UKGimSwRqhAEAAEsEdWj0TnViYWg7S01qagEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJqjwEAAGidKYGUfZQoaAVqjwEAAGigXZQoaKMpgZR9lChoBYwFZGVs'
-    'dGGUaKdoAIwHVmFyaW50VJSTlCmBlH2UKIwJbWF4X2J5dGVzlEsEaLqMA3ZscZRqWgEAACmMBWFsaWFzlE6MCWlzX3NpZ25lZJSJjAVmaXhlZJROdWJoC4wedGlja3Mgc2luY2UgdGhlIHByZXZpb3VzIGV2ZW50lGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S15o34wXcmVjb3Jkcy5ldmVudC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjARsZWFklGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAuMKXRoZSBuZXh0IGJ5dGU6'
-    'IGEgc3RhdHVzIGJ5dGUgd2hlbiA+PSAweDgwlGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S19o34wXcmVjb3Jkcy5ldmVudC5maWVsZHNbMV2UaCEpaOFOaOJOaOOIdWJooymBlH2UKGgFjAZzdGF0dXOUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4yQbWVzc2FnZSBraW5kIChoaWdoIG5pYmJsZSkgYW5kIGNoYW5uZWwgKGxvdyBuaWJibGU7IGZvciBzeXN0ZW0gbWVzc2FnZXMgaXQgcGlja3MgdGhlIGtpbmQpOyBOb25lIHdoZXJlIHRo'
-    'ZSBldmVudCBsZWF2ZXMgaXQgb3V0IChydW5uaW5nIHN0YXR1cykKlGgJaDdoy2ivKYGUfZQoaLKMDGxlYWQgPj0gMHg4MJRotGi1jAdDb21wYXJllJOUKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAasgBAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBHVijANvcHOUXZRotYwDR3RFlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRotylSlH2UKGgrS4Bouk5ou0sBaLxLCGi9SwFovksMdWJhaLtLAWi8SwBovUsBaL5LDHViaL9owl2UasgBAABhhZRSlHViaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhO'
-    'aNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0tgaN+MF3JlY29yZHMuZXZlbnQuZmllbGRzWzJdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwHbWVzc2FnZZRop2gAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRorymBlH2UKGiyjG0oc3RhdHVzID4+IDQgaWYgc3RhdHVzIDwgMHhmMCBlbHNlIHN0YXR1cykgaWYgc3RhdHVzIGlzIG5vdCBOb25lIGVsc2UgKHJ1bm5pbmcgPj4gNCBpZiBydW5uaW5nIDwgMHhmMCBlbHNlIDAplGi0aLWMBUlmRXhwlJOUKVKUfZQojAR0ZXN0lGrXAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAas8B'
-    'AABqFgEAAGoZAQAAaLtLAWi8Sy5ovUsBaL5LNHViatwBAABdlGi1jAVJc05vdJSTlClSlH2UYmFq4gEAAF2UaLcpUpR9lChoK05ouk5ou0sBaLxLPGi9SwFovktAdWJhaLtLAWi8Sy5ovUsBaL5LQHVijARib2R5lGr2AQAAKVKUfZQoavkBAABq1wEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAGrPAQAAahYBAABqGQEAAGi7SwFovEsQaL1LAWi+SxZ1YmrcAQAAXZRotYwCTHSUk5QpUpR9lGJhauIBAABdlGi3KVKUfZQoaCtL8Gi6Tmi7SwFovEsZaL1LAWi+Sx11YmFou0sBaLxLEGi9SwFovksddWJqBgIAAGoKAQAAKVKUfZQo'
-    'ag0BAABqEQEAAClSlH2UKGoUAQAAas8BAABqFgEAAGoZAQAAaLtLAWi8SwFovUsBaL5LB3ViahsBAABotYwGUlNoaWZ0lJOUKVKUfZRiaiABAABotylSlH2UKGgrSwRouk5ou0sBaLxLC2i9SwFovksMdWJou0sBaLxLAWi9SwFovksMdWKMBm9yZWxzZZRqEQEAAClSlH2UKGoUAQAAas8BAABqFgEAAGoZAQAAaLtLAWi8SyNovUsBaL5LKXViaLtLAWi8SwFovUsBaL5LKXViah8CAABq9gEAAClSlH2UKGr5AQAAatcBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAABqnwEAAGoWAQAAahkBAABou0sBaLxLV2i9SwFovktedWJq3AEA'
-    'AF2UahACAABhauIBAABdlGi3KVKUfZQoaCtL8Gi6Tmi7SwFovEthaL1LAWi+S2V1YmFou0sBaLxLV2i9SwFovktldWJqBgIAAGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAap8BAABqFgEAAGoZAQAAaLtLAWi8S0dovUsBaL5LTnViahsBAABqGwIAAGogAQAAaLcpUpR9lChoK0sEaLpOaLtLAWi8S1JovUsBaL5LU3ViaLtLAWi8S0dovUsBaL5LU3Viah8CAABotylSlH2UKGgrSwBouk5ou0sBaLxLa2i9SwFovktsdWJou0sBaLxLR2i9SwFovktsdWJou0sBaLxLAGi9SwFovkttdWJov2jCXZQoap8BAABqzwEAAGWFlFKU'
-    'dWKMBWNhc2VzlChLCIwBOJSMBG5vdGWUh5RLCYwBOZRqOQIAAIeUSwqMAjEwlGo5AgAAh5RLC4wCMTGUjA5jb250cm9sX2NoYW5nZZSHlEsMjAIxMpSMDnByb2dyYW1fY2hhbmdllIeUSw2MAjEzlIwQY2hhbm5lbF9wcmVzc3VyZZSHlEsOjAIxNJSMCnBpdGNoX2JlbmSUh5RL8IwDMjQwlIwFc3lzZXiUh5RL94wDMjQ3lIwGZXNjYXBllIeUS/+MAzI1NZSMBG1ldGGUh5R0lGjejAVlcnJvcpRo8yloBYwGc3dpdGNolGj0TnViaAuMg2J5IHRoZSBraW5kIChhIGNoYW5uZWwgbWVzc2FnZSkgb3IgdGhlIHdob2xlIHN0YXR1cyAoc3lz'
-    'dGVtIG1lc3NhZ2VzKTsgYSBydW5uaW5nIHN0YXR1cyBhZnRlciBhIHN5c3RlbSBtZXNzYWdlICh0YWcgMCkgaGFzIG5vIGNhc2UKlGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S2Zo34wXcmVjb3Jkcy5ldmVudC5maWVsZHNbM12UaCEpaOFOaOJOaOOJdWJlaAuMG0EgZGVsdGEgdGltZSBhbmQgYSBtZXNzYWdlLpRoCWg3aloBAAB9lGqfAQAAaACMBVBhcmFtlJOUKYGUfZQoaAVqnwEAAGinjANpbnSUaN5LAGgLjCV0aGUgcHJldmlvdXMgZXZl'
-    'bnQncyBzdGF0dXMgKDA6IG5vbmUplHVic2pcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigarcBAABqZQEAAE5qZgEAAH2UaroBAABLAHNqaAEAAH2UaPROdWJhaDtLWWpqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGijKYGUfZQoaAVqoAEAAGinaB4pgZR9lChoIUtAaCKIaA1qOgEAAGgjiXViaAuMmXRoZSBzdGF0dXMgaW4gZWZmZWN0OiB0aGUgZXZlbnQncyBvd24sIG9yIHRoZSBydW5uaW5nIG9uZSAodGhlIHByZXZpb3VzIGV2ZW50J3M7IGFmdGVyIGEgc3lzdGVtIG1lc3NhZ2UgdGhlcmUg'
-    'aXMgbm9uZSwgYW5kIGEgZGF0YSBieXRlIHRoZXJlIGlzIHJlZnVzZWQpCpRoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtorymBlH2UKGiyjClzdGF0dXMgaWYgc3RhdHVzIGlzIG5vdCBOb25lIGVsc2UgcnVubmluZ5RotGr2AQAAKVKUfZQoavkBAABq1wEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAGrPAQAAahYBAABqGQEAAGi7SwFovEsKaL1LAWi+SxB1YmrcAQAAXZRqAQIAAGFq4gEAAF2UaLcpUpR9lChoK05ouk5ou0sBaLxLGGi9SwFovkscdWJhaLtLAWi8SwpovUsBaL5LHHViagYCAABqEQEA'
-    'AClSlH2UKGoUAQAAas8BAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBnViah8CAABqEQEAAClSlH2UKGoUAQAAap8BAABqFgEAAGoZAQAAaLtLAWi8SyJovUsBaL5LKXViaLtLAWi8SwBovUsBaL5LKXViaL9owl2UKGqfAQAAas8BAABlhZRSlHViaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0t4aN+MF3JlY29yZHMuZXZlbnQuZmllbGRzWzRdlGghKWjhTmjiTmjjiXViYWpvAQAAXZR1Ymo5AgAAaJ0pgZR9lChoBWo5AgAAaKBdlChooymBlH2UKGgFajkCAABop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdo'
-    'CWg3aMtOaMxOaM1OaM5OaNCJaNFOS3+GlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLgWjfjBZyZWNvcmRzLm5vdGUuZmllbGRzWzBdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwIdmVsb2NpdHmUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wUdmVsb2NpdHkgb3IgcHJlc3N1cmWUaAloN2jLTmjMTmjNTmjOTmjQiWjRTkt/hpRorE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S4Jo34wWcmVjb3Jkcy5ub3RlLmZpZWxkc1sxXZRo'
-    'ISlo4U5o4k5o44l1YmVoC4wrTm90ZSBvZmYsIG5vdGUgb24sIHBvbHlwaG9uaWMga2V5IHByZXNzdXJlLpRoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigaoQCAABqZQEAAEsCamYBAAB9lChqOQIAAEsAao0CAABLAXVqaAEAAH2UKGo5AgAASwFqjQIAAEsBdWj0TnViYWg7S35qagEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJqQAIAAGidKYGUfZQoaAVqQAIAAGigXZQoaKMpgZR9lChoBYwHY29udHJvbJRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdo'
-    'CWg3aMtOaMxOaM1OaM5OaNCJaNFOS3+GlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLhWjfjCByZWNvcmRzLmNvbnRyb2xfY2hhbmdlLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAVoK2inaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uGaN+MIHJlY29yZHMuY29udHJvbF9jaGFuZ2UuZmllbGRzWzFdlGghKWjhTmjiTmjj'
-    'iXViZWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigap4CAABqZQEAAEsCamYBAAB9lChqoQIAAEsAaCtLAXVqaAEAAH2UKGqhAgAASwFoK0sBdWj0TnViYWg7S4NqagEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJqQwIAAGidKYGUfZQoaAVqQwIAAGigXZRooymBlH2UKGgFjAdwcm9ncmFtlGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtL'
-    'AGgNTmjcaDdo3Ylo3k5oO0uJaN+MIHJlY29yZHMucHJvZ3JhbV9jaGFuZ2UuZmllbGRzWzBdlGghKWjhTmjiTmjjiXViYWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigarYCAABqZQEAAEsBamYBAAB9lGq5AgAASwBzamgBAAB9lGq5AgAASwFzaPROdWJhaDtLh2pqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmpGAgAAaJ0pgZR9lChoBWpGAgAAaKBdlGijKYGUfZQoaAWMCHByZXNzdXJllGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdo'
-    'y05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uMaN+MInJlY29yZHMuY2hhbm5lbF9wcmVzc3VyZS5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqyAIAAGplAQAASwFqZgEAAH2UassCAABLAHNqaAEAAH2UassCAABLAXNo9E51YmFoO0uKamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHViakkCAABonSmBlH2UKGgFakkCAABo'
-    'oF2UaKMpgZR9lChoBYwEYmVuZJRop2geKYGUfZQoaCFLEGgiiWgNajoBAABoI4l1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtorymBlH2UKGiyjBFsb3cgfCAoaGlnaCA8PCA4KZRotGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAjANsb3eUahYBAABqGQEAAGi7SwFovEsAaL1LAWi+SwN1YmobAQAAaiUBAABqIAEAAGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAjARoaWdolGoWAQAAahkBAABou0sBaLxLB2i9SwFovksLdWJqGwEAAGoeAQAAaiABAABotylSlH2UKGgrSwho'
-    'uk5ou0sBaLxLD2i9SwFovksQdWJou0sBaLxLB2i9SwFovksQdWJou0sBaLxLAGi9SwFovksRdWJov2jCXZQoauwCAABq5wIAAGWFlFKUdWJo1k5o12gAjAZBc3NlcnSUk5QpgZR9lCiMBWNoZWNrlGivKYGUfZQoaLKMEWJlbmQgJiAzMjg5NiA9PSAwlGi0atcBAAApUpR9lChqDQEAAGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAat0CAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBHViahsBAABotYwGQml0QW5klJOUKVKUfZRiaiABAABotylSlH2UKGgrTYCAaLpOaLtLAWi8SwdovUsBaL5LDHViaLtLAWi8SwBovUsB'
-    'aL5LDHViatwBAABdlGi1jAJFcZSTlClSlH2UYmFq4gEAAF2UaLcpUpR9lChoK0sAaLpOaLtLAWi8SxBovUsBaL5LEXViYWi7SwFovEsAaL1LAWi+SxF1Ymi/aMJdlGrdAgAAYYWUUpR1YmrsAQAAjBJ1bmRlZmluZWQgYml0cyBzZXSUalUCAACMCmNvbnN0cmFpbnSUaN9q3QIAAHVihZRo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S5Bo34wccmVjb3Jkcy5waXRjaF9iZW5kLmZpZWxkc1swXZRoIWovAQAAKYGUfZQoaAVq5wIAAGoyAQAASwBqMwEAAEsHaPFOajQBAACJaNFOaM5OajUBAABooymBlH2UKGgFaucCAABop2geKYGU'
-    'fZQoaCFLCGgiiWgNajoBAABoI4l1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uTaN+MJXJlY29yZHMucGl0Y2hfYmVuZC5maWVsZHNbMF0uYml0cy5sb3eUaCEpaOFq3QIAAGjiTmjjiXViaCtOdWJqLwEAACmBlH2UKGgFauwCAABqMgEAAEsIajMBAABLB2jxTmo0AQAAiWjRTmjOTmo1AQAAaKMpgZR9lChoBWrsAgAAaKdoHimBlH2UKGghSwhoIoloDWo6AQAAaCOJdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjU'
-    'TmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLlGjfjCZyZWNvcmRzLnBpdGNoX2JlbmQuZmllbGRzWzBdLmJpdHMuaGlnaJRoISlo4WrdAgAAaOJOaOOJdWJoK051YoaUaOFOaOJOaOOJdWJhaAuMN0EgMTQtYml0IHZhbHVlLCAweDIwMDAgPSBjZW50cmUsIHNlbnQgbG93IDcgYml0cyBmaXJzdC6UaAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAF2UamIBAAApgZR9lChoFE5ooGraAgAAamUBAABLAmpmAQAAfZRq3QIAAEsAc2poAQAAfZRq3QIAAEsCc2j0TnViYWg7S41qagEAAGgRaA1OamsB'
-    'AAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJqTAIAAGidKYGUfZQoaAVqTAIAAGigXZQoaKMpgZR9lChoBWqEAQAAaKdqvAEAACmBlH2UKGq/AQAASwRoumrAAQAAaloBAAApasEBAABOasIBAACJasMBAABOdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWaKyMBGRhdGGUhpRo1ylo2E5o2U5o2k5o20sBaA1OaNxoN2jdiWjeTmg7S5lo34wXcmVjb3Jkcy5zeXNleC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFajQDAABop2ipKYGUfZQoaKxorymBlH2UKGiyjApsZW5ndGgg'
-    'LSAxlGi0agoBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAABqhAEAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksGdWJqGwEAAGi1jANTdWKUk5QpUpR9lGJqIAEAAGi3KVKUfZQoaCtLAWi6Tmi7SwFovEsJaL1LAWi+Swp1Ymi7SwFovEsAaL1LAWi+Swp1Ymi/aMJdlGqEAQAAYYWUUpR1YmjGTmjHiWjITmjJTnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S5po34wXcmVjb3Jkcy5zeXNleC5maWVsZHNbMV2UaCEpaOFOaOJOaOOJ'
-    'dWJooymBlH2UKGgFjANlbmSUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOS/do0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S5to34wXcmVjb3Jkcy5zeXNleC5maWVsZHNbMl2UaCEpaOFOaOJOaOOJdWJlaAuMSVN5c3RlbSBleGNsdXNpdmUgKDB4RjApOiB0aGUgbGVuZ3RoIGNvdW50cyB0aGUgZGF0YSBhbmQgdGhlIGNsb3NpbmcgMHhGNy6UaAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAF2UamIBAAApgZR9lChoFE5ooGov'
-    'AwAAamUBAABOamYBAAB9lGqEAQAASwBzamgBAAB9lGpOAwAASwFzaPROdWJhaDtLlmpqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmpPAgAAaJ0pgZR9lChoBWpPAgAAaKBdlChooymBlH2UKGgFaoQBAABop2q8AQAAKYGUfZQoar8BAABLBGi6asABAABqWgEAAClqwQEAAE5qwgEAAIlqwwEAAE51YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZorGo0AwAAhpRo1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S59o34wYcmVjb3Jkcy5lc2NhcGUuZmllbGRzWzBd'
-    'lGghKWjhTmjiTmjjiXViaKMpgZR9lChoBWo0AwAAaKdoqSmBlH2UKGisaK8pgZR9lChosmqEAQAAaLRqEQEAAClSlH2UKGoUAQAAaoQBAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBnViaL9owl2UaoQBAABhhZRSlHViaMZOaMeJaMhOaMlOdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLoGjfjBhyZWNvcmRzLmVzY2FwZS5maWVsZHNbMV2UaCEpaOFOaOJOaOOJdWJlaAuMRDB4RjcgZXNjYXBlOiBhbnkgYnl0ZXMgKGEgc3lzZXgg'
-    'Y29udGludWF0aW9uIG9yIHJlYWwtdGltZSBtZXNzYWdlcykulGgJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqXQMAAGplAQAATmpmAQAAfZRqhAEAAEsAc2poAQAAfZRo9E51YmFoO0ucamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHVialICAABonSmBlH2UKGgFalICAABooF2UKGijKYGUfZQoaAVoXWinaO4pgZR9lChoumjxaPJoXWjzKWj0TnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sA'
-    'aA1OaNxoN2jdiWjeTmg7S6Vo34wWcmVjb3Jkcy5tZXRhLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAVqhAEAAGinarwBAAApgZR9lChqvwEAAEsEaLpqwAEAAGpaAQAAKWrBAQAATmrCAQAAiWrDAQAATnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1misajQDAACGlGjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLpmjfjBZyZWNvcmRzLm1ldGEuZmllbGRzWzFdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBWo0AwAAaKdq7gEAACmBlH2UKGrxAQAAaK8pgZR9lChosmhd'
-    'aLRqEQEAAClSlH2UKGoUAQAAaF1qFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LCXViaL9owl2UaF1hhZRSlHViajcCAAAoSwBoZYwPc2VxdWVuY2VfbnVtYmVylIeUSwFoaGjIh5RLAmhraMiHlEsDaG5oyIeUSwRocWjIh5RLBWh0aMiHlEsGaHdoyIeUSwdoemjIh5RLIGh9jA5jaGFubmVsX3ByZWZpeJSHlEshaICMCW1pZGlfcG9ydJSHlEsvaINOh5RLUWiGjAlzZXRfdGVtcG+Uh5RLVGiJjAxzbXB0ZV9vZmZzZXSUh5RLWGiMjA50aW1lX3NpZ25hdHVyZZSHlEtZaI+MDWtleV9zaWduYXR1cmWUh5R0lGjejAVieXRlc5Ro8yloBWpW'
-    'AgAAaPROdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisaK8pgZR9lChosmqEAQAAaLRqEQEAAClSlH2UKGoUAQAAaoQBAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBnViaL9owl2UaoQBAABhhZRSlHViaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0unaN+MFnJlY29yZHMubWV0YS5maWVsZHNbMl2UaCEpaOFOaOJOaOOJdWJlaAuMFEEgbWV0YSBldmVudCAoMHhGRikulGgJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqewMAAGplAQAA'
-    'TmpmAQAAfZQoaF1LAGqEAQAASwF1amgBAAB9lGhdSwFzaPROdWJhaDtLompqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmqSAwAAaJ0pgZR9lChoBWqSAwAAaKBdlGijKYGUfZQoaAWMBm51bWJlcpRop2geKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0u+aN+MIXJlY29yZHMuc2VxdWVuY2VfbnVtYmVyLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmFoC2g3aAloN2paAQAA'
-    'fZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAF2UamIBAAApgZR9lChoFE5ooGq9AwAAamUBAABLAmpmAQAAfZRqwAMAAEsAc2poAQAAfZRqwAMAAEsCc2j0TnViYWg7S7xqagEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJoyGidKYGUfZQoaAVoyGigXZRooymBlH2UKGgFaMhop2ipKYGUfZQoaKxOaMZOaMeIaMhOaMlOdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLwmjfjBZyZWNvcmRzLnRleHQuZmllbGRzWzBd'
-    'lGghKWjhTmjiTmjjiXViYWgLjCxUZXh0IChMYXRpbi0xIGJ5IGNvbnZlbnRpb247IGtlcHQgYXMgYnl0ZXMpLpRoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigas4DAABqZQEAAE5qZgEAAH2UaMhLAHNqaAEAAH2UaPROdWJhaDtLv2pqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmqbAwAAaJ0pgZR9lChoBWqbAwAAaKBdlGijKYGUfZQoaAWMB2NoYW5uZWyUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTksPhpRo'
-    'rE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S8Vo34wgcmVjb3Jkcy5jaGFubmVsX3ByZWZpeC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBq3wMAAGplAQAASwFqZgEAAH2UauIDAABLAHNqaAEAAH2UauIDAABLAXNo9E51YmFoO0vDamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHViap0DAABonSmBlH2UKGgFap0DAABooF2UaKMpgZR9lChoBYwEcG9ydJRop2ge'
-    'KYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOS3+GlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLyGjfjBtyZWNvcmRzLm1pZGlfcG9ydC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBq8QMAAGplAQAASwFqZgEAAH2UavQDAABLAHNqaAEAAH2UavQDAABLAXNo9E51YmFoO0vGamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABd'
-    'lHViaqADAABonSmBlH2UKGgFaqADAABooF2UaKMpgZR9lChoBYwFdGVtcG+UaKdoHimBlH2UKGghSxhoIoloDWgOaCOIdWJoC4wdbWljcm9zZWNvbmRzIHBlciBxdWFydGVyIG5vdGWUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLy2jfjBtyZWNvcmRzLnNldF90ZW1wby5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqAwQAAGplAQAASwNqZgEA'
-    'AH2UagYEAABLAHNqaAEAAH2UagYEAABLA3No9E51YmFoO0vJamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHViaqIDAABonSmBlH2UKGgFaqIDAABooF2UKGijKYGUfZQoaAWMBWhvdXJzlGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK2ivKYGUfZQoaLKMGChmcmFtZV9yYXRlIDw8IDUpIHwgaG91cpRotGoKAQAAKVKUfZQoag0BAABqCgEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAIwKZnJhbWVfcmF0ZZRqFgEAAGoZAQAA'
-    'aLtLAWi8SwFovUsBaL5LC3ViahsBAABqHgEAAGogAQAAaLcpUpR9lChoK0sFaLpOaLtLAWi8Sw9ovUsBaL5LEHViaLtLAWi8SwFovUsBaL5LEHViahsBAABqJQEAAGogAQAAahEBAAApUpR9lChqFAEAAIwEaG91cpRqFgEAAGoZAQAAaLtLAWi8SxRovUsBaL5LGHViaLtLAWi8SwBovUsBaL5LGHViaL9owl2UKGokBAAAaikEAABlhZRSlHViaNZOaNdq8wIAACmBlH2UKGr2AgAAaK8pgZR9lChosowQaG91cnMgJiAxMjggPT0gMJRotGrXAQAAKVKUfZQoag0BAABqCgEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAGoYBAAAahYB'
-    'AABqGQEAAGi7SwFovEsAaL1LAWi+SwV1YmobAQAAagIDAABqIAEAAGi3KVKUfZQoaCtLgGi6Tmi7SwFovEsIaL1LAWi+Swt1Ymi7SwFovEsAaL1LAWi+Swt1YmrcAQAAXZRqCQMAAGFq4gEAAF2UaLcpUpR9lChoK0sAaLpOaLtLAWi8Sw9ovUsBaL5LEHViYWi7SwFovEsAaL1LAWi+SxB1Ymi/aMJdlGoYBAAAYYWUUpR1YmrsAQAAahEDAABqVQIAAGoSAwAAaN9qGAQAAHVihZRo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S85o34wecmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzBdlGghai8BAAApgZR9lChoBWokBAAAajIB'
-    'AABLBWozAQAASwJo8U5qNAEAAIlo0U5ozk5qNQEAAGijKYGUfZQoaAVqJAQAAGinaB4pgZR9lChoIUsIaCKJaA1qOgEAAGgjiXViaAuMLjA6IDI0LCAxOiAyNSwgMjogMjkuOTcgKGRyb3AgZnJhbWUpLCAzOiAzMCBmcHOUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL0WjfjC5yZWNvcmRzLnNtcHRlX29mZnNldC5maWVsZHNbMF0uYml0cy5mcmFtZV9yYXRllGghKWjhahgEAABo4k5o44l1YmgrTnViai8BAAApgZR9lChoBWopBAAAajIBAABL'
-    'AGozAQAASwVo8U5qNAEAAIlo0U5ozk5qNQEAAGijKYGUfZQoaAVqKQQAAGinaB4pgZR9lChoIUsIaCKJaA1qOgEAAGgjiXViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S9Jo34wocmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzBdLmJpdHMuaG91cpRoISlo4WoYBAAAaOJOaOOJdWJoK051YoaUaOFOaOJOaOOJdWJooymBlH2UKGgFjAdtaW51dGVzlGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o'
-    '0Ilo0U5LO4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vTaN+MHnJlY29yZHMuc21wdGVfb2Zmc2V0LmZpZWxkc1sxXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMB3NlY29uZHOUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTks7hpRorE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S9Ro34wecmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzJdlGghKWjhTmjiTmjjiXViaKMpgZR9lCho'
-    'BYwGZnJhbWVzlGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S9Vo34wecmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzNdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwKc3ViX2ZyYW1lc5Rop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOS2OGlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL1mjf'
-    'jB5yZWNvcmRzLnNtcHRlX29mZnNldC5maWVsZHNbNF2UaCEpaOFOaOJOaOOJdWJlaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqFQQAAGplAQAASwVqZgEAAH2UKGoYBAAASwBqVQQAAEsBalwEAABLAmpjBAAASwNqaQQAAEsEdWpoAQAAfZQoahgEAABLAWpVBAAASwFqXAQAAEsBamMEAABLAWppBAAASwF1aPROdWJhaDtLzGpqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmqkAwAAaJ0pgZR9lChoBWqkAwAAaKBdlChooymBlH2UKGgFjAludW1lcmF0'
-    'b3KUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL2WjfjCByZWNvcmRzLnRpbWVfc2lnbmF0dXJlLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMEGRlbm9taW5hdG9yX2xvZzKUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wjZGVub21pbmF0b3IgPSAyICoqIGRlbm9taW5hdG9yX2xvZzKUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjX'
-    'KWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL2mjfjCByZWNvcmRzLnRpbWVfc2lnbmF0dXJlLmZpZWxkc1sxXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMEGNsb2Nrc19wZXJfY2xpY2uUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL22jfjCByZWNvcmRzLnRpbWVfc2lnbmF0dXJlLmZpZWxkc1syXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMG25vdGF0ZWRfMzJuZF9ub3Rlc19w'
-    'ZXJfYmVhdJRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vcaN+MIHJlY29yZHMudGltZV9zaWduYXR1cmUuZmllbGRzWzNdlGghKWjhTmjiTmjjiXViZWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigangEAABqZQEAAEsEamYBAAB9lChqewQAAEsAaoEEAABLAWqIBAAASwJqjgQAAEsDdWpoAQAAfZQoansEAABLAWqBBAAASwFqiAQAAEsB'
-    'ao4EAABLAXVo9E51YmFoO0vXamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHViaqYDAABonSmBlH2UKGgFaqYDAABooF2UKGijKYGUfZQoaAWMBnNoYXJwc5Rop2geKYGUfZQoaCFLCGgiiGgNaA5oI4h1YmgLjBtzaGFycHMgKD4gMCkgb3IgZmxhdHMgKDwgMCmUaAloN2jLTmjMTmjNTmjOTmjQiWjRSvn///9LB4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vfaN+MH3JlY29yZHMua2V5X3NpZ25hdHVyZS5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymB'
-    'lH2UKGgFjAVtaW5vcpRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOSwGGlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL4GjfjB9yZWNvcmRzLmtleV9zaWduYXR1cmUuZmllbGRzWzFdlGghKWjhTmjiTmjjiXViZWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigapwEAABqZQEAAEsCamYBAAB9lChqnwQAAEsAaqcEAABLAXVqaAEAAH2UKGqfBAAASwFqpwQAAEsBdWj0TnViYWg7S91q'
-    'agEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoakkBAABom2imQwRNVGhklIwCYXSUSwBo0olqWgEAACmMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+    'aOOJdWJlaAuMG0Egd2hvbGUgU3RhbmRhcmQgTUlESSBGaWxlLpRoCWg3jAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMBG1hbnmUTowNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmigaKGMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChopksAaOZLBGjsSwho+EsKagIBAABLDGj9Sw51jAVzaXplc5R9lChopksEaOZLBGjsSwJo+EsCagIBAABLAnVo9E51YmFoO0s+jARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllGpJAQAAjAh2aXJ0dWFsc5RdlIwHbG9j'
+    'YXRlZJRdlHViakoBAABonSmBlH2UKGgFakoBAABooF2UKGijKYGUfZQoaAVopminaKkpgZR9lChorGivKYGUfZQoaLJos2i0aLcpUpR9lChoK0sEaLpOaLtLAWi8SwBovUsBaL5LAXViaL9owl2UhZRSlHViaMZOaMeJaMhOaMlOdWJoC4wGIk1UcmsilGgJaDdoy05ozE5ozU5ozkMETVRya5Ro0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S1Bo34wXcmVjb3Jkcy50cmFjay5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjAZsZW5ndGiUaKdoHimBlH2UKGghSyBo'
+    'IoloDWgOaCOIdWJoC4wjYnl0ZSBsZW5ndGggb2YgdGhlIGV2ZW50cyAoZGVyaXZlZCmUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWaKyMBmV2ZW50c5SGlGjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLUWjfjBdyZWNvcmRzLnRyYWNrLmZpZWxkc1sxXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAVqiQEAAGinaO4pgZR9lChoumpJAQAAaPKMBWV2ZW50lGjzKWj0TnViaAuMTWVhY2ggZXZlbnQgZ2V0cyB0aGUgc3RhdHVzIGluIGVmZmVjdCBhZnRlciB0aGUgb25lIGJlZm9yZSBpdCAocnVu'
+    'bmluZyBzdGF0dXMplGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orGivKYGUfZQoaLJqhQEAAGi0ahEBAAApUpR9lChqFAEAAGqFAQAAahYBAABqGQEAAGi7SwFovEsAaL1LAWi+SwZ1Ymi/aMJdlGqFAQAAYYWUUpR1YmjSakwBAAApgZR9lCho/E5oxk5ox4hozU5qVgEAAE5qVwEAAIlo4k51YmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZaACMBUNoYWlulJOUKYGUfZQojAVwYXJhbZSMB3J1bm5pbmeUaLKMCWVmZmVjdGl2ZZSMBWZpcnN0lGivKYGUfZQoaLKMATCUaLRotylSlH2UKGgrSwBouk5ou0sBaLxLAGi9SwFovksBdWJov2jCXZSF'
+    'lFKUdWKMB2RlY29kZWSUiHViaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0tSaN+MF3JlY29yZHMudHJhY2suZmllbGRzWzJdlGghKWjhTmjiTmjjiXViZWgLjBBPbmUgdHJhY2sgY2h1bmsulGgJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABOamABAABdlGpjAQAAKYGUfZQoaBROaKBqdAEAAGpmAQAATmpnAQAAfZQoaKZLAGqFAQAASwRqiQEAAEsIdWppAQAAfZQoaKZLBGqFAQAASwR1aPROdWJhaDtLTWprAQAAaBFoDU5qbAEAAClqbQEAAGpJAQAAam4BAABdlGpwAQAAXZR1YmqQAQAAaJ0pgZR9lChoBWqQAQAAaKBdlCho'
+    'oymBlH2UKGgFjAVkZWx0YZRop2gAjAdWYXJpbnRUlJOUKYGUfZQojAltYXhfYnl0ZXOUSwRouowDdmxxlGpaAQAAKYwFYWxpYXOUTowJaXNfc2lnbmVklImMBWZpeGVklE51YmgLjB50aWNrcyBzaW5jZSB0aGUgcHJldmlvdXMgZXZlbnSUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLXmjfjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMBGxlYWSUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wp'
+    'dGhlIG5leHQgYnl0ZTogYSBzdGF0dXMgYnl0ZSB3aGVuID49IDB4ODCUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLX2jfjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1sxXZRoISlo4U5o4k5o44h1YmijKYGUfZQoaAWMBnN0YXR1c5Rop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLjJBtZXNzYWdlIGtpbmQgKGhpZ2ggbmliYmxlKSBhbmQgY2hhbm5lbCAobG93IG5pYmJsZTsgZm9yIHN5c3RlbSBtZXNzYWdlcyBpdCBwaWNrcyB0aGUga2luZCk7'
+    'IE5vbmUgd2hlcmUgdGhlIGV2ZW50IGxlYXZlcyBpdCBvdXQgKHJ1bm5pbmcgc3RhdHVzKQqUaAloN2jLaK8pgZR9lChosowMbGVhZCA+PSAweDgwlGi0aLWMB0NvbXBhcmWUk5QpUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAABqyQEAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksEdWKMA29wc5RdlGi1jANHdEWUk5QpUpR9lGJhjAtjb21wYXJhdG9yc5RdlGi3KVKUfZQoaCtLgGi6Tmi7SwFovEsIaL1LAWi+Swx1YmFou0sBaLxLAGi9SwFovksMdWJov2jCXZRqyQEAAGGFlFKUdWJozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o'
+    '1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S2Bo34wXcmVjb3Jkcy5ldmVudC5maWVsZHNbMl2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjAdtZXNzYWdllGinaACMB1N3aXRjaFSUk5QpgZR9lCiMAm9ulGivKYGUfZQoaLKMbShzdGF0dXMgPj4gNCBpZiBzdGF0dXMgPCAweGYwIGVsc2Ugc3RhdHVzKSBpZiBzdGF0dXMgaXMgbm90IE5vbmUgZWxzZSAocnVubmluZyA+PiA0IGlmIHJ1bm5pbmcgPCAweGYwIGVsc2UgMCmUaLRotYwFSWZFeHCUk5QpUpR9lCiMBHRlc3SUatgBAAApUpR9lChqDQEAAGoRAQAA'
+    'KVKUfZQoahQBAABq0AEAAGoWAQAAahkBAABou0sBaLxLLmi9SwFovks0dWJq3QEAAF2UaLWMBUlzTm90lJOUKVKUfZRiYWrjAQAAXZRotylSlH2UKGgrTmi6Tmi7SwFovEs8aL1LAWi+S0B1YmFou0sBaLxLLmi9SwFovktAdWKMBGJvZHmUavcBAAApUpR9lChq+gEAAGrYAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAatABAABqFgEAAGoZAQAAaLtLAWi8SxBovUsBaL5LFnViat0BAABdlGi1jAJMdJSTlClSlH2UYmFq4wEAAF2UaLcpUpR9lChoK0vwaLpOaLtLAWi8SxlovUsBaL5LHXViYWi7SwFovEsQaL1LAWi+Sx11YmoH'
+    'AgAAagoBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAABq0AEAAGoWAQAAahkBAABou0sBaLxLAWi9SwFovksHdWJqGwEAAGi1jAZSU2hpZnSUk5QpUpR9lGJqIAEAAGi3KVKUfZQoaCtLBGi6Tmi7SwFovEsLaL1LAWi+Swx1Ymi7SwFovEsBaL1LAWi+Swx1YowGb3JlbHNllGoRAQAAKVKUfZQoahQBAABq0AEAAGoWAQAAahkBAABou0sBaLxLI2i9SwFovkspdWJou0sBaLxLAWi9SwFovkspdWJqIAIAAGr3AQAAKVKUfZQoavoBAABq2AEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAGqgAQAAahYBAABqGQEAAGi7SwFovEtX'
+    'aL1LAWi+S151YmrdAQAAXZRqEQIAAGFq4wEAAF2UaLcpUpR9lChoK0vwaLpOaLtLAWi8S2FovUsBaL5LZXViYWi7SwFovEtXaL1LAWi+S2V1YmoHAgAAagoBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAABqoAEAAGoWAQAAahkBAABou0sBaLxLR2i9SwFovktOdWJqGwEAAGocAgAAaiABAABotylSlH2UKGgrSwRouk5ou0sBaLxLUmi9SwFovktTdWJou0sBaLxLR2i9SwFovktTdWJqIAIAAGi3KVKUfZQoaCtLAGi6Tmi7SwFovEtraL1LAWi+S2x1Ymi7SwFovEtHaL1LAWi+S2x1Ymi7SwFovEsAaL1LAWi+S211Ymi/aMJdlChq'
+    'oAEAAGrQAQAAZYWUUpR1YowFY2FzZXOUKEsIjAE4lIwEbm90ZZSHlEsJjAE5lGo6AgAAh5RLCowCMTCUajoCAACHlEsLjAIxMZSMDmNvbnRyb2xfY2hhbmdllIeUSwyMAjEylIwOcHJvZ3JhbV9jaGFuZ2WUh5RLDYwCMTOUjBBjaGFubmVsX3ByZXNzdXJllIeUSw6MAjE0lIwKcGl0Y2hfYmVuZJSHlEvwjAMyNDCUjAVzeXNleJSHlEv3jAMyNDeUjAZlc2NhcGWUh5RL/4wDMjU1lIwEbWV0YZSHlHSUaN6MBWVycm9ylGjzKWgFjAZzd2l0Y2iUaPROdWJoC4yDYnkgdGhlIGtpbmQgKGEgY2hhbm5lbCBtZXNzYWdlKSBvciB0aGUgd2hv'
+    'bGUgc3RhdHVzIChzeXN0ZW0gbWVzc2FnZXMpOyBhIHJ1bm5pbmcgc3RhdHVzIGFmdGVyIGEgc3lzdGVtIG1lc3NhZ2UgKHRhZyAwKSBoYXMgbm8gY2FzZQqUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLZmjfjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1szXZRoISlo4U5o4k5o44l1YmVoC4wbQSBkZWx0YSB0aW1lIGFuZCBhIG1lc3NhZ2UulGgJaDdqWgEAAH2UaqABAABoAIwFUGFyYW2Uk5QpgZR9lChoBWqgAQAAaKeMA2ludJRo3ksAaAuMJXRo'
+    'ZSBwcmV2aW91cyBldmVudCdzIHN0YXR1cyAoMDogbm9uZSmUdWJzalwBAABOal0BAACJal4BAABOal8BAABOamABAABdlGpjAQAAKYGUfZQoaBROaKBquAEAAGpmAQAATmpnAQAAfZRquwEAAEsAc2ppAQAAfZRo9E51YmFoO0tZamsBAABoEWgNTmpsAQAAKWptAQAAakkBAABqbgEAAF2UaKMpgZR9lChoBWqhAQAAaKdoHimBlH2UKGghS0BoIohoDWo6AQAAaCOJdWJoC4yZdGhlIHN0YXR1cyBpbiBlZmZlY3Q6IHRoZSBldmVudCdzIG93biwgb3IgdGhlIHJ1bm5pbmcgb25lICh0aGUgcHJldmlvdXMgZXZlbnQnczsgYWZ0ZXIgYSBz'
+    'eXN0ZW0gbWVzc2FnZSB0aGVyZSBpcyBub25lLCBhbmQgYSBkYXRhIGJ5dGUgdGhlcmUgaXMgcmVmdXNlZCkKlGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK2ivKYGUfZQoaLKMKXN0YXR1cyBpZiBzdGF0dXMgaXMgbm90IE5vbmUgZWxzZSBydW5uaW5nlGi0avcBAAApUpR9lChq+gEAAGrYAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAatABAABqFgEAAGoZAQAAaLtLAWi8SwpovUsBaL5LEHViat0BAABdlGoCAgAAYWrjAQAAXZRotylSlH2UKGgrTmi6Tmi7SwFovEsYaL1LAWi+Sxx1YmFou0sBaLxL'
+    'Cmi9SwFovkscdWJqBwIAAGoRAQAAKVKUfZQoahQBAABq0AEAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksGdWJqIAIAAGoRAQAAKVKUfZQoahQBAABqoAEAAGoWAQAAahkBAABou0sBaLxLImi9SwFovkspdWJou0sBaLxLAGi9SwFovkspdWJov2jCXZQoaqABAABq0AEAAGWFlFKUdWJo1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S3ho34wXcmVjb3Jkcy5ldmVudC5maWVsZHNbNF2UaCEpaOFOaOJOaOOJdWJhanABAABdlHViajoCAABonSmBlH2UKGgFajoCAABooF2UKGijKYGUfZQoaAVqOgIAAGinaB4pgZR9lCho'
+    'IUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uBaN+MFnJlY29yZHMubm90ZS5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjAh2ZWxvY2l0eZRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLjBR2ZWxvY2l0eSBvciBwcmVzc3VyZZRoCWg3aMtOaMxOaM1OaM5OaNCJaNFOS3+GlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLgmjfjBZyZWNv'
+    'cmRzLm5vdGUuZmllbGRzWzFdlGghKWjhTmjiTmjjiXViZWgLjCtOb3RlIG9mZiwgbm90ZSBvbiwgcG9seXBob25pYyBrZXkgcHJlc3N1cmUulGgJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABOamABAABdlGpjAQAAKYGUfZQoaBROaKBqhQIAAGpmAQAASwJqZwEAAH2UKGo6AgAASwBqjgIAAEsBdWppAQAAfZQoajoCAABLAWqOAgAASwF1aPROdWJhaDtLfmprAQAAaBFoDU5qbAEAAClqbQEAAGpJAQAAam4BAABdlGpwAQAAXZR1YmpBAgAAaJ0pgZR9lChoBWpBAgAAaKBdlChooymBlH2UKGgFjAdjb250cm9slGinaB4p'
+    'gZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uFaN+MIHJlY29yZHMuY29udHJvbF9jaGFuZ2UuZmllbGRzWzBdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBWgraKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTkt/hpRorE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S4Zo34wgcmVjb3Jkcy5jb250cm9sX2No'
+    'YW5nZS5maWVsZHNbMV2UaCEpaOFOaOJOaOOJdWJlaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABOamABAABdlGpjAQAAKYGUfZQoaBROaKBqnwIAAGpmAQAASwJqZwEAAH2UKGqiAgAASwBoK0sBdWppAQAAfZQoaqICAABLAWgrSwF1aPROdWJhaDtLg2prAQAAaBFoDU5qbAEAAClqbQEAAGpJAQAAam4BAABdlGpwAQAAXZR1YmpEAgAAaJ0pgZR9lChoBWpEAgAAaKBdlGijKYGUfZQoaAWMB3Byb2dyYW2UaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTkt/hpRorE5o'
+    '0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S4lo34wgcmVjb3Jkcy5wcm9ncmFtX2NoYW5nZS5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABOamABAABdlGpjAQAAKYGUfZQoaBROaKBqtwIAAGpmAQAASwFqZwEAAH2UaroCAABLAHNqaQEAAH2UaroCAABLAXNo9E51YmFoO0uHamsBAABoEWgNTmpsAQAAKWptAQAAakkBAABqbgEAAF2UanABAABdlHViakcCAABonSmBlH2UKGgFakcCAABooF2UaKMpgZR9lChoBYwIcHJlc3N1'
+    'cmWUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTkt/hpRorE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S4xo34wicmVjb3Jkcy5jaGFubmVsX3ByZXNzdXJlLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmFoC2g3aAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAE5qYAEAAF2UamMBAAApgZR9lChoFE5ooGrJAgAAamYBAABLAWpnAQAAfZRqzAIAAEsAc2ppAQAAfZRqzAIAAEsBc2j0TnViYWg7S4pqawEAAGgRaA1OamwBAAApam0B'
+    'AABqSQEAAGpuAQAAXZRqcAEAAF2UdWJqSgIAAGidKYGUfZQoaAVqSgIAAGigXZRooymBlH2UKGgFjARiZW5klGinaB4pgZR9lChoIUsQaCKJaA1qOgEAAGgjiXViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK2ivKYGUfZQoaLKMEWxvdyB8IChoaWdoIDw8IDgplGi0agoBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAACMA2xvd5RqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LA3ViahsBAABqJQEAAGogAQAAagoBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAACMBGhpZ2iUahYBAABqGQEAAGi7'
+    'SwFovEsHaL1LAWi+Swt1YmobAQAAah4BAABqIAEAAGi3KVKUfZQoaCtLCGi6Tmi7SwFovEsPaL1LAWi+SxB1Ymi7SwFovEsHaL1LAWi+SxB1Ymi7SwFovEsAaL1LAWi+SxF1Ymi/aMJdlChq7QIAAGroAgAAZYWUUpR1YmjWTmjXaACMBkFzc2VydJSTlCmBlH2UKIwFY2hlY2uUaK8pgZR9lChosowRYmVuZCAmIDMyODk2ID09IDCUaLRq2AEAAClSlH2UKGoNAQAAagoBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAABq3gIAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksEdWJqGwEAAGi1jAZCaXRBbmSUk5QpUpR9lGJqIAEAAGi3'
+    'KVKUfZQoaCtNgIBouk5ou0sBaLxLB2i9SwFovksMdWJou0sBaLxLAGi9SwFovksMdWJq3QEAAF2UaLWMAkVxlJOUKVKUfZRiYWrjAQAAXZRotylSlH2UKGgrSwBouk5ou0sBaLxLEGi9SwFovksRdWJhaLtLAWi8SwBovUsBaL5LEXViaL9owl2Uat4CAABhhZRSlHViau0BAACMEnVuZGVmaW5lZCBiaXRzIHNldJRqVgIAAIwKY29uc3RyYWludJRo32reAgAAdWKFlGjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLkGjfjBxyZWNvcmRzLnBpdGNoX2JlbmQuZmllbGRzWzBdlGghai8BAAApgZR9lChoBWroAgAAajIBAABLAGozAQAA'
+    'Swdo8U5qNAEAAIlo0U5ozk5qNQEAAGijKYGUfZQoaAVq6AIAAGinaB4pgZR9lChoIUsIaCKJaA1qOgEAAGgjiXViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S5No34wlcmVjb3Jkcy5waXRjaF9iZW5kLmZpZWxkc1swXS5iaXRzLmxvd5RoISlo4WreAgAAaOJOaOOJdWJoK051YmovAQAAKYGUfZQoaAVq7QIAAGoyAQAASwhqMwEAAEsHaPFOajQBAACJaNFOaM5OajUBAABooymBlH2UKGgFau0CAABop2geKYGUfZQoaCFLCGgiiWgNajoB'
+    'AABoI4l1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uUaN+MJnJlY29yZHMucGl0Y2hfYmVuZC5maWVsZHNbMF0uYml0cy5oaWdolGghKWjhat4CAABo4k5o44l1YmgrTnVihpRo4U5o4k5o44l1YmFoC4w3QSAxNC1iaXQgdmFsdWUsIDB4MjAwMCA9IGNlbnRyZSwgc2VudCBsb3cgNyBiaXRzIGZpcnN0LpRoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAATmpgAQAAXZRqYwEAACmBlH2UKGgUTmigatsCAABqZgEAAEsCamcB'
+    'AAB9lGreAgAASwBzamkBAAB9lGreAgAASwJzaPROdWJhaDtLjWprAQAAaBFoDU5qbAEAAClqbQEAAGpJAQAAam4BAABdlGpwAQAAXZR1YmpNAgAAaJ0pgZR9lChoBWpNAgAAaKBdlChooymBlH2UKGgFaoUBAABop2q9AQAAKYGUfZQoasABAABLBGi6asEBAABqWgEAAClqwgEAAE5qwwEAAIlqxAEAAE51YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZorIwEZGF0YZSGlGjXKWjYTmjZTmjaTmjbSwFoDU5o3Gg3aN2JaN5OaDtLmWjfjBdyZWNvcmRzLnN5c2V4LmZpZWxkc1swXZRoISlo4U5o4k5o'
+    '44l1YmijKYGUfZQoaAVqNQMAAGinaKkpgZR9lChorGivKYGUfZQoaLKMCmxlbmd0aCAtIDGUaLRqCgEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAGqFAQAAahYBAABqGQEAAGi7SwFovEsAaL1LAWi+SwZ1YmobAQAAaLWMA1N1YpSTlClSlH2UYmogAQAAaLcpUpR9lChoK0sBaLpOaLtLAWi8SwlovUsBaL5LCnViaLtLAWi8SwBovUsBaL5LCnViaL9owl2UaoUBAABhhZRSlHViaMZOaMeJaMhOaMlOdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3'
+    'aN2JaN5OaDtLmmjfjBdyZWNvcmRzLnN5c2V4LmZpZWxkc1sxXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMA2VuZJRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5L92jQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLm2jfjBdyZWNvcmRzLnN5c2V4LmZpZWxkc1syXZRoISlo4U5o4k5o44l1YmVoC4xJU3lzdGVtIGV4Y2x1c2l2ZSAoMHhGMCk6IHRoZSBsZW5ndGggY291bnRzIHRoZSBkYXRhIGFuZCB0aGUgY2xvc2luZyAweEY3LpRoCWg3'
+    'aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAATmpgAQAAXZRqYwEAACmBlH2UKGgUTmigajADAABqZgEAAE5qZwEAAH2UaoUBAABLAHNqaQEAAH2Uak8DAABLAXNo9E51YmFoO0uWamsBAABoEWgNTmpsAQAAKWptAQAAakkBAABqbgEAAF2UanABAABdlHVialACAABonSmBlH2UKGgFalACAABooF2UKGijKYGUfZQoaAVqhQEAAGinar0BAAApgZR9lChqwAEAAEsEaLpqwQEAAGpaAQAAKWrCAQAATmrDAQAAiWrEAQAATnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1misajUDAACGlGjXKWjY'
+    'TmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLn2jfjBhyZWNvcmRzLmVzY2FwZS5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFajUDAABop2ipKYGUfZQoaKxorymBlH2UKGiyaoUBAABotGoRAQAAKVKUfZQoahQBAABqhQEAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksGdWJov2jCXZRqhQEAAGGFlFKUdWJoxk5ox4loyE5oyU51YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0ugaN+MGHJlY29yZHMuZXNjYXBlLmZpZWxk'
+    'c1sxXZRoISlo4U5o4k5o44l1YmVoC4xEMHhGNyBlc2NhcGU6IGFueSBieXRlcyAoYSBzeXNleCBjb250aW51YXRpb24gb3IgcmVhbC10aW1lIG1lc3NhZ2VzKS6UaAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAE5qYAEAAF2UamMBAAApgZR9lChoFE5ooGpeAwAAamYBAABOamcBAAB9lGqFAQAASwBzamkBAAB9lGj0TnViYWg7S5xqawEAAGgRaA1OamwBAAApam0BAABqSQEAAGpuAQAAXZRqcAEAAF2UdWJqUwIAAGidKYGUfZQoaAVqUwIAAGigXZQoaKMpgZR9lChoBWhdaKdo7imBlH2UKGi6aPFo8mhdaPMpaPROdWJo'
+    'C2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLpWjfjBZyZWNvcmRzLm1ldGEuZmllbGRzWzBdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBWqFAQAAaKdqvQEAACmBlH2UKGrAAQAASwRoumrBAQAAaloBAAApasIBAABOasMBAACJasQBAABOdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWaKxqNQMAAIaUaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0umaN+MFnJlY29yZHMubWV0YS5maWVsZHNb'
+    'MV2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFajUDAABop2rvAQAAKYGUfZQoavIBAABorymBlH2UKGiyaF1otGoRAQAAKVKUfZQoahQBAABoXWoWAQAAahkBAABou0sBaLxLAGi9SwFovksJdWJov2jCXZRoXWGFlFKUdWJqOAIAAChLAGhljA9zZXF1ZW5jZV9udW1iZXKUh5RLAWhoaMiHlEsCaGtoyIeUSwNobmjIh5RLBGhxaMiHlEsFaHRoyIeUSwZod2jIh5RLB2h6aMiHlEsgaH2MDmNoYW5uZWxfcHJlZml4lIeUSyFogIwJbWlkaV9wb3J0lIeUSy9og06HlEtRaIaMCXNldF90ZW1wb5SHlEtUaImMDHNtcHRlX29mZnNldJSHlEtY'
+    'aIyMDnRpbWVfc2lnbmF0dXJllIeUS1loj4wNa2V5X3NpZ25hdHVyZZSHlHSUaN6MBWJ5dGVzlGjzKWgFalcCAABo9E51YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxorymBlH2UKGiyaoUBAABotGoRAQAAKVKUfZQoahQBAABqhQEAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksGdWJov2jCXZRqhQEAAGGFlFKUdWJo0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S6do34wWcmVjb3Jkcy5tZXRhLmZpZWxkc1syXZRoISlo4U5o4k5o44l1YmVoC4wUQSBtZXRhIGV2ZW50ICgweEZGKS6U'
+    'aAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAE5qYAEAAF2UamMBAAApgZR9lChoFE5ooGp8AwAAamYBAABOamcBAAB9lChoXUsAaoUBAABLAXVqaQEAAH2UaF1LAXNo9E51YmFoO0uiamsBAABoEWgNTmpsAQAAKWptAQAAakkBAABqbgEAAF2UanABAABdlHViapMDAABonSmBlH2UKGgFapMDAABooF2UaKMpgZR9lChoBYwGbnVtYmVylGinaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7'
+    'S75o34whcmVjb3Jkcy5zZXF1ZW5jZV9udW1iZXIuZmllbGRzWzBdlGghKWjhTmjiTmjjiXViYWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAATmpgAQAAXZRqYwEAACmBlH2UKGgUTmigar4DAABqZgEAAEsCamcBAAB9lGrBAwAASwBzamkBAAB9lGrBAwAASwJzaPROdWJhaDtLvGprAQAAaBFoDU5qbAEAAClqbQEAAGpJAQAAam4BAABdlGpwAQAAXZR1YmjIaJ0pgZR9lChoBWjIaKBdlGijKYGUfZQoaAVoyGinaKkpgZR9lChorE5oxk5ox4hoyE5oyU51YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJO'
+    'aNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vCaN+MFnJlY29yZHMudGV4dC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAuMLFRleHQgKExhdGluLTEgYnkgY29udmVudGlvbjsga2VwdCBhcyBieXRlcykulGgJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABOamABAABdlGpjAQAAKYGUfZQoaBROaKBqzwMAAGpmAQAATmpnAQAAfZRoyEsAc2ppAQAAfZRo9E51YmFoO0u/amsBAABoEWgNTmpsAQAAKWptAQAAakkBAABqbgEAAF2UanABAABdlHViapwDAABonSmBlH2UKGgFapwDAABo'
+    'oF2UaKMpgZR9lChoBYwHY2hhbm5lbJRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOSw+GlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLxWjfjCByZWNvcmRzLmNoYW5uZWxfcHJlZml4LmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmFoC2g3aAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAE5qYAEAAF2UamMBAAApgZR9lChoFE5ooGrgAwAAamYBAABLAWpnAQAAfZRq4wMAAEsAc2ppAQAAfZRq4wMAAEsBc2j0TnViYWg7S8Nq'
+    'awEAAGgRaA1OamwBAAApam0BAABqSQEAAGpuAQAAXZRqcAEAAF2UdWJqngMAAGidKYGUfZQoaAVqngMAAGigXZRooymBlH2UKGgFjARwb3J0lGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vIaN+MG3JlY29yZHMubWlkaV9wb3J0LmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmFoC2g3aAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAE5qYAEAAF2UamMBAAApgZR9lChoFE5o'
+    'oGryAwAAamYBAABLAWpnAQAAfZRq9QMAAEsAc2ppAQAAfZRq9QMAAEsBc2j0TnViYWg7S8ZqawEAAGgRaA1OamwBAAApam0BAABqSQEAAGpuAQAAXZRqcAEAAF2UdWJqoQMAAGidKYGUfZQoaAVqoQMAAGigXZRooymBlH2UKGgFjAV0ZW1wb5Rop2geKYGUfZQoaCFLGGgiiWgNaA5oI4h1YmgLjB1taWNyb3NlY29uZHMgcGVyIHF1YXJ0ZXIgbm90ZZRoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vLaN+MG3JlY29yZHMuc2V0X3RlbXBvLmZpZWxk'
+    'c1swXZRoISlo4U5o4k5o44l1YmFoC2g3aAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAE5qYAEAAF2UamMBAAApgZR9lChoFE5ooGoEBAAAamYBAABLA2pnAQAAfZRqBwQAAEsAc2ppAQAAfZRqBwQAAEsDc2j0TnViYWg7S8lqawEAAGgRaA1OamwBAAApam0BAABqSQEAAGpuAQAAXZRqcAEAAF2UdWJqowMAAGidKYGUfZQoaAVqowMAAGigXZQoaKMpgZR9lChoBYwFaG91cnOUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgraK8pgZR9lChosowY'
+    'KGZyYW1lX3JhdGUgPDwgNSkgfCBob3VylGi0agoBAAApUpR9lChqDQEAAGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAjApmcmFtZV9yYXRllGoWAQAAahkBAABou0sBaLxLAWi9SwFovksLdWJqGwEAAGoeAQAAaiABAABotylSlH2UKGgrSwVouk5ou0sBaLxLD2i9SwFovksQdWJou0sBaLxLAWi9SwFovksQdWJqGwEAAGolAQAAaiABAABqEQEAAClSlH2UKGoUAQAAjARob3VylGoWAQAAahkBAABou0sBaLxLFGi9SwFovksYdWJou0sBaLxLAGi9SwFovksYdWJov2jCXZQoaiUEAABqKgQAAGWFlFKUdWJo1k5o12r0AgAA'
+    'KYGUfZQoavcCAABorymBlH2UKGiyjBBob3VycyAmIDEyOCA9PSAwlGi0atgBAAApUpR9lChqDQEAAGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAahkEAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBXViahsBAABqAwMAAGogAQAAaLcpUpR9lChoK0uAaLpOaLtLAWi8SwhovUsBaL5LC3ViaLtLAWi8SwBovUsBaL5LC3Viat0BAABdlGoKAwAAYWrjAQAAXZRotylSlH2UKGgrSwBouk5ou0sBaLxLD2i9SwFovksQdWJhaLtLAWi8SwBovUsBaL5LEHViaL9owl2UahkEAABhhZRSlHViau0BAABqEgMAAGpWAgAAahMDAABo'
+    '32oZBAAAdWKFlGjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLzmjfjB5yZWNvcmRzLnNtcHRlX29mZnNldC5maWVsZHNbMF2UaCFqLwEAACmBlH2UKGgFaiUEAABqMgEAAEsFajMBAABLAmjxTmo0AQAAiWjRTmjOTmo1AQAAaKMpgZR9lChoBWolBAAAaKdoHimBlH2UKGghSwhoIoloDWo6AQAAaCOJdWJoC4wuMDogMjQsIDE6IDI1LCAyOiAyOS45NyAoZHJvcCBmcmFtZSksIDM6IDMwIGZwc5RoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vR'
+    'aN+MLnJlY29yZHMuc21wdGVfb2Zmc2V0LmZpZWxkc1swXS5iaXRzLmZyYW1lX3JhdGWUaCEpaOFqGQQAAGjiTmjjiXViaCtOdWJqLwEAACmBlH2UKGgFaioEAABqMgEAAEsAajMBAABLBWjxTmo0AQAAiWjRTmjOTmo1AQAAaKMpgZR9lChoBWoqBAAAaKdoHimBlH2UKGghSwhoIoloDWo6AQAAaCOJdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL0mjfjChyZWNvcmRzLnNtcHRlX29mZnNldC5maWVsZHNbMF0uYml0cy5ob3VylGghKWjh'
+    'ahkEAABo4k5o44l1YmgrTnVihpRo4U5o4k5o44l1YmijKYGUfZQoaAWMB21pbnV0ZXOUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTks7hpRorE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S9No34wecmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzFdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwHc2Vjb25kc5Rop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOSzuGlGisTmjSTmjTTmjUTmjV'
+    'TmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL1GjfjB5yZWNvcmRzLnNtcHRlX29mZnNldC5maWVsZHNbMl2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjAZmcmFtZXOUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL1WjfjB5yZWNvcmRzLnNtcHRlX29mZnNldC5maWVsZHNbM12UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjApzdWJfZnJhbWVzlGinaB4pgZR9lChoIUsI'
+    'aCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5LY4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vWaN+MHnJlY29yZHMuc21wdGVfb2Zmc2V0LmZpZWxkc1s0XZRoISlo4U5o4k5o44l1YmVoC2g3aAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAE5qYAEAAF2UamMBAAApgZR9lChoFE5ooGoWBAAAamYBAABLBWpnAQAAfZQoahkEAABLAGpWBAAASwFqXQQAAEsCamQEAABLA2pqBAAASwR1amkBAAB9lChqGQQAAEsBalYEAABLAWpdBAAASwFqZAQAAEsB'
+    'amoEAABLAXVo9E51YmFoO0vMamsBAABoEWgNTmpsAQAAKWptAQAAakkBAABqbgEAAF2UanABAABdlHViaqUDAABonSmBlH2UKGgFaqUDAABooF2UKGijKYGUfZQoaAWMCW51bWVyYXRvcpRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vZaN+MIHJlY29yZHMudGltZV9zaWduYXR1cmUuZmllbGRzWzBdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwQZGVub21pbmF0b3JfbG9nMpRop2geKYGU'
+    'fZQoaCFLCGgiiWgNaA5oI4h1YmgLjCNkZW5vbWluYXRvciA9IDIgKiogZGVub21pbmF0b3JfbG9nMpRoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vaaN+MIHJlY29yZHMudGltZV9zaWduYXR1cmUuZmllbGRzWzFdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwQY2xvY2tzX3Blcl9jbGlja5Rop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpO'
+    'aNtLAGgNTmjcaDdo3Ylo3k5oO0vbaN+MIHJlY29yZHMudGltZV9zaWduYXR1cmUuZmllbGRzWzJdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwbbm90YXRlZF8zMm5kX25vdGVzX3Blcl9iZWF0lGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S9xo34wgcmVjb3Jkcy50aW1lX3NpZ25hdHVyZS5maWVsZHNbM12UaCEpaOFOaOJOaOOJdWJlaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4B'
+    'AABOal8BAABOamABAABdlGpjAQAAKYGUfZQoaBROaKBqeQQAAGpmAQAASwRqZwEAAH2UKGp8BAAASwBqggQAAEsBaokEAABLAmqPBAAASwN1amkBAAB9lChqfAQAAEsBaoIEAABLAWqJBAAASwFqjwQAAEsBdWj0TnViYWg7S9dqawEAAGgRaA1OamwBAAApam0BAABqSQEAAGpuAQAAXZRqcAEAAF2UdWJqpwMAAGidKYGUfZQoaAVqpwMAAGigXZQoaKMpgZR9lChoBYwGc2hhcnBzlGinaB4pgZR9lChoIUsIaCKIaA1oDmgjiHViaAuMG3NoYXJwcyAoPiAwKSBvciBmbGF0cyAoPCAwKZRoCWg3aMtOaMxOaM1OaM5OaNCJaNFK+f///0sH'
+    'hpRorE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S99o34wfcmVjb3Jkcy5rZXlfc2lnbmF0dXJlLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMBW1pbm9ylGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5LAYaUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vgaN+MH3JlY29yZHMua2V5X3NpZ25hdHVyZS5maWVsZHNbMV2UaCEpaOFOaOJOaOOJdWJlaAtoN2gJaDdqWgEAAH2U'
+    'alwBAABOal0BAACJal4BAABOal8BAABOamABAABdlGpjAQAAKYGUfZQoaBROaKBqnQQAAGpmAQAASwJqZwEAAH2UKGqgBAAASwBqqAQAAEsBdWppAQAAfZQoaqAEAABLAWqoBAAASwF1aPROdWJhaDtL3WprAQAAaBFoDU5qbAEAAClqbQEAAGpJAQAAam4BAABdlGpwAQAAXZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMBmRldGVjdJRdlGgAjAZEZXRlY3SUk5QpgZR9lChqSQEAAGibaKZDBE1UaGSUjAJhdJRLAGjSiWpaAQAAKYwEdGhlbpROjAR0YWdzlE51YmGMC2VuZGlhbl9leHBylE51Yi4='
 )

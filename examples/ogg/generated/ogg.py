@@ -187,21 +187,21 @@ _S2 = struct.Struct('<IB')
 _T3 = (('page_crc', 0, 4), ('segment_count', 4, 1))
 _RC4 = {}  # ogg_page.segment_table element-count structs
 _FB5 = b'\x00\x00\x00\x00'
-_S6 = struct.Struct('<4sBBQIIIB')
-_S7 = struct.Struct('<I')
-_S8 = struct.Struct('<B')
-_L9 = tuple(struct.pack('<B', _i) for _i in range(256))
+_S6 = struct.Struct('<B')
+_T7 = (('packet_type', 0, 1),)
+_S8 = struct.Struct('<6sIBIiiiBB')
+_T9 = (('magic', 0, 6), ('vorbis_version', 6, 4), ('audio_channels', 10, 1), ('audio_sample_rate', 11, 4), ('bitrate_maximum', 15, 4), ('bitrate_nominal', 19, 4), ('bitrate_minimum', 23, 4), ('blocksizes', 27, 1), ('framing_flag', 28, 1))
+_S10 = struct.Struct('<6sI')
+_T11 = (('magic', 0, 6), ('vendor.length', 6, 4))
+_S12 = struct.Struct('<I')
+_T13 = (('comments.length', 0, 4),)
+_T14 = (('framing_flag', 0, 1),)
+_S15 = struct.Struct('<6s')
+_T16 = (('magic', 0, 6),)
 from bytewright.runtime import framing as _framing
-_FR10 = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
-_T11 = (('packet_type', 0, 1),)
-_S12 = struct.Struct('<6sIBIiiiBB')
-_T13 = (('magic', 0, 6), ('vorbis_version', 6, 4), ('audio_channels', 10, 1), ('audio_sample_rate', 11, 4), ('bitrate_maximum', 15, 4), ('bitrate_nominal', 19, 4), ('bitrate_minimum', 23, 4), ('blocksizes', 27, 1), ('framing_flag', 28, 1))
-_S14 = struct.Struct('<6sI')
-_T15 = (('magic', 0, 6), ('vendor.length', 6, 4))
-_T16 = (('comments.length', 0, 4),)
-_T17 = (('framing_flag', 0, 1),)
-_S18 = struct.Struct('<6s')
-_T19 = (('magic', 0, 6),)
+_FR17 = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
+_S18 = struct.Struct('<4sBBQIIIB')
+_L19 = tuple(struct.pack('<B', _i) for _i in range(256))
 _BD20 = bytes.decode
 _L21 = tuple(struct.pack('<I', _i) for _i in range(256))
 
@@ -262,7 +262,7 @@ def _d_ogg_page(mv, pos, end):
 
 def _u_ogg_page(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_capture, f_version, f_header_type, f_granule, f_serial, f_seqno, f_page_crc, f_segment_count = _S6.unpack_from(mv, pos)
+    f_capture, f_version, f_header_type, f_granule, f_serial, f_seqno, f_page_crc, f_segment_count = _S18.unpack_from(mv, pos)
     _r0 = pos
     pos += 22
     if f_capture != b'OggS':
@@ -310,13 +310,13 @@ def _m_ogg_page(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S6_unpack_from = _S6.unpack_from
+    _S18_unpack_from = _S18.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_capture, f_version, f_header_type, f_granule, f_serial, f_seqno, f_page_crc, f_segment_count = _S6_unpack_from(mv, pos)
+            f_capture, f_version, f_header_type, f_granule, f_serial, f_seqno, f_page_crc, f_segment_count = _S18_unpack_from(mv, pos)
             _r0 = pos
             pos += 22
             if f_capture != b'OggS':
@@ -374,7 +374,7 @@ def _e_ogg_page(out, v):
     out += _FB5
     _e_page_crc = len(out)
     _s_segment_count = len(out)
-    out += _S8.pack(len(v.segment_table))
+    out += _S6.pack(len(v.segment_table))
     if len(v.segment_table) != len(v.segment_table):
         raise EncodeError('expected ' + str(len(v.segment_table)) + ' items, found ' + str(len(v.segment_table)), path='segment_table')
     out += struct.pack('<' + str(len(v.segment_table)) + 'B', *v.segment_table)
@@ -384,12 +384,12 @@ def _e_ogg_page(out, v):
     out += _b
     _e_body = len(out)
     f_page_crc = _ck_crc32_ogg(b''.join((memoryview(out)[_s_capture:_e_seqno], memoryview(out)[_atck_page_crc:_e_page_crc], memoryview(out)[_s_segment_count:_e_body],)))
-    _S7.pack_into(out, _atck_page_crc, f_page_crc)
+    _S12.pack_into(out, _atck_page_crc, f_page_crc)
 
 def _em_ogg_page(values):
     out = bytearray()
     _S0_pack = _S0.pack
-    _S8_pack = _S8.pack
+    _S6_pack = _S6.pack
     for v in values:
         _s_capture = len(out)
         _e_seqno = len(out) + 22
@@ -398,7 +398,7 @@ def _em_ogg_page(values):
         out += _FB5
         _e_page_crc = len(out)
         _s_segment_count = len(out)
-        out += _L9[_ln] if (_ln := len(v.segment_table)) < 256 else _S8_pack(_ln)
+        out += _L19[_ln] if (_ln := len(v.segment_table)) < 256 else _S6_pack(_ln)
         if len(v.segment_table) != len(v.segment_table):
             raise EncodeError('expected ' + str(len(v.segment_table)) + ' items, found ' + str(len(v.segment_table)), path='segment_table')
         out += struct.pack('<' + str(len(v.segment_table)) + 'B', *v.segment_table)
@@ -408,12 +408,12 @@ def _em_ogg_page(values):
         out += _b
         _e_body = len(out)
         f_page_crc = _ck_crc32_ogg(b''.join((memoryview(out)[_s_capture:_e_seqno], memoryview(out)[_atck_page_crc:_e_page_crc], memoryview(out)[_s_segment_count:_e_body])))
-        _S7.pack_into(out, _atck_page_crc, f_page_crc)
+        _S12.pack_into(out, _atck_page_crc, f_page_crc)
     return bytes(out)
 
 def _d_ogg_stream(mv, pos, end):
     try:
-        f_packets, pos = _framing.fast_decode(_FR10, mv, pos, end, _d_ogg_page, _d_vorbis_packet)
+        f_packets, pos = _framing.fast_decode(_FR17, mv, pos, end, _d_ogg_page, _d_vorbis_packet)
     except DecodeError as _exc:
         raise _exc.prefixed('packets') from None
     _obj = _new(OggStream)
@@ -423,7 +423,7 @@ def _d_ogg_stream(mv, pos, end):
 def _u_ogg_stream(mv, pos, end):
     if pos > end:
         raise IndexError
-    f_packets, pos = _framing.fast_decode(_FR10, mv, pos, end, _d_ogg_page, _d_vorbis_packet)
+    f_packets, pos = _framing.fast_decode(_FR17, mv, pos, end, _d_ogg_page, _d_vorbis_packet)
     _obj = _new(OggStream)
     _obj.packets = f_packets
     return (_obj, pos)
@@ -440,7 +440,7 @@ def _m_ogg_stream(mv, pos, end, _rest=_decode_many):
             _rs = pos
             if pos > end:
                 raise IndexError
-            f_packets, pos = _framing.fast_decode(_FR10, mv, pos, end, _d_ogg_page, _d_vorbis_packet)
+            f_packets, pos = _framing.fast_decode(_FR17, mv, pos, end, _d_ogg_page, _d_vorbis_packet)
             _obj = _new(OggStream)
             _obj.packets = f_packets
             if pos <= _rs:
@@ -455,40 +455,40 @@ def _m_ogg_stream(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_ogg_stream(out, v):
-    _framing.fast_encode(_FR10, out, v.packets, _e_ogg_page, _e_vorbis_packet)
+    _framing.fast_encode(_FR17, out, v.packets, _e_ogg_page, _e_vorbis_packet)
 
 def _em_ogg_stream(values):
     out = bytearray()
     for v in values:
-        _framing.fast_encode(_FR10, out, v.packets, _e_ogg_page, _e_vorbis_packet)
+        _framing.fast_encode(_FR17, out, v.packets, _e_ogg_page, _e_vorbis_packet)
     return bytes(out)
 
 def _d_vorbis_packet(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T11)
+        raise _short(pos, end, _T7)
     f_packet_type = mv[pos]
     pos += 1
     _tag = (f_packet_type if ((f_packet_type % 2) == 1) else 0)
     if _tag == 1:
         try:
             if pos + 29 > end:
-                raise _short(pos, end, _T13)
-            _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S12.unpack_from(mv, pos)
-            _identification_header___r12 = pos
+                raise _short(pos, end, _T9)
+            _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S8.unpack_from(mv, pos)
+            _identification_header___r8 = pos
             pos += 29
             if _identification_header__f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_identification_header___r12, path='magic', expected=b'vorbis', found=_identification_header__f_magic)
+                raise ConstraintError('bad magic', offset=_identification_header___r8, path='magic', expected=b'vorbis', found=_identification_header__f_magic)
             if _identification_header__f_vorbis_version != 0:
-                raise ConstraintError('bad magic', offset=_identification_header___r12 + 6, path='vorbis_version', expected=0, found=_identification_header__f_vorbis_version)
+                raise ConstraintError('bad magic', offset=_identification_header___r8 + 6, path='vorbis_version', expected=0, found=_identification_header__f_vorbis_version)
             if _identification_header__f_audio_channels < 1:
-                raise ConstraintError('value out of range', offset=_identification_header___r12 + 10, path='audio_channels', expected='1..None', found=_identification_header__f_audio_channels)
+                raise ConstraintError('value out of range', offset=_identification_header___r8 + 10, path='audio_channels', expected='1..None', found=_identification_header__f_audio_channels)
             if _identification_header__f_audio_sample_rate < 1:
-                raise ConstraintError('value out of range', offset=_identification_header___r12 + 11, path='audio_sample_rate', expected='1..None', found=_identification_header__f_audio_sample_rate)
+                raise ConstraintError('value out of range', offset=_identification_header___r8 + 11, path='audio_sample_rate', expected='1..None', found=_identification_header__f_audio_sample_rate)
             if _identification_header__f_blocksizes & 0:
-                raise ConstraintError('undefined blocksizes bits set', offset=_identification_header___r12 + 27, path='blocksizes', expected='mask 0xff', found=_identification_header__f_blocksizes)
+                raise ConstraintError('undefined blocksizes bits set', offset=_identification_header___r8 + 27, path='blocksizes', expected='mask 0xff', found=_identification_header__f_blocksizes)
             _identification_header__f_blocksizes = Blocksizes.from_int(_identification_header__f_blocksizes)
             if _identification_header__f_framing_flag != 1:
-                raise ConstraintError('bad magic', offset=_identification_header___r12 + 28, path='framing_flag', expected=1, found=_identification_header__f_framing_flag)
+                raise ConstraintError('bad magic', offset=_identification_header___r8 + 28, path='framing_flag', expected=1, found=_identification_header__f_framing_flag)
             _identification_header___obj = _new(IdentificationHeader)
             _identification_header___obj.audio_channels = _identification_header__f_audio_channels
             _identification_header___obj.audio_sample_rate = _identification_header__f_audio_sample_rate
@@ -502,12 +502,12 @@ def _d_vorbis_packet(mv, pos, end):
     elif _tag == 3:
         try:
             if pos + 10 > end:
-                raise _short(pos, end, _T15)
-            _comment_header__f_magic, _comment_header__n_vendor = _S14.unpack_from(mv, pos)
-            _comment_header___r14 = pos
+                raise _short(pos, end, _T11)
+            _comment_header__f_magic, _comment_header__n_vendor = _S10.unpack_from(mv, pos)
+            _comment_header___r10 = pos
             pos += 10
             if _comment_header__f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_comment_header___r14, path='magic', expected=b'vorbis', found=_comment_header__f_magic)
+                raise ConstraintError('bad magic', offset=_comment_header___r10, path='magic', expected=b'vorbis', found=_comment_header__f_magic)
             if pos + _comment_header__n_vendor > end:
                 raise TruncatedError('str truncated', offset=pos, path='vendor', expected=_comment_header__n_vendor, found=end - pos)
             try:
@@ -516,8 +516,8 @@ def _d_vorbis_packet(mv, pos, end):
                 raise _text_error(_u, pos, 'utf-8', 'vendor') from None
             pos += _comment_header__n_vendor
             if pos + 4 > end:
-                raise _short(pos, end, _T16)
-            _comment_header__n_comments, = _S7.unpack_from(mv, pos)
+                raise _short(pos, end, _T13)
+            _comment_header__n_comments, = _S12.unpack_from(mv, pos)
             pos += 4
             if _comment_header__n_comments < 0 or _comment_header__n_comments * 4 > end - pos:
                 raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
@@ -526,7 +526,7 @@ def _d_vorbis_packet(mv, pos, end):
                 for _comment_header___i in range(_comment_header__n_comments):
                     if pos + 4 > end:
                         raise TruncatedError('length prefix truncated', offset=pos, path='.length', expected=4, found=end - pos)
-                    _comment_header___n = _S7.unpack_from(mv, pos)[0]
+                    _comment_header___n = _S12.unpack_from(mv, pos)[0]
                     pos += 4
                     if pos + _comment_header___n > end:
                         raise TruncatedError('str truncated', offset=pos, path='', expected=_comment_header___n, found=end - pos)
@@ -539,12 +539,12 @@ def _d_vorbis_packet(mv, pos, end):
             except DecodeError as _exc:
                 raise _exc.prefixed('[' + str(_comment_header___i) + ']').prefixed('comments') from None
             if pos + 1 > end:
-                raise _short(pos, end, _T17)
+                raise _short(pos, end, _T14)
             _comment_header__f_framing_flag = mv[pos]
-            _comment_header___r8 = pos
+            _comment_header___r6 = pos
             pos += 1
             if _comment_header__f_framing_flag != 1:
-                raise ConstraintError('bad magic', offset=_comment_header___r8, path='framing_flag', expected=1, found=_comment_header__f_framing_flag)
+                raise ConstraintError('bad magic', offset=_comment_header___r6, path='framing_flag', expected=1, found=_comment_header__f_framing_flag)
             _comment_header___obj = _new(CommentHeader)
             _comment_header___obj.vendor = _comment_header__f_vendor
             _comment_header___obj.comments = _comment_header__f_comments
@@ -554,12 +554,12 @@ def _d_vorbis_packet(mv, pos, end):
     elif _tag == 5:
         try:
             if pos + 6 > end:
-                raise _short(pos, end, _T19)
-            _setup_header__f_magic, = _S18.unpack_from(mv, pos)
-            _setup_header___r18 = pos
+                raise _short(pos, end, _T16)
+            _setup_header__f_magic, = _S15.unpack_from(mv, pos)
+            _setup_header___r15 = pos
             pos += 6
             if _setup_header__f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_setup_header___r18, path='magic', expected=b'vorbis', found=_setup_header__f_magic)
+                raise ConstraintError('bad magic', offset=_setup_header___r15, path='magic', expected=b'vorbis', found=_setup_header__f_magic)
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='codebooks', expected=end - pos, found=end - pos)
             _setup_header__f_codebooks = bytes(mv[pos:pos + (end - pos)])
@@ -593,7 +593,7 @@ def _u_vorbis_packet(mv, pos, end):
     pos += 1
     _tag = f_packet_type if f_packet_type % 2 == 1 else 0
     if _tag == 1:
-        _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S12.unpack_from(mv, pos)
+        _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S8.unpack_from(mv, pos)
         pos += 29
         if _identification_header__f_magic != b'vorbis':
             raise ConstraintError('bad magic')
@@ -617,19 +617,19 @@ def _u_vorbis_packet(mv, pos, end):
         _identification_header___obj.blocksizes = _identification_header__f_blocksizes
         f_body = _identification_header___obj
     elif _tag == 3:
-        _comment_header__f_magic, _comment_header__n_vendor = _S14.unpack_from(mv, pos)
+        _comment_header__f_magic, _comment_header__n_vendor = _S10.unpack_from(mv, pos)
         pos += 10
         if _comment_header__f_magic != b'vorbis':
             raise ConstraintError('bad magic')
         _comment_header__f_vendor = _BD20(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
         pos += _comment_header__n_vendor
-        _comment_header__n_comments, = _S7.unpack_from(mv, pos)
+        _comment_header__n_comments, = _S12.unpack_from(mv, pos)
         pos += 4
         if _comment_header__n_comments * 4 > end - pos:
             raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
         _comment_header__f_comments = []
         for _comment_header___i in range(_comment_header__n_comments):
-            _comment_header___n = _S7.unpack_from(mv, pos)[0]
+            _comment_header___n = _S12.unpack_from(mv, pos)[0]
             pos += 4
             _comment_header___x = _BD20(mv[pos:pos + _comment_header___n]) if _isb else str(mv[pos:pos + _comment_header___n], 'utf-8')
             pos += _comment_header___n
@@ -643,7 +643,7 @@ def _u_vorbis_packet(mv, pos, end):
         _comment_header___obj.comments = _comment_header__f_comments
         f_body = _comment_header___obj
     elif _tag == 5:
-        _setup_header__f_magic, = _S18.unpack_from(mv, pos)
+        _setup_header__f_magic, = _S15.unpack_from(mv, pos)
         pos += 6
         if _setup_header__f_magic != b'vorbis':
             raise ConstraintError('bad magic')
@@ -679,10 +679,10 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
+    _S10_unpack_from = _S10.unpack_from
     _S12_unpack_from = _S12.unpack_from
-    _S14_unpack_from = _S14.unpack_from
-    _S18_unpack_from = _S18.unpack_from
-    _S7_unpack_from = _S7.unpack_from
+    _S15_unpack_from = _S15.unpack_from
+    _S8_unpack_from = _S8.unpack_from
     try:
         while True:
             if pos >= end:
@@ -692,7 +692,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
             pos += 1
             _tag = f_packet_type if f_packet_type % 2 == 1 else 0
             if _tag == 1:
-                _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S12_unpack_from(mv, pos)
+                _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S8_unpack_from(mv, pos)
                 pos += 29
                 if _identification_header__f_magic != b'vorbis':
                     raise ConstraintError('bad magic')
@@ -716,19 +716,19 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _identification_header___obj.blocksizes = _identification_header__f_blocksizes
                 f_body = _identification_header___obj
             elif _tag == 3:
-                _comment_header__f_magic, _comment_header__n_vendor = _S14_unpack_from(mv, pos)
+                _comment_header__f_magic, _comment_header__n_vendor = _S10_unpack_from(mv, pos)
                 pos += 10
                 if _comment_header__f_magic != b'vorbis':
                     raise ConstraintError('bad magic')
                 _comment_header__f_vendor = _BD20(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
                 pos += _comment_header__n_vendor
-                _comment_header__n_comments, = _S7_unpack_from(mv, pos)
+                _comment_header__n_comments, = _S12_unpack_from(mv, pos)
                 pos += 4
                 if _comment_header__n_comments * 4 > end - pos:
                     raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
                 _comment_header__f_comments = []
                 for _comment_header___i in range(_comment_header__n_comments):
-                    _comment_header___n = _S7_unpack_from(mv, pos)[0]
+                    _comment_header___n = _S12_unpack_from(mv, pos)[0]
                     pos += 4
                     _comment_header___x = _BD20(mv[pos:pos + _comment_header___n]) if _isb else str(mv[pos:pos + _comment_header___n], 'utf-8')
                     pos += _comment_header___n
@@ -742,7 +742,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _comment_header___obj.comments = _comment_header__f_comments
                 f_body = _comment_header___obj
             elif _tag == 5:
-                _setup_header__f_magic, = _S18_unpack_from(mv, pos)
+                _setup_header__f_magic, = _S15_unpack_from(mv, pos)
                 pos += 6
                 if _setup_header__f_magic != b'vorbis':
                     raise ConstraintError('bad magic')
@@ -780,7 +780,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_vorbis_packet(out, v):
-    out += _S8.pack(v.packet_type)
+    out += _S6.pack(v.packet_type)
     _tag = (v.packet_type if ((v.packet_type % 2) == 1) else 0)
     if _tag == 1:
         if v.body.__class__ is not IdentificationHeader:
@@ -790,25 +790,25 @@ def _e_vorbis_packet(out, v):
             raise EncodeError('value ' + repr(_identification_header__v.audio_channels) + ' out of range 1..None', path='audio_channels')
         if _identification_header__v.audio_sample_rate < 1:
             raise EncodeError('value ' + repr(_identification_header__v.audio_sample_rate) + ' out of range 1..None', path='audio_sample_rate')
-        out += _S12.pack(b'vorbis', 0, _identification_header__v.audio_channels, _identification_header__v.audio_sample_rate, _identification_header__v.bitrate_maximum, _identification_header__v.bitrate_nominal, _identification_header__v.bitrate_minimum, _identification_header__v.blocksizes.to_int(), 1)
+        out += _S8.pack(b'vorbis', 0, _identification_header__v.audio_channels, _identification_header__v.audio_sample_rate, _identification_header__v.bitrate_maximum, _identification_header__v.bitrate_nominal, _identification_header__v.bitrate_minimum, _identification_header__v.blocksizes.to_int(), 1)
     elif _tag == 3:
         if v.body.__class__ is not CommentHeader:
             raise EncodeError('tag 3 takes a CommentHeader, not ' + type(v.body).__name__, path='body')
         _comment_header__v = v.body
         _comment_header___b_vendor = _comment_header__v.vendor.encode()
-        out += _S14.pack(b'vorbis', len(_comment_header___b_vendor))
+        out += _S10.pack(b'vorbis', len(_comment_header___b_vendor))
         out += _comment_header___b_vendor
-        out += _S7.pack(len(_comment_header__v.comments))
+        out += _S12.pack(len(_comment_header__v.comments))
         for _comment_header___x in _comment_header__v.comments:
             _comment_header___b = _comment_header___x.encode()
-            out += _S7.pack(len(_comment_header___b))
+            out += _S12.pack(len(_comment_header___b))
             out += _comment_header___b
-        out += _S8.pack(1)
+        out += _S6.pack(1)
     elif _tag == 5:
         if v.body.__class__ is not SetupHeader:
             raise EncodeError('tag 5 takes a SetupHeader, not ' + type(v.body).__name__, path='body')
         _setup_header__v = v.body
-        out += _S18.pack(b'vorbis')
+        out += _S15.pack(b'vorbis')
         _setup_header___b = _setup_header__v.codebooks
         out += _setup_header___b
     elif _tag == 0:
@@ -824,16 +824,16 @@ def _em_vorbis_packet(values):
     _all = []
     _a = _all.append
     _chunks = []
+    _S10_pack = _S10.pack
     _S12_pack = _S12.pack
-    _S14_pack = _S14.pack
-    _S18_pack = _S18.pack
-    _S7_pack = _S7.pack
+    _S15_pack = _S15.pack
+    _S6_pack = _S6.pack
     _S8_pack = _S8.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S8_pack(v.packet_type))
+        _a(_S6_pack(v.packet_type))
         _tag = v.packet_type if v.packet_type % 2 == 1 else 0
         if _tag == 1:
             if v.body.__class__ is not IdentificationHeader:
@@ -843,25 +843,25 @@ def _em_vorbis_packet(values):
                 raise EncodeError('value ' + repr(_identification_header__v.audio_channels) + ' out of range 1..None', path='audio_channels')
             if _identification_header__v.audio_sample_rate < 1:
                 raise EncodeError('value ' + repr(_identification_header__v.audio_sample_rate) + ' out of range 1..None', path='audio_sample_rate')
-            _a(_S12_pack(b'vorbis', 0, _identification_header__v.audio_channels, _identification_header__v.audio_sample_rate, _identification_header__v.bitrate_maximum, _identification_header__v.bitrate_nominal, _identification_header__v.bitrate_minimum, _identification_header__v.blocksizes.to_int(), 1))
+            _a(_S8_pack(b'vorbis', 0, _identification_header__v.audio_channels, _identification_header__v.audio_sample_rate, _identification_header__v.bitrate_maximum, _identification_header__v.bitrate_nominal, _identification_header__v.bitrate_minimum, _identification_header__v.blocksizes.to_int(), 1))
         elif _tag == 3:
             if v.body.__class__ is not CommentHeader:
                 raise EncodeError('tag 3 takes a CommentHeader, not ' + type(v.body).__name__, path='body')
             _comment_header__v = v.body
             _comment_header___b_vendor = _comment_header__v.vendor.encode()
-            _a(_S14_pack(b'vorbis', len(_comment_header___b_vendor)))
+            _a(_S10_pack(b'vorbis', len(_comment_header___b_vendor)))
             _a(_comment_header___b_vendor)
-            _a(_L21[_ln] if (_ln := len(_comment_header__v.comments)) < 256 else _S7_pack(_ln))
+            _a(_L21[_ln] if (_ln := len(_comment_header__v.comments)) < 256 else _S12_pack(_ln))
             for _comment_header___x in _comment_header__v.comments:
                 _comment_header___b = _comment_header___x.encode()
-                _a(_L21[_ln] if (_ln := len(_comment_header___b)) < 256 else _S7_pack(_ln))
+                _a(_L21[_ln] if (_ln := len(_comment_header___b)) < 256 else _S12_pack(_ln))
                 _a(_comment_header___b)
-            _a(_S8_pack(1))
+            _a(_S6_pack(1))
         elif _tag == 5:
             if v.body.__class__ is not SetupHeader:
                 raise EncodeError('tag 5 takes a SetupHeader, not ' + type(v.body).__name__, path='body')
             _setup_header__v = v.body
-            _a(_S18_pack(b'vorbis'))
+            _a(_S15_pack(b'vorbis'))
             _setup_header___b = _setup_header__v.codebooks
             _a(_setup_header___b)
         elif _tag == 0:
@@ -877,23 +877,23 @@ def _em_vorbis_packet(values):
 
 def _d_identification_header(mv, pos, end):
     if pos + 29 > end:
-        raise _short(pos, end, _T13)
-    f_magic, f_vorbis_version, f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes, f_framing_flag = _S12.unpack_from(mv, pos)
-    _r12 = pos
+        raise _short(pos, end, _T9)
+    f_magic, f_vorbis_version, f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes, f_framing_flag = _S8.unpack_from(mv, pos)
+    _r8 = pos
     pos += 29
     if f_magic != b'vorbis':
-        raise ConstraintError('bad magic', offset=_r12, path='magic', expected=b'vorbis', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r8, path='magic', expected=b'vorbis', found=f_magic)
     if f_vorbis_version != 0:
-        raise ConstraintError('bad magic', offset=_r12 + 6, path='vorbis_version', expected=0, found=f_vorbis_version)
+        raise ConstraintError('bad magic', offset=_r8 + 6, path='vorbis_version', expected=0, found=f_vorbis_version)
     if f_audio_channels < 1:
-        raise ConstraintError('value out of range', offset=_r12 + 10, path='audio_channels', expected='1..None', found=f_audio_channels)
+        raise ConstraintError('value out of range', offset=_r8 + 10, path='audio_channels', expected='1..None', found=f_audio_channels)
     if f_audio_sample_rate < 1:
-        raise ConstraintError('value out of range', offset=_r12 + 11, path='audio_sample_rate', expected='1..None', found=f_audio_sample_rate)
+        raise ConstraintError('value out of range', offset=_r8 + 11, path='audio_sample_rate', expected='1..None', found=f_audio_sample_rate)
     if f_blocksizes & 0:
-        raise ConstraintError('undefined blocksizes bits set', offset=_r12 + 27, path='blocksizes', expected='mask 0xff', found=f_blocksizes)
+        raise ConstraintError('undefined blocksizes bits set', offset=_r8 + 27, path='blocksizes', expected='mask 0xff', found=f_blocksizes)
     f_blocksizes = Blocksizes.from_int(f_blocksizes)
     if f_framing_flag != 1:
-        raise ConstraintError('bad magic', offset=_r12 + 28, path='framing_flag', expected=1, found=f_framing_flag)
+        raise ConstraintError('bad magic', offset=_r8 + 28, path='framing_flag', expected=1, found=f_framing_flag)
     _obj = _new(IdentificationHeader)
     _obj.audio_channels = f_audio_channels
     _obj.audio_sample_rate = f_audio_sample_rate
@@ -903,99 +903,21 @@ def _d_identification_header(mv, pos, end):
     _obj.blocksizes = f_blocksizes
     return _obj, pos
 
-def _u_identification_header(mv, pos, end):
-    f_magic, f_vorbis_version, f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes, f_framing_flag = _S12.unpack_from(mv, pos)
-    pos += 29
-    if f_magic != b'vorbis':
-        raise ConstraintError('bad magic')
-    if f_vorbis_version != 0:
-        raise ConstraintError('bad magic')
-    if f_audio_channels < 1:
-        raise ConstraintError('value out of range')
-    if f_audio_sample_rate < 1:
-        raise ConstraintError('value out of range')
-    if f_blocksizes & 0:
-        raise ConstraintError('undefined blocksizes bits set')
-    f_blocksizes = Blocksizes.from_int(f_blocksizes)
-    if f_framing_flag != 1:
-        raise ConstraintError('bad magic')
-    _obj = _new(IdentificationHeader)
-    _obj.audio_channels = f_audio_channels
-    _obj.audio_sample_rate = f_audio_sample_rate
-    _obj.bitrate_maximum = f_bitrate_maximum
-    _obj.bitrate_nominal = f_bitrate_nominal
-    _obj.bitrate_minimum = f_bitrate_minimum
-    _obj.blocksizes = f_blocksizes
-    return (_obj, pos)
-
-def _m_identification_header(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S12_unpack_from = _S12.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_magic, f_vorbis_version, f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes, f_framing_flag = _S12_unpack_from(mv, pos)
-            pos += 29
-            if f_magic != b'vorbis':
-                raise ConstraintError('bad magic')
-            if f_vorbis_version != 0:
-                raise ConstraintError('bad magic')
-            if f_audio_channels < 1:
-                raise ConstraintError('value out of range')
-            if f_audio_sample_rate < 1:
-                raise ConstraintError('value out of range')
-            if f_blocksizes & 0:
-                raise ConstraintError('undefined blocksizes bits set')
-            f_blocksizes = Blocksizes.from_int(f_blocksizes)
-            if f_framing_flag != 1:
-                raise ConstraintError('bad magic')
-            _obj = _new(IdentificationHeader)
-            _obj.audio_channels = f_audio_channels
-            _obj.audio_sample_rate = f_audio_sample_rate
-            _obj.bitrate_maximum = f_bitrate_maximum
-            _obj.bitrate_nominal = f_bitrate_nominal
-            _obj.bitrate_minimum = f_bitrate_minimum
-            _obj.blocksizes = f_blocksizes
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_identification_header, 'identification_header', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_identification_header, 'identification_header', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_identification_header(out, v):
     if v.audio_channels < 1:
         raise EncodeError('value ' + repr(v.audio_channels) + ' out of range 1..None', path='audio_channels')
     if v.audio_sample_rate < 1:
         raise EncodeError('value ' + repr(v.audio_sample_rate) + ' out of range 1..None', path='audio_sample_rate')
-    out += _S12.pack(b'vorbis', 0, v.audio_channels, v.audio_sample_rate, v.bitrate_maximum, v.bitrate_nominal, v.bitrate_minimum, v.blocksizes.to_int(), 1)
-
-def _em_identification_header(values):
-    out = bytearray()
-    _S12_pack = _S12.pack
-    for v in values:
-        if v.audio_channels < 1:
-            raise EncodeError('value ' + repr(v.audio_channels) + ' out of range 1..None', path='audio_channels')
-        if v.audio_sample_rate < 1:
-            raise EncodeError('value ' + repr(v.audio_sample_rate) + ' out of range 1..None', path='audio_sample_rate')
-        out += _S12_pack(b'vorbis', 0, v.audio_channels, v.audio_sample_rate, v.bitrate_maximum, v.bitrate_nominal, v.bitrate_minimum, v.blocksizes.to_int(), 1)
-    return bytes(out)
+    out += _S8.pack(b'vorbis', 0, v.audio_channels, v.audio_sample_rate, v.bitrate_maximum, v.bitrate_nominal, v.bitrate_minimum, v.blocksizes.to_int(), 1)
 
 def _d_comment_header(mv, pos, end):
     if pos + 10 > end:
-        raise _short(pos, end, _T15)
-    f_magic, n_vendor = _S14.unpack_from(mv, pos)
-    _r14 = pos
+        raise _short(pos, end, _T11)
+    f_magic, n_vendor = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 10
     if f_magic != b'vorbis':
-        raise ConstraintError('bad magic', offset=_r14, path='magic', expected=b'vorbis', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r10, path='magic', expected=b'vorbis', found=f_magic)
     if pos + n_vendor > end:
         raise TruncatedError('str truncated', offset=pos, path='vendor', expected=n_vendor, found=end - pos)
     try:
@@ -1004,8 +926,8 @@ def _d_comment_header(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'vendor') from None
     pos += n_vendor
     if pos + 4 > end:
-        raise _short(pos, end, _T16)
-    n_comments, = _S7.unpack_from(mv, pos)
+        raise _short(pos, end, _T13)
+    n_comments, = _S12.unpack_from(mv, pos)
     pos += 4
     if n_comments < 0 or n_comments * 4 > end - pos:
         raise (ConstraintError('negative count ' + str(n_comments), offset=pos, path='comments', expected='>= 0', found=n_comments) if n_comments < 0 else TruncatedError('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos))
@@ -1014,7 +936,7 @@ def _d_comment_header(mv, pos, end):
         for _i in range(n_comments):
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='.length', expected=4, found=end - pos)
-            _n = _S7.unpack_from(mv, pos)[0]
+            _n = _S12.unpack_from(mv, pos)[0]
             pos += 4
             if pos + _n > end:
                 raise TruncatedError('str truncated', offset=pos, path='', expected=_n, found=end - pos)
@@ -1027,133 +949,36 @@ def _d_comment_header(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('comments') from None
     if pos + 1 > end:
-        raise _short(pos, end, _T17)
+        raise _short(pos, end, _T14)
     f_framing_flag = mv[pos]
-    _r8 = pos
+    _r6 = pos
     pos += 1
     if f_framing_flag != 1:
-        raise ConstraintError('bad magic', offset=_r8, path='framing_flag', expected=1, found=f_framing_flag)
+        raise ConstraintError('bad magic', offset=_r6, path='framing_flag', expected=1, found=f_framing_flag)
     _obj = _new(CommentHeader)
     _obj.vendor = f_vendor
     _obj.comments = f_comments
     return _obj, pos
 
-def _u_comment_header(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_magic, n_vendor = _S14.unpack_from(mv, pos)
-    pos += 10
-    if f_magic != b'vorbis':
-        raise ConstraintError('bad magic')
-    f_vendor = _BD20(mv[pos:pos + n_vendor]) if _isb else str(mv[pos:pos + n_vendor], 'utf-8')
-    pos += n_vendor
-    n_comments, = _S7.unpack_from(mv, pos)
-    pos += 4
-    if n_comments * 4 > end - pos:
-        raise ConstraintError('negative count ' + str(n_comments), offset=pos, path='comments', expected='>= 0', found=n_comments) if n_comments < 0 else TruncatedError('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
-    f_comments = []
-    for _i in range(n_comments):
-        _n = _S7.unpack_from(mv, pos)[0]
-        pos += 4
-        _x = _BD20(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
-        pos += _n
-        f_comments.append(_x)
-    f_framing_flag = mv[pos]
-    pos += 1
-    if f_framing_flag != 1:
-        raise ConstraintError('bad magic')
-    _obj = _new(CommentHeader)
-    _obj.vendor = f_vendor
-    _obj.comments = f_comments
-    return (_obj, pos)
-
-def _m_comment_header(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S14_unpack_from = _S14.unpack_from
-    _S7_unpack_from = _S7.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_magic, n_vendor = _S14_unpack_from(mv, pos)
-            pos += 10
-            if f_magic != b'vorbis':
-                raise ConstraintError('bad magic')
-            f_vendor = _BD20(mv[pos:pos + n_vendor]) if _isb else str(mv[pos:pos + n_vendor], 'utf-8')
-            pos += n_vendor
-            n_comments, = _S7_unpack_from(mv, pos)
-            pos += 4
-            if n_comments * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(n_comments), offset=pos, path='comments', expected='>= 0', found=n_comments) if n_comments < 0 else TruncatedError('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
-            f_comments = []
-            for _i in range(n_comments):
-                _n = _S7_unpack_from(mv, pos)[0]
-                pos += 4
-                _x = _BD20(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
-                pos += _n
-                f_comments.append(_x)
-            f_framing_flag = mv[pos]
-            pos += 1
-            if f_framing_flag != 1:
-                raise ConstraintError('bad magic')
-            _obj = _new(CommentHeader)
-            _obj.vendor = f_vendor
-            _obj.comments = f_comments
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_comment_header, 'comment_header', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_comment_header, 'comment_header', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_comment_header(out, v):
     _b_vendor = v.vendor.encode()
-    out += _S14.pack(b'vorbis', len(_b_vendor))
+    out += _S10.pack(b'vorbis', len(_b_vendor))
     out += _b_vendor
-    out += _S7.pack(len(v.comments))
+    out += _S12.pack(len(v.comments))
     for _x in v.comments:
         _b = _x.encode()
-        out += _S7.pack(len(_b))
+        out += _S12.pack(len(_b))
         out += _b
-    out += _S8.pack(1)
-
-def _em_comment_header(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S14_pack = _S14.pack
-    _S7_pack = _S7.pack
-    _S8_pack = _S8.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b_vendor = v.vendor.encode()
-        _a(_S14_pack(b'vorbis', len(_b_vendor)))
-        _a(_b_vendor)
-        _a(_L21[_ln] if (_ln := len(v.comments)) < 256 else _S7_pack(_ln))
-        for _x in v.comments:
-            _b = _x.encode()
-            _a(_L21[_ln] if (_ln := len(_b)) < 256 else _S7_pack(_ln))
-            _a(_b)
-        _a(_S8_pack(1))
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
+    out += _S6.pack(1)
 
 def _d_setup_header(mv, pos, end):
     if pos + 6 > end:
-        raise _short(pos, end, _T19)
-    f_magic, = _S18.unpack_from(mv, pos)
-    _r18 = pos
+        raise _short(pos, end, _T16)
+    f_magic, = _S15.unpack_from(mv, pos)
+    _r15 = pos
     pos += 6
     if f_magic != b'vorbis':
-        raise ConstraintError('bad magic', offset=_r18, path='magic', expected=b'vorbis', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r15, path='magic', expected=b'vorbis', found=f_magic)
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='codebooks', expected=(end - pos), found=end - pos)
     f_codebooks = bytes(mv[pos:pos + (end - pos)])
@@ -1162,68 +987,10 @@ def _d_setup_header(mv, pos, end):
     _obj.codebooks = f_codebooks
     return _obj, pos
 
-def _u_setup_header(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_magic, = _S18.unpack_from(mv, pos)
-    pos += 6
-    if f_magic != b'vorbis':
-        raise ConstraintError('bad magic')
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    _obj = _new(SetupHeader)
-    _obj.codebooks = f_codebooks
-    return (_obj, pos)
-
-def _m_setup_header(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S18_unpack_from = _S18.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_magic, = _S18_unpack_from(mv, pos)
-            pos += 6
-            if f_magic != b'vorbis':
-                raise ConstraintError('bad magic')
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            f_codebooks = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            _obj = _new(SetupHeader)
-            _obj.codebooks = f_codebooks
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_setup_header, 'setup_header', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_setup_header, 'setup_header', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_setup_header(out, v):
-    out += _S18.pack(b'vorbis')
+    out += _S15.pack(b'vorbis')
     _b = v.codebooks
     out += _b
-
-def _em_setup_header(values):
-    out = bytearray()
-    _S18_pack = _S18.pack
-    for v in values:
-        out += _S18_pack(b'vorbis')
-        _b = v.codebooks
-        out += _b
-    return bytes(out)
 
 def _d_audio_packet(mv, pos, end):
     if pos + (end - pos) > end:
@@ -1234,58 +1001,9 @@ def _d_audio_packet(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
-def _u_audio_packet(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    _obj = _new(AudioPacket)
-    _obj.data = f_data
-    return (_obj, pos)
-
-def _m_audio_packet(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            _obj = _new(AudioPacket)
-            _obj.data = f_data
-            if pos <= _rs:
-                raise IndexError
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_audio_packet, 'audio_packet', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_audio_packet, 'audio_packet', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_audio_packet(out, v):
     _b = v.data
     out += _b
-
-def _em_audio_packet(values):
-    out = bytearray()
-    for v in values:
-        _b = v.data
-        out += _b
-    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -1538,14 +1256,6 @@ def decode_identification_header(buf, offset: int = 0) -> tuple[IdentificationHe
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_identification_header(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_identification_header(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("identification_header") from None
@@ -1579,8 +1289,7 @@ def iter_identification_header(buf, offset: int = 0, end: int | None = None):
 def decode_many_identification_header(buf, offset: int = 0, end: int | None = None) -> list[IdentificationHeader]:
     """Decode consecutive `identification_header` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_identification_header``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_identification_header(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_identification_header, "identification_header", buf, offset, end, ())
 
 
 def decode_prefix_identification_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[IdentificationHeader], int]:
@@ -1588,19 +1297,11 @@ def decode_prefix_identification_header(buf, offset: int = 0, end: int | None = 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_identification_header(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_identification_header, "identification_header", buf, offset, end, ())
 
 
 def encode_many_identification_header(values) -> bytes:
     """Encode consecutive `identification_header` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_identification_header(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_identification_header, "identification_header", values, ())
 
 
@@ -1618,14 +1319,6 @@ def decode_comment_header(buf, offset: int = 0) -> tuple[CommentHeader, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_comment_header(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_comment_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1660,8 +1353,7 @@ def iter_comment_header(buf, offset: int = 0, end: int | None = None):
 def decode_many_comment_header(buf, offset: int = 0, end: int | None = None) -> list[CommentHeader]:
     """Decode consecutive `comment_header` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_comment_header``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_comment_header(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_comment_header, "comment_header", buf, offset, end, ())
 
 
 def decode_prefix_comment_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[CommentHeader], int]:
@@ -1669,19 +1361,11 @@ def decode_prefix_comment_header(buf, offset: int = 0, end: int | None = None) -
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_comment_header(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_comment_header, "comment_header", buf, offset, end, ())
 
 
 def encode_many_comment_header(values) -> bytes:
     """Encode consecutive `comment_header` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_comment_header(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_comment_header, "comment_header", values, ())
 
 
@@ -1699,14 +1383,6 @@ def decode_setup_header(buf, offset: int = 0) -> tuple[SetupHeader, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_setup_header(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_setup_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1741,8 +1417,7 @@ def iter_setup_header(buf, offset: int = 0, end: int | None = None):
 def decode_many_setup_header(buf, offset: int = 0, end: int | None = None) -> list[SetupHeader]:
     """Decode consecutive `setup_header` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_setup_header``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_setup_header(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_setup_header, "setup_header", buf, offset, end, ())
 
 
 def decode_prefix_setup_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[SetupHeader], int]:
@@ -1750,19 +1425,11 @@ def decode_prefix_setup_header(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_setup_header(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_setup_header, "setup_header", buf, offset, end, ())
 
 
 def encode_many_setup_header(values) -> bytes:
     """Encode consecutive `setup_header` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_setup_header(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_setup_header, "setup_header", values, ())
 
 
@@ -1780,14 +1447,6 @@ def decode_audio_packet(buf, offset: int = 0) -> tuple[AudioPacket, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_audio_packet(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_audio_packet(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1822,8 +1481,7 @@ def iter_audio_packet(buf, offset: int = 0, end: int | None = None):
 def decode_many_audio_packet(buf, offset: int = 0, end: int | None = None) -> list[AudioPacket]:
     """Decode consecutive `audio_packet` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_audio_packet``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_audio_packet(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_audio_packet, "audio_packet", buf, offset, end, ())
 
 
 def decode_prefix_audio_packet(buf, offset: int = 0, end: int | None = None) -> tuple[list[AudioPacket], int]:
@@ -1831,19 +1489,11 @@ def decode_prefix_audio_packet(buf, offset: int = 0, end: int | None = None) -> 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_audio_packet(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_audio_packet, "audio_packet", buf, offset, end, ())
 
 
 def encode_many_audio_packet(values) -> bytes:
     """Encode consecutive `audio_packet` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_audio_packet(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_audio_packet, "audio_packet", values, ())
 
 
@@ -2661,7 +2311,7 @@ CONSTRUCT_ENCODERS = {"ogg_page": construct_encode_ogg_page, "ogg_stream": const
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVFCwAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDb2dnlIwFdGl0bGWUjDZPZ2cgVm9yYmlzIGZpbGUgKHBhZ2VzLCBsYWNlZCBwYWNrZXRzLCBWb3JiaXMgaGVhZGVycymUjARzcGVjlIwsUkZDIDM1MzMgKE9nZyk7IFZvcmJpcyBJIHNwZWNpZmljYXRpb24gwqc0LjKUjANkb2OUWHkCAABBbiBPZ2cgcGh5c2ljYWwgc3RyZWFtIGlzIGEgc2VxdWVuY2Ugb2YgcGFnZXMuIEEgcGFnZSBoZWFkZXIgKCJPZ2dTIiwgdmVyc2lvbiwgZmxhZ3MsIGdyYW51bGUgcG9zaXRpb24s'
+    'gASVQCwAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDb2dnlIwFdGl0bGWUjDZPZ2cgVm9yYmlzIGZpbGUgKHBhZ2VzLCBsYWNlZCBwYWNrZXRzLCBWb3JiaXMgaGVhZGVycymUjARzcGVjlIwsUkZDIDM1MzMgKE9nZyk7IFZvcmJpcyBJIHNwZWNpZmljYXRpb24gwqc0LjKUjANkb2OUWHkCAABBbiBPZ2cgcGh5c2ljYWwgc3RyZWFtIGlzIGEgc2VxdWVuY2Ugb2YgcGFnZXMuIEEgcGFnZSBoZWFkZXIgKCJPZ2dTIiwgdmVyc2lvbiwgZmxhZ3MsIGdyYW51bGUgcG9zaXRpb24s'
     'IHNlcmlhbCBudW1iZXIsIHBhZ2Ugc2VxdWVuY2UgbnVtYmVyLCBDUkMsIGxhY2luZyB0YWJsZSkgaXMgZm9sbG93ZWQgYnkgaXRzIGJvZHk7IHRoZSBsYWNpbmcgdGFibGUncyBzZWdtZW50IHNpemVzIHNwbGl0IHRoZSBib2R5IGludG8gcGFja2V0IHBpZWNlcyAoYSAyNTUgY29udGludWVzIHRoZSBwYWNrZXQsIGEgc21hbGxlciB2YWx1ZSBlbmRzIGl0KSwgYW5kIGEgcGFja2V0IG1heSBjb250aW51ZSBvbiB0aGUgbmV4dCBwYWdlIChmbGFnIGBjb250aW51ZWRgKS4gVGhlIHBhZ2UgQ1JDIGlzIE9nZydzIENSQy0zMiAocG9s'
     'eW5vbWlhbCAweDA0YzExZGI3LCBubyByZWZsZWN0aW9uKSBvdmVyIHRoZSB3aG9sZSBwYWdlIHdpdGggdGhlIENSQyBmaWVsZCBhcyB6ZXJvLiBUaGUgcGFja2V0cyBmb3JtIGEgVm9yYmlzIHN0cmVhbTogaWRlbnRpZmljYXRpb24sIGNvbW1lbnQgYW5kIHNldHVwIGhlYWRlcnMgKG9kZCBmaXJzdCBieXRlKSwgdGhlbiBhdWRpbyBwYWNrZXRzIChldmVuIGZpcnN0IGJ5dGUpLCBrZXB0IGFzIGJ5dGVzLgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UjBBzY2hlbWFzL29nZy55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo0M2RjOTg3'
     'ZjkyYzY5OWJhNWEyZjY1YThjYzE1NTBkZjdjZjA2NDAxNWQ2NWJlZjUzZDkxZjhjMzdmNDZmN2E2lIwIdmVyc2lvbnOUTowFZW51bXOUfZSMBWZsYWdzlH2UKIwKcGFnZV9mbGFnc5RoAIwIRmxhZ3NEZWaUk5QpgZR9lChoBWgZjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsIjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YmgjXZQoaACMB0ZsYWdCaXSUk5QpgZR9lChoBYwJY29udGludWVklIwCbG+USwCMBXdpZHRolEsBjARlbnVtlE5oC4w7dGhlIGZpcnN0IHBhY2tldCBwaWVjZSBjb250aW51ZXMgdGhlIHByZXZp'
@@ -2676,27 +2326,27 @@ _IR = (
     'aItOaIxLAGgNTmiNaDlojoloj05oOkssaJCMGnJlY29yZHMub2dnX3BhZ2UuZmllbGRzWzZdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwNc2VnbWVudF9jb3VudJRoWGggKYGUfZQoaCNLCGgkiWgNaA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIeMBWNvdW50lIwNc2VnbWVudF90YWJsZZSGlGiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLMGiQjBpyZWNvcmRzLm9nZ19wYWdlLmZpZWxkc1s3XZRoIylokk5ok05olIl1YmhUKYGUfZQoaAVo2GhYaCApgZR9lChoI0sIaCSJ'
     'aA1oDmgliHViaAuMDWxhY2luZyB2YWx1ZXOUaAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDaACMBlJlcGVhdJSTlCmBlH2UKGjXaGApgZR9lChoY2jUaGVoZowETmFtZZSTlClSlH2UKIwCaWSUaNSMA2N0eJRoZowETG9hZJSTlClSlH2UYmhtSwFobksAaG9LAWhwSw11YmhxaHRdlGjUYYWUUpR1Ymh4Tmg2iWh+TowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlok051YmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLMWiQjBpyZWNvcmRzLm9nZ19wYWdlLmZpZWxkc1s4XZRoIylokk5o'
     'k05olIl1YmhUKYGUfZQoaAWMBGJvZHmUaFhoWimBlH2UKGhdaGApgZR9lChoY4wSc3VtKHNlZ21lbnRfdGFibGUplGhlaGaMBENhbGyUk5QpUpR9lCiMBGZ1bmOUaOcpUpR9lCho6owDc3VtlGjraO5obUsBaG5LAGhvSwFocEsDdWJoo12UaOcpUpR9lCho6mjYaOto7mhtSwFobksEaG9LAWhwSxF1YmGMCGtleXdvcmRzlF2UaG1LAWhuSwBob0sBaHBLEnViaHFodF2UaNhhhZRSlHViaHhOaDaJaHlOaHpOdWJoC4wRdGhlIHBhY2tldCBwaWVjZXOUaAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJ'
-    'TmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLMmiQjBpyZWNvcmRzLm9nZ19wYWdlLmZpZWxkc1s5XZRoIylokk5ok05olIl1YmVoC4wJT25lIHBhZ2UulGgJjAxSRkMgMzUzMyDCpzaUaMt9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmhRaFKMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChoV0sAaJdLBGidSwVoqEsGaK9LDmi2SxJovUsWaNRLGmjYSxt1jAVzaXplc5R9lChoV0sEaJdLAWidSwFoqEsIaK9LBGi2SwRovUsEaNRLAXVopE51'
-    'YmFoOksijARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllIwGcmVjb3JklIwIdmlydHVhbHOUXZSMB2xvY2F0ZWSUXZR1YowKb2dnX3N0cmVhbZRoTimBlH2UKGgFaikBAABoUV2UaFQpgZR9lChoBYwHcGFja2V0c5RoWGifKYGUfZQoaGxqJAEAAGiijA12b3JiaXNfcGFja2V0lGijKWikTnViaAuMP1RoZSBWb3JiaXMgcGFja2V0cywgcmVhc3NlbWJsZWQgZnJvbSB0aGUgcGFnZXMnIGxhY2VkIHNlZ21lbnRzLpRoCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINo4SmBlH2UKGjXTmh4Tmg2iGh+TmjzTmj0iWiTTnVi'
-    'aIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItoAIwHRnJhbWluZ5STlCmBlH2UKIwIZnJhZ21lbnSUaEyMBXBpZWNllGj4jApibG9ja19zaXpllE6MBHRhaWyUjAR6ZXJvlGhsTowFa2luZHOUKYwJa2luZF9lbnVtlE6MBmxhY2luZ5Ro2GgraGApgZR9lChoY4wVaGVhZGVyX3R5cGUuY29udGludWVklGhlaGaMCUF0dHJpYnV0ZZSTlClSlH2UKGhraOcpUpR9lCho6midaOto7mhtSwFobksAaG9LAWhwSwt1YowEYXR0cpRoK2jraO5obUsBaG5LAGhvSwFocEsVdWJocWh0XZRonWGFlFKUdWKMBmhlYWRlcpRLAIwLYWZ0ZXJfcGllY2WU'
-    'SwCMCXJhd19raW5kc5ROdWJojEsAaA1OaI1oOWiOiWiPTmg6SzdokIwccmVjb3Jkcy5vZ2dfc3RyZWFtLmZpZWxkc1swXZRoIylokk5ok05olIl1YmFoC4wtQSB3aG9sZSBPZ2cgVm9yYmlzIGZpbGUgKG9uZSBsb2dpY2FsIHN0cmVhbSkulGgJaDloy32UahMBAABOahQBAACJahUBAABOahYBAABdlGoZAQAAKYGUfZQoaBROaFFqLAEAAGocAQAATmodAQAAfZRqLwEAAEsAc2ofAQAAfZRopE51YmFoOks0aiEBAABoEWgNTmoiAQAAKWojAQAAaiQBAABqJQEAAF2UaicBAABdlHViajIBAABoTimBlH2UKGgFajIBAABoUV2UKGhUKYGU'
-    'fZQoaAWMC3BhY2tldF90eXBllGhYaCApgZR9lChoI0sIaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S0VokIwfcmVjb3Jkcy52b3JiaXNfcGFja2V0LmZpZWxkc1swXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAVo+GhYaACMB1N3aXRjaFSUk5QpgZR9lCiMAm9ulGhgKYGUfZQoaGOMKnBhY2tldF90eXBlIGlmIHBhY2tldF90eXBlICUgMiA9PSAxIGVsc2UgMJRoZWhmjAVJZkV4cJSTlClSlH2UKIwEdGVzdJRoZowH'
-    'Q29tcGFyZZSTlClSlH2UKIwEbGVmdJRoZowFQmluT3CUk5QpUpR9lChqeAEAAGjnKVKUfZQoaOpqYQEAAGjraO5obUsBaG5LD2hvSwFocEsadWKMAm9wlGhmjANNb2SUk5QpUpR9lGKMBXJpZ2h0lGhoKVKUfZQoaGtLAmhsTmhtSwFobksdaG9LAWhwSx51YmhtSwFobksPaG9LAWhwSx51YowDb3BzlF2UaGaMAkVxlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRoaClSlH2UKGhrSwFobE5obUsBaG5LImhvSwFocEsjdWJhaG1LAWhuSw9ob0sBaHBLI3ViaPho5ylSlH2UKGjqamEBAABo62juaG1LAWhuSwBob0sBaHBLC3VijAZvcmVs'
-    'c2WUaGgpUpR9lChoa0sAaGxOaG1LAWhuSylob0sBaHBLKnViaG1LAWhuSwBob0sBaHBLKnViaHFodF2UamEBAABhhZRSlHVijAVjYXNlc5QoSwGMATGUjBVpZGVudGlmaWNhdGlvbl9oZWFkZXKUh5RLA4wBM5SMDmNvbW1lbnRfaGVhZGVylIeUSwWMATWUjAxzZXR1cF9oZWFkZXKUh5RLAIwBMJSMDGF1ZGlvX3BhY2tldJSHlHSUaI+MBWVycm9ylGijKWgFjAZzd2l0Y2iUaKROdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLRmiQjB9y'
-    'ZWNvcmRzLnZvcmJpc19wYWNrZXQuZmllbGRzWzFdlGgjKWiSTmiTTmiUiXViZWgLjERPbmUgVm9yYmlzIHBhY2tldDsgdGhlIGZpcnN0IGJ5dGUgaXMgdGhlIHBhY2tldCB0eXBlIChldmVuID0gYXVkaW8pLpRoCYwQVm9yYmlzIEkgwqc0LjIuMZRoy32UahMBAABOahQBAACJahUBAABOahYBAABdlGoZAQAAKYGUfZQoaBROaFFqXgEAAGocAQAATmodAQAAfZQoamEBAABLAGj4SwF1ah8BAAB9lGphAQAASwFzaKROdWJhaDpLQWohAQAAaBFoDU5qIgEAAClqIwEAAGokAQAAaiUBAABdlGonAQAAXZR1YmqbAQAAaE4pgZR9lChoBWqb'
-    'AQAAaFFdlChoVCmBlH2UKGgFjAVtYWdpY5RoWGhaKYGUfZQoaF1oYCmBlH2UKGhjjAE2lGhlaGgpUpR9lChoa0sGaGxOaG1LAWhuSwBob0sBaHBLAXViaHFodF2UhZRSlHViaHhOaDaJaHlOaHpOdWJoC4wIInZvcmJpcyKUaAloOWh8Tmh9Tmh+Tmh/QwZ2b3JiaXOUaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktNaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1swXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMDnZvcmJpc192ZXJzaW9ulGhYaCAp'
-    'gZR9lChoI0sgaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of0sAaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktOaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1sxXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMDmF1ZGlvX2NoYW5uZWxzlGhYaCApgZR9lChoI0sIaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogksBToaUaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktPaJCM'
-    'J3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1syXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMEWF1ZGlvX3NhbXBsZV9yYXRllGhYaCApgZR9lChoI0sgaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogksBToaUaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktQaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1szXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMD2JpdHJhdGVfbWF4aW11bZRoWGggKYGUfZQoaCNLIGgkiGgN'
-    'aA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktRaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1s0XZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMD2JpdHJhdGVfbm9taW5hbJRoWGggKYGUfZQoaCNLIGgkiGgNaA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktSaJCMJ3JlY29yZHMuaWRlbnRpZmlj'
-    'YXRpb25faGVhZGVyLmZpZWxkc1s1XZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMD2JpdHJhdGVfbWluaW11bZRoWGggKYGUfZQoaCNLIGgkiGgNaA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktTaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1s2XZRoIylokk5ok05olIl1YmhUKYGUfZQoaAVoO2hYaJ8pgZR9lChobGgXaKJoO2ijKWikTnViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05o'
-    'hE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1RokIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzddlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwMZnJhbWluZ19mbGFnlGhYaCApgZR9lChoI0sIaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of0sBaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktVaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1s4XZRoIylokk5ok05olIl1YmVoC2g5'
-    'aAmMEFZvcmJpcyBJIMKnNC4yLjKUaMt9lGoTAQAATmoUAQAAiWoVAQAATmoWAQAAXZRqGQEAACmBlH2UKGgUTmhRarYBAABqHAEAAEsdah0BAAB9lChquQEAAEsAaskBAABLBmrPAQAASwpq1gEAAEsLat0BAABLD2rjAQAASxNq6QEAAEsXaDtLG2r0AQAASxx1ah8BAAB9lChquQEAAEsGaskBAABLBGrPAQAASwFq1gEAAEsEat0BAABLBGrjAQAASwRq6QEAAEsEaDtLAWr0AQAASwF1aKROdWJhaDpLSmohAQAAaBFoDU5qIgEAAClqIwEAAGokAQAAaiUBAABdlGonAQAAXZR1YmqeAQAAaE4pgZR9lChoBWqeAQAAaFFdlChoVCmBlH2U'
-    'KGgFarkBAABoWGhaKYGUfZQoaF1oYCmBlH2UKGhjar4BAABoZWhoKVKUfZQoaGtLBmhsTmhtSwFobksAaG9LAWhwSwF1YmhxaHRdlIWUUpR1Ymh4Tmg2iWh5Tmh6TnViaAtoOWgJaDlofE5ofU5ofk5of0MGdm9yYmlzlGiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLWmiQjCByZWNvcmRzLmNvbW1lbnRfaGVhZGVyLmZpZWxkc1swXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMBnZlbmRvcpRoWGhaKYGUfZQoaF1OaHhoICmBlH2UKGgjSyBoJIloDWgOaCWIdWJoNoloeYwF'
-    'dXRmLTiUaHpOdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLW2iQjCByZWNvcmRzLmNvbW1lbnRfaGVhZGVyLmZpZWxkc1sxXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMCGNvbW1lbnRzlGhYaFopgZR9lChoXU5oeGggKYGUfZQoaCNLIGgkiWgNaA5oJYh1Ymg2iWh5ahgCAABoek51YmgLjBQiTkFNRT12YWx1ZSIgc3RyaW5nc5RoCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINo4SmBlH2UKGjXTmh4aCApgZR9lChoI0sgaCSJaA1o'
-    'DmgliHViaDaJaH5OaPNOaPSJaJNOdWJohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1xokIwgcmVjb3Jkcy5jb21tZW50X2hlYWRlci5maWVsZHNbMl2UaCMpaJJOaJNOaJSJdWJoVCmBlH2UKGgFavQBAABoWGggKYGUfZQoaCNLCGgkiWgNaA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9LAWiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLXWiQjCByZWNvcmRzLmNvbW1lbnRfaGVhZGVyLmZpZWxkc1szXZRoIylokk5ok05olIl1YmVoC2g5'
-    'aAmMEFZvcmJpcyBJIMKnNS4yLjGUaMt9lGoTAQAATmoUAQAAiWoVAQAATmoWAQAAXZRqGQEAACmBlH2UKGgUTmhRagMCAABqHAEAAE5qHQEAAH2UKGq5AQAASwBqEwIAAEsGdWofAQAAfZQoarkBAABLBmr0AQAASwF1aKROdWJhaDpLV2ohAQAAaBFoDU5qIgEAAClqIwEAAGokAQAAaiUBAABdlGonAQAAXZR1YmqhAQAAaE4pgZR9lChoBWqhAQAAaFFdlChoVCmBlH2UKGgFarkBAABoWGhaKYGUfZQoaF1oYCmBlH2UKGhjar4BAABoZWhoKVKUfZQoaGtLBmhsTmhtSwFobksAaG9LAWhwSwF1YmhxaHRdlIWUUpR1Ymh4Tmg2iWh5Tmh6'
-    'TnViaAtoOWgJaDlofE5ofU5ofk5of0MGdm9yYmlzlGiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLYmiQjB5yZWNvcmRzLnNldHVwX2hlYWRlci5maWVsZHNbMF2UaCMpaJJOaJNOaJSJdWJoVCmBlH2UKGgFjAljb2RlYm9va3OUaFhoWimBlH2UKGhdTmh4Tmg2iGh5Tmh6TnViaAuMSGNvZGVib29rcywgZmxvb3JzLCByZXNpZHVlcywgbWFwcGluZ3MsIG1vZGVzIChiaXQtcGFja2VkOyBrZXB0IGFzIGJ5dGVzKZRoCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVO'
-    'aIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktjaJCMHnJlY29yZHMuc2V0dXBfaGVhZGVyLmZpZWxkc1sxXZRoIylokk5ok05olIl1YmVoC2g5aAmMEFZvcmJpcyBJIMKnNC4yLjSUaMt9lGoTAQAATmoUAQAAiWoVAQAATmoWAQAAXZRqGQEAACmBlH2UKGgUTmhRajcCAABqHAEAAE5qHQEAAH2UKGq5AQAASwBqRwIAAEsGdWofAQAAfZRquQEAAEsGc2ikTnViYWg6S19qIQEAAGgRaA1OaiIBAAApaiMBAABqJAEAAGolAQAAXZRqJwEAAF2UdWJqpAEAAGhOKYGUfZQoaAVqpAEAAGhRXZRoVCmBlH2UKGgFjARk'
-    'YXRhlGhYaFopgZR9lChoXU5oeE5oNohoeU5oek51YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktoaJCMHnJlY29yZHMuYXVkaW9fcGFja2V0LmZpZWxkc1swXZRoIylokk5ok05olIl1YmFoC4xBQW4gYXVkaW8gcGFja2V0IChiaXQtcGFja2VkOyBrZXB0IGFzIGJ5dGVzIGFmdGVyIGl0cyBmaXJzdCBieXRlKS6UaAloOWjLfZRqEwEAAE5qFAEAAIlqFQEAAE5qFgEAAF2UahkBAAApgZR9lChoFE5oUWpXAgAAahwBAABOah0BAAB9lGpa'
-    'AgAASwBzah8BAAB9lGikTnViYWg6S2VqIQEAAGgRaA1OaiIBAAApaiMBAABqJAEAAGolAQAAXZRqJwEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoaiQBAABqKQEAAGq5AQAAQwRPZ2dTlIwCYXSUSwBog4loyymMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+    'TmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLMmiQjBpyZWNvcmRzLm9nZ19wYWdlLmZpZWxkc1s5XZRoIylokk5ok05olIl1YmVoC4wJT25lIHBhZ2UulGgJjAxSRkMgMzUzMyDCpzaUaMt9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwEbWFueZROjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaFFoUowKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UKGhXSwBol0sEaJ1LBWioSwZor0sOaLZLEmi9SxZo1EsaaNhLG3WMBXNpemVzlH2UKGhXSwRol0sBaJ1LAWioSwhor0sEaLZLBGi9SwRo'
+    '1EsBdWikTnViYWg6SyKMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUjAZyZWNvcmSUjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHVijApvZ2dfc3RyZWFtlGhOKYGUfZQoaAVqKgEAAGhRXZRoVCmBlH2UKGgFjAdwYWNrZXRzlGhYaJ8pgZR9lChobGolAQAAaKKMDXZvcmJpc19wYWNrZXSUaKMpaKROdWJoC4w/VGhlIFZvcmJpcyBwYWNrZXRzLCByZWFzc2VtYmxlZCBmcm9tIHRoZSBwYWdlcycgbGFjZWQgc2VnbWVudHMulGgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og2jhKYGUfZQoaNdOaHhOaDaIaH5OaPNO'
+    'aPSJaJNOdWJohE5ohU5ohk5oa05oh05oiCloiU5oik5oi2gAjAdGcmFtaW5nlJOUKYGUfZQojAhmcmFnbWVudJRoTIwFcGllY2WUaPiMCmJsb2NrX3NpemWUTowEdGFpbJSMBHplcm+UaGxOjAVraW5kc5QpjAlraW5kX2VudW2UTowGbGFjaW5nlGjYaCtoYCmBlH2UKGhjjBVoZWFkZXJfdHlwZS5jb250aW51ZWSUaGVoZowJQXR0cmlidXRllJOUKVKUfZQoaGto5ylSlH2UKGjqaJ1o62juaG1LAWhuSwBob0sBaHBLC3VijARhdHRylGgraOto7mhtSwFobksAaG9LAWhwSxV1YmhxaHRdlGidYYWUUpR1YowGaGVhZGVylEsAjAthZnRl'
+    'cl9waWVjZZRLAIwJcmF3X2tpbmRzlE51YmiMSwBoDU5ojWg5aI6JaI9OaDpLN2iQjBxyZWNvcmRzLm9nZ19zdHJlYW0uZmllbGRzWzBdlGgjKWiSTmiTTmiUiXViYWgLjC1BIHdob2xlIE9nZyBWb3JiaXMgZmlsZSAob25lIGxvZ2ljYWwgc3RyZWFtKS6UaAloOWjLfZRqEwEAAE5qFAEAAIlqFQEAAE5qFgEAAE5qFwEAAF2UahoBAAApgZR9lChoFE5oUWotAQAAah0BAABOah4BAAB9lGowAQAASwBzaiABAAB9lGikTnViYWg6SzRqIgEAAGgRaA1OaiMBAAApaiQBAABqJQEAAGomAQAAXZRqKAEAAF2UdWJqMwEAAGhOKYGUfZQoaAVq'
+    'MwEAAGhRXZQoaFQpgZR9lChoBYwLcGFja2V0X3R5cGWUaFhoICmBlH2UKGgjSwhoJIloDWgOaCWIdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLRWiQjB9yZWNvcmRzLnZvcmJpc19wYWNrZXQuZmllbGRzWzBdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBWj4aFhoAIwHU3dpdGNoVJSTlCmBlH2UKIwCb26UaGApgZR9lChoY4wqcGFja2V0X3R5cGUgaWYgcGFja2V0X3R5cGUgJSAyID09IDEgZWxzZSAwlGhlaGaMBUlmRXhwlJOUKVKU'
+    'fZQojAR0ZXN0lGhmjAdDb21wYXJllJOUKVKUfZQojARsZWZ0lGhmjAVCaW5PcJSTlClSlH2UKGp5AQAAaOcpUpR9lCho6mpiAQAAaOto7mhtSwFobksPaG9LAWhwSxp1YowCb3CUaGaMA01vZJSTlClSlH2UYowFcmlnaHSUaGgpUpR9lChoa0sCaGxOaG1LAWhuSx1ob0sBaHBLHnViaG1LAWhuSw9ob0sBaHBLHnVijANvcHOUXZRoZowCRXGUk5QpUpR9lGJhjAtjb21wYXJhdG9yc5RdlGhoKVKUfZQoaGtLAWhsTmhtSwFobksiaG9LAWhwSyN1YmFobUsBaG5LD2hvSwFocEsjdWJo+GjnKVKUfZQoaOpqYgEAAGjraO5obUsBaG5LAGhv'
+    'SwFocEsLdWKMBm9yZWxzZZRoaClSlH2UKGhrSwBobE5obUsBaG5LKWhvSwFocEsqdWJobUsBaG5LAGhvSwFocEsqdWJocWh0XZRqYgEAAGGFlFKUdWKMBWNhc2VzlChLAYwBMZSMFWlkZW50aWZpY2F0aW9uX2hlYWRlcpSHlEsDjAEzlIwOY29tbWVudF9oZWFkZXKUh5RLBYwBNZSMDHNldHVwX2hlYWRlcpSHlEsAjAEwlIwMYXVkaW9fcGFja2V0lIeUdJRoj4wFZXJyb3KUaKMpaAWMBnN3aXRjaJRopE51YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlo'
+    'joloj05oOktGaJCMH3JlY29yZHMudm9yYmlzX3BhY2tldC5maWVsZHNbMV2UaCMpaJJOaJNOaJSJdWJlaAuMRE9uZSBWb3JiaXMgcGFja2V0OyB0aGUgZmlyc3QgYnl0ZSBpcyB0aGUgcGFja2V0IHR5cGUgKGV2ZW4gPSBhdWRpbykulGgJjBBWb3JiaXMgSSDCpzQuMi4xlGjLfZRqEwEAAE5qFAEAAIlqFQEAAE5qFgEAAE5qFwEAAF2UahoBAAApgZR9lChoFE5oUWpfAQAAah0BAABOah4BAAB9lChqYgEAAEsAaPhLAXVqIAEAAH2UamIBAABLAXNopE51YmFoOktBaiIBAABoEWgNTmojAQAAKWokAQAAaiUBAABqJgEAAF2UaigBAABd'
+    'lHViapwBAABoTimBlH2UKGgFapwBAABoUV2UKGhUKYGUfZQoaAWMBW1hZ2ljlGhYaFopgZR9lChoXWhgKYGUfZQoaGOMATaUaGVoaClSlH2UKGhrSwZobE5obUsBaG5LAGhvSwFocEsBdWJocWh0XZSFlFKUdWJoeE5oNoloeU5oek51YmgLjAgidm9yYmlzIpRoCWg5aHxOaH1OaH5OaH9DBnZvcmJpc5RogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S01okIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzBdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwO'
+    'dm9yYmlzX3ZlcnNpb26UaFhoICmBlH2UKGgjSyBoJIloDWgOaCWIdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/SwBogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S05okIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzFdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwOYXVkaW9fY2hhbm5lbHOUaFhoICmBlH2UKGgjSwhoJIloDWgOaCWIdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/TmiBiWiCSwFOhpRoXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsA'
+    'aA1OaI1oOWiOiWiPTmg6S09okIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzJdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwRYXVkaW9fc2FtcGxlX3JhdGWUaFhoICmBlH2UKGgjSyBoJIloDWgOaCWIdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/TmiBiWiCSwFOhpRoXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1BokIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzNdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwPYml0cmF0ZV9tYXhpbXVt'
+    'lGhYaCApgZR9lChoI0sgaCSIaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1FokIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzRdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwPYml0cmF0ZV9ub21pbmFslGhYaCApgZR9lChoI0sgaCSIaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1Jo'
+    'kIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzVdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwPYml0cmF0ZV9taW5pbXVtlGhYaCApgZR9lChoI0sgaCSIaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1NokIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzZdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBWg7aFhonymBlH2UKGhsaBdoomg7aKMpaKROdWJoC2g5aAloOWh8Tmh9'
+    'Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLVGiQjCdyZWNvcmRzLmlkZW50aWZpY2F0aW9uX2hlYWRlci5maWVsZHNbN12UaCMpaJJOaJNOaJSJdWJoVCmBlH2UKGgFjAxmcmFtaW5nX2ZsYWeUaFhoICmBlH2UKGgjSwhoJIloDWgOaCWIdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/SwFogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1VokIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzhd'
+    'lGgjKWiSTmiTTmiUiXViZWgLaDloCYwQVm9yYmlzIEkgwqc0LjIuMpRoy32UahMBAABOahQBAACJahUBAABOahYBAABOahcBAABdlGoaAQAAKYGUfZQoaBROaFFqtwEAAGodAQAASx1qHgEAAH2UKGq6AQAASwBqygEAAEsGatABAABLCmrXAQAASwtq3gEAAEsPauQBAABLE2rqAQAASxdoO0sbavUBAABLHHVqIAEAAH2UKGq6AQAASwZqygEAAEsEatABAABLAWrXAQAASwRq3gEAAEsEauQBAABLBGrqAQAASwRoO0sBavUBAABLAXVopE51YmFoOktKaiIBAABoEWgNTmojAQAAKWokAQAAaiUBAABqJgEAAF2UaigBAABdlHViap8BAABo'
+    'TimBlH2UKGgFap8BAABoUV2UKGhUKYGUfZQoaAVqugEAAGhYaFopgZR9lChoXWhgKYGUfZQoaGNqvwEAAGhlaGgpUpR9lChoa0sGaGxOaG1LAWhuSwBob0sBaHBLAXViaHFodF2UhZRSlHViaHhOaDaJaHlOaHpOdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/QwZ2b3JiaXOUaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktaaJCMIHJlY29yZHMuY29tbWVudF9oZWFkZXIuZmllbGRzWzBdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwGdmVuZG9ylGhYaFopgZR9lChoXU5oeGggKYGU'
+    'fZQoaCNLIGgkiWgNaA5oJYh1Ymg2iWh5jAV1dGYtOJRoek51YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktbaJCMIHJlY29yZHMuY29tbWVudF9oZWFkZXIuZmllbGRzWzFdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwIY29tbWVudHOUaFhoWimBlH2UKGhdTmh4aCApgZR9lChoI0sgaCSJaA1oDmgliHViaDaJaHlqGQIAAGh6TnViaAuMFCJOQU1FPXZhbHVlIiBzdHJpbmdzlGgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og2jhKYGU'
+    'fZQoaNdOaHhoICmBlH2UKGgjSyBoJIloDWgOaCWIdWJoNolofk5o805o9Ilok051YmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLXGiQjCByZWNvcmRzLmNvbW1lbnRfaGVhZGVyLmZpZWxkc1syXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAVq9QEAAGhYaCApgZR9lChoI0sIaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of0sBaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktdaJCMIHJlY29yZHMuY29tbWVudF9oZWFkZXIuZmll'
+    'bGRzWzNdlGgjKWiSTmiTTmiUiXViZWgLaDloCYwQVm9yYmlzIEkgwqc1LjIuMZRoy32UahMBAABOahQBAACJahUBAABOahYBAABOahcBAABdlGoaAQAAKYGUfZQoaBROaFFqBAIAAGodAQAATmoeAQAAfZQoaroBAABLAGoUAgAASwZ1aiABAAB9lChqugEAAEsGavUBAABLAXVopE51YmFoOktXaiIBAABoEWgNTmojAQAAKWokAQAAaiUBAABqJgEAAF2UaigBAABdlHViaqIBAABoTimBlH2UKGgFaqIBAABoUV2UKGhUKYGUfZQoaAVqugEAAGhYaFopgZR9lChoXWhgKYGUfZQoaGNqvwEAAGhlaGgpUpR9lChoa0sGaGxOaG1LAWhuSwBo'
+    'b0sBaHBLAXViaHFodF2UhZRSlHViaHhOaDaJaHlOaHpOdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/QwZ2b3JiaXOUaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktiaJCMHnJlY29yZHMuc2V0dXBfaGVhZGVyLmZpZWxkc1swXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMCWNvZGVib29rc5RoWGhaKYGUfZQoaF1OaHhOaDaIaHlOaHpOdWJoC4xIY29kZWJvb2tzLCBmbG9vcnMsIHJlc2lkdWVzLCBtYXBwaW5ncywgbW9kZXMgKGJpdC1wYWNrZWQ7IGtlcHQgYXMgYnl0ZXMplGgJ'
+    'aDlofE5ofU5ofk5of05ogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S2NokIwecmVjb3Jkcy5zZXR1cF9oZWFkZXIuZmllbGRzWzFdlGgjKWiSTmiTTmiUiXViZWgLaDloCYwQVm9yYmlzIEkgwqc0LjIuNJRoy32UahMBAABOahQBAACJahUBAABOahYBAABOahcBAABdlGoaAQAAKYGUfZQoaBROaFFqOAIAAGodAQAATmoeAQAAfZQoaroBAABLAGpIAgAASwZ1aiABAAB9lGq6AQAASwZzaKROdWJhaDpLX2oiAQAAaBFoDU5qIwEAAClqJAEAAGolAQAAaiYBAABdlGooAQAAXZR1'
+    'YmqlAQAAaE4pgZR9lChoBWqlAQAAaFFdlGhUKYGUfZQoaAWMBGRhdGGUaFhoWimBlH2UKGhdTmh4Tmg2iGh5Tmh6TnViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S2hokIwecmVjb3Jkcy5hdWRpb19wYWNrZXQuZmllbGRzWzBdlGgjKWiSTmiTTmiUiXViYWgLjEFBbiBhdWRpbyBwYWNrZXQgKGJpdC1wYWNrZWQ7IGtlcHQgYXMgYnl0ZXMgYWZ0ZXIgaXRzIGZpcnN0IGJ5dGUpLpRoCWg5aMt9lGoTAQAATmoUAQAAiWoVAQAATmoWAQAA'
+    'TmoXAQAAXZRqGgEAACmBlH2UKGgUTmhRalgCAABqHQEAAE5qHgEAAH2UalsCAABLAHNqIAEAAH2UaKROdWJhaDpLZWoiAQAAaBFoDU5qIwEAAClqJAEAAGolAQAAaiYBAABdlGooAQAAXZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMBmRldGVjdJRdlGgAjAZEZXRlY3SUk5QpgZR9lChqJQEAAGoqAQAAaroBAABDBE9nZ1OUjAJhdJRLAGiDiWjLKYwEdGhlbpROjAR0YWdzlE51YmGMC2VuZGlhbl9leHBylE51Yi4='
 )

@@ -209,17 +209,16 @@ _S11 = struct.Struct('>HHH')
 _T12 = (('src_port', 0, 2), ('dst_port', 2, 2), ('length', 4, 2))
 _S13 = struct.Struct('>H')
 _T14 = (('checksum', 0, 2),)
-_S15 = struct.Struct('<I')
-_T16 = (('magic', 0, 4),)
-_S17 = struct.Struct('>HHiIII')
-_T18 = (('version_major', 0, 2), ('version_minor', 2, 2), ('thiszone', 4, 4), ('sigfigs', 8, 4), ('snaplen', 12, 4), ('network', 16, 4))
-_S19 = struct.Struct('>IIII')
+_S15 = struct.Struct('>IIII')
+_S16 = struct.Struct('<I')
+_T17 = (('magic', 0, 4),)
+_S18 = struct.Struct('>HHiIII')
+_T19 = (('version_major', 0, 2), ('version_minor', 2, 2), ('thiszone', 4, 4), ('sigfigs', 8, 4), ('snaplen', 12, 4), ('network', 16, 4))
 _S20 = struct.Struct('>6s6sHBBHHHBBHII')
 _S21 = struct.Struct('>HHHH')
 _S22 = struct.Struct('>II')
 _S23 = struct.Struct('>IIII6s6sHBBHHHBBHII')
 _S24 = struct.Struct('>I')
-_S25 = struct.Struct('>BBHHHBBHII')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -301,21 +300,21 @@ def _e_pcap_file_le(out, v):
 
 def _d_pcap_file_be(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T16)
-    f_magic, = _S15.unpack_from(mv, pos)
-    _r15 = pos
+        raise _short(pos, end, _T17)
+    f_magic, = _S16.unpack_from(mv, pos)
+    _r16 = pos
     pos += 4
     if not ((f_magic == 2712847316) or (f_magic == 3569595041)):
-        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)', offset=_r15, path='magic', expected='magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', found=f_magic)
+        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)', offset=_r16, path='magic', expected='magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', found=f_magic)
     if pos + 20 > end:
-        raise _short(pos, end, _T18)
-    f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S17.unpack_from(mv, pos)
-    _r17 = pos
+        raise _short(pos, end, _T19)
+    f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S18.unpack_from(mv, pos)
+    _r18 = pos
     pos += 20
     if f_version_major != 2:
-        raise ConstraintError('bad magic', offset=_r17, path='version_major', expected=2, found=f_version_major)
+        raise ConstraintError('bad magic', offset=_r18, path='version_major', expected=2, found=f_version_major)
     if f_version_minor != 4:
-        raise ConstraintError('bad magic', offset=_r17 + 2, path='version_minor', expected=4, found=f_version_minor)
+        raise ConstraintError('bad magic', offset=_r18 + 2, path='version_minor', expected=4, found=f_version_minor)
     f_network = _LINKTYPE_BY_VALUE.get(f_network, f_network)
     f_packets = []
     try:
@@ -344,11 +343,11 @@ def _d_pcap_file_be(mv, pos, end):
     return _obj, pos
 
 def _u_pcap_file_be(mv, pos, end):
-    f_magic, = _S15.unpack_from(mv, pos)
+    f_magic, = _S16.unpack_from(mv, pos)
     pos += 4
     if not (f_magic == 2712847316 or f_magic == 3569595041):
         raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)')
-    f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S17.unpack_from(mv, pos)
+    f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S18.unpack_from(mv, pos)
     pos += 20
     if f_version_major != 2:
         raise ConstraintError('bad magic')
@@ -378,8 +377,8 @@ def _u_pcap_file_be(mv, pos, end):
 def _e_pcap_file_be(out, v):
     if not (((v.magic == 2712847316) or (v.magic == 3569595041))):
         raise EncodeError('not a pcap file (magic a1b2c3d4 in either byte order)', path='magic')
-    out += _S15.pack(v.magic)
-    out += _S17.pack(2, 4, v.thiszone, v.sigfigs, v.snaplen, v.network)
+    out += _S16.pack(v.magic)
+    out += _S18.pack(2, 4, v.thiszone, v.sigfigs, v.snaplen, v.network)
     for _x in v.packets:
         _e_packet_be(out, _x, v.network)
 
@@ -811,12 +810,12 @@ def _e_packet_le(out, v, p_linktype):
     else:
         out += v.frame
     _size_frame = len(out) - _ps
-    _S15.pack_into(out, _at_incl_len, _size_frame)
+    _S16.pack_into(out, _at_incl_len, _size_frame)
 
 def _d_packet_be(mv, pos, end, p_linktype):
     if pos + 16 > end:
         raise _short(pos, end, _T3)
-    f_ts_sec, f_ts_usec, f_incl_len, f_orig_len = _S19.unpack_from(mv, pos)
+    f_ts_sec, f_ts_usec, f_incl_len, f_orig_len = _S15.unpack_from(mv, pos)
     pos += 16
     _n = f_incl_len
     if _n < 0:
@@ -1119,7 +1118,7 @@ def _u_packet_be(mv, pos, end, p_linktype):
 
 def _e_packet_be(out, v, p_linktype):
     _at_incl_len = len(out) + 8
-    out += _S19.pack(v.ts_sec, v.ts_usec, 0, v.orig_len)
+    out += _S15.pack(v.ts_sec, v.ts_usec, 0, v.orig_len)
     _ps = len(out)
     _tag = p_linktype
     if _tag == 1:
@@ -1364,250 +1363,6 @@ def _d_ethernet_frame(mv, pos, end):
     _obj.payload = f_payload
     return _obj, pos
 
-def _u_ethernet_frame(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_dst, f_src, f_ethertype, _ipv4_packet___ipv4_header__f_version_ihl, _ipv4_packet___ipv4_header__f_tos, _ipv4_packet___ipv4_header__f_total_length, _ipv4_packet___ipv4_header__f_identification, _ipv4_packet___ipv4_header__f_fragment, _ipv4_packet___ipv4_header__f_ttl, _ipv4_packet___ipv4_header__f_protocol, _ipv4_packet___ipv4_header__f_header_checksum, _ipv4_packet___ipv4_header__f_src, _ipv4_packet___ipv4_header__f_dst = _S20.unpack_from(mv, pos)
-    pos += 14
-    _n = end - pos
-    if _n < 0:
-        raise ConstraintError('negative size')
-    if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes')
-    _outer_end_payload = end
-    end = pos + _n
-    if f_ethertype == 2048:
-        _ipv4_packet___ipv4_header___r6 = pos
-        pos += 10
-        if _ipv4_packet___ipv4_header__f_version_ihl & 0:
-            raise ConstraintError('undefined version_ihl bits set')
-        _ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_packet___ipv4_header__f_version_ihl)
-        if not (_ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
-        if _ipv4_packet___ipv4_header__f_fragment & 32768:
-            raise ConstraintError('undefined ipv4_fragment bits set')
-        _ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_packet___ipv4_header__f_fragment)
-        _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r6 + 10
-        _ipv4_packet___ipv4_header___r8 = pos
-        pos += 10
-        _ipv4_packet___ipv4_header___e_header_checksum = _ipv4_packet___ipv4_header___r8 + 2
-        _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r8 + 2
-        _ipv4_packet___ipv4_header___n = _attr(_ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
-        if _ipv4_packet___ipv4_header___n < 0:
-            raise ConstraintError('negative size')
-        _ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___ipv4_header___n])
-        pos += _ipv4_packet___ipv4_header___n
-        _ipv4_packet___ipv4_header___e_options = pos
-        _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___r6:_ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
-        if _ipv4_packet___ipv4_header__f_header_checksum != _ipv4_packet___ipv4_header___ck:
-            raise ChecksumError('internet16 mismatch')
-        _ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
-        _ipv4_packet___ipv4_header___obj.version_ihl = _ipv4_packet___ipv4_header__f_version_ihl
-        _ipv4_packet___ipv4_header___obj.tos = _ipv4_packet___ipv4_header__f_tos
-        _ipv4_packet___ipv4_header___obj.total_length = _ipv4_packet___ipv4_header__f_total_length
-        _ipv4_packet___ipv4_header___obj.identification = _ipv4_packet___ipv4_header__f_identification
-        _ipv4_packet___ipv4_header___obj.fragment = _ipv4_packet___ipv4_header__f_fragment
-        _ipv4_packet___ipv4_header___obj.ttl = _ipv4_packet___ipv4_header__f_ttl
-        _ipv4_packet___ipv4_header___obj.protocol = _ipv4_packet___ipv4_header__f_protocol
-        _ipv4_packet___ipv4_header___obj.src = _ipv4_packet___ipv4_header__f_src
-        _ipv4_packet___ipv4_header___obj.dst = _ipv4_packet___ipv4_header__f_dst
-        _ipv4_packet___ipv4_header___obj.options = _ipv4_packet___ipv4_header__f_options
-        _ipv4_packet___n = _ipv4_packet___ipv4_header___obj.total_length - _attr(_ipv4_packet___ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
-        if _ipv4_packet___n < 0:
-            raise ConstraintError('negative size')
-        if pos + _ipv4_packet___n > end:
-            raise TruncatedError('section needs ' + str(_ipv4_packet___n) + ' bytes')
-        _ipv4_packet___outer_end_payload = end
-        end = pos + _ipv4_packet___n
-        if _ipv4_packet___ipv4_header__f_protocol == 17:
-            _ipv4_packet___udp_datagram__p_src = _ipv4_packet___ipv4_header___obj.src
-            _ipv4_packet___udp_datagram__p_dst = _ipv4_packet___ipv4_header___obj.dst
-            _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length, _ipv4_packet___udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
-            _ipv4_packet___udp_datagram___r11 = pos
-            pos += 6
-            _ipv4_packet___udp_datagram___e_length = _ipv4_packet___udp_datagram___r11 + 6
-            _ipv4_packet___udp_datagram___r13 = pos
-            pos += 2
-            _ipv4_packet___udp_datagram___e_checksum = _ipv4_packet___udp_datagram___r13 + 2
-            _ipv4_packet___udp_datagram___s_data = pos
-            _ipv4_packet___udp_datagram___n = _ipv4_packet___udp_datagram__f_length - 8
-            if _ipv4_packet___udp_datagram___n < 0:
-                raise ConstraintError('negative size')
-            _ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___udp_datagram___n])
-            pos += _ipv4_packet___udp_datagram___n
-            _ipv4_packet___udp_datagram___e_data = pos
-            _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___r11:_ipv4_packet___udp_datagram___e_length], _FB10, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
-            if _ipv4_packet___udp_datagram__f_checksum != _ipv4_packet___udp_datagram___ck:
-                raise ChecksumError('udp_checksum mismatch')
-            _ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
-            _ipv4_packet___udp_datagram___obj.src_port = _ipv4_packet___udp_datagram__f_src_port
-            _ipv4_packet___udp_datagram___obj.dst_port = _ipv4_packet___udp_datagram__f_dst_port
-            _ipv4_packet___udp_datagram___obj.data = _ipv4_packet___udp_datagram__f_data
-            _ipv4_packet__f_payload = _ipv4_packet___udp_datagram___obj
-        else:
-            _ipv4_packet__f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
-            if pos > end:
-                raise IndexError
-            pos = end
-        if pos != end:
-            raise ConstraintError('section size mismatch')
-        end = _ipv4_packet___outer_end_payload
-        if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated')
-        _ipv4_packet__f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-        if pos > end:
-            raise IndexError
-        pos += end - pos
-        _ipv4_packet___obj = _new(Ipv4Packet)
-        _ipv4_packet___obj.header = _ipv4_packet___ipv4_header___obj
-        _ipv4_packet___obj.payload = _ipv4_packet__f_payload
-        _ipv4_packet___obj.link_padding = _ipv4_packet__f_link_padding
-        f_payload = _ipv4_packet___obj
-    else:
-        f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
-        if pos > end:
-            raise IndexError
-        pos = end
-    if pos != end:
-        raise ConstraintError('section size mismatch')
-    end = _outer_end_payload
-    _obj = _new(EthernetFrame)
-    _obj.dst = f_dst
-    _obj.src = f_src
-    _obj.ethertype = f_ethertype
-    _obj.payload = f_payload
-    return (_obj, pos)
-
-def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S20_unpack_from = _S20.unpack_from
-    _S21_unpack_from = _S21.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_dst, f_src, f_ethertype, _ipv4_packet___ipv4_header__f_version_ihl, _ipv4_packet___ipv4_header__f_tos, _ipv4_packet___ipv4_header__f_total_length, _ipv4_packet___ipv4_header__f_identification, _ipv4_packet___ipv4_header__f_fragment, _ipv4_packet___ipv4_header__f_ttl, _ipv4_packet___ipv4_header__f_protocol, _ipv4_packet___ipv4_header__f_header_checksum, _ipv4_packet___ipv4_header__f_src, _ipv4_packet___ipv4_header__f_dst = _S20_unpack_from(mv, pos)
-            pos += 14
-            _n = end - pos
-            if _n < 0:
-                raise ConstraintError('negative size')
-            if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes')
-            _outer_end_payload = end
-            end = pos + _n
-            if f_ethertype == 2048:
-                _ipv4_packet___ipv4_header___r6 = pos
-                pos += 10
-                if _ipv4_packet___ipv4_header__f_version_ihl & 0:
-                    raise ConstraintError('undefined version_ihl bits set')
-                _ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_packet___ipv4_header__f_version_ihl)
-                if not (_ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                    raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
-                if _ipv4_packet___ipv4_header__f_fragment & 32768:
-                    raise ConstraintError('undefined ipv4_fragment bits set')
-                _ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_packet___ipv4_header__f_fragment)
-                _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r6 + 10
-                _ipv4_packet___ipv4_header___r8 = pos
-                pos += 10
-                _ipv4_packet___ipv4_header___e_header_checksum = _ipv4_packet___ipv4_header___r8 + 2
-                _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r8 + 2
-                _ipv4_packet___ipv4_header___n = _attr(_ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
-                if _ipv4_packet___ipv4_header___n < 0:
-                    raise ConstraintError('negative size')
-                _ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___ipv4_header___n])
-                pos += _ipv4_packet___ipv4_header___n
-                _ipv4_packet___ipv4_header___e_options = pos
-                _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___r6:_ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
-                if _ipv4_packet___ipv4_header__f_header_checksum != _ipv4_packet___ipv4_header___ck:
-                    raise ChecksumError('internet16 mismatch')
-                _ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
-                _ipv4_packet___ipv4_header___obj.version_ihl = _ipv4_packet___ipv4_header__f_version_ihl
-                _ipv4_packet___ipv4_header___obj.tos = _ipv4_packet___ipv4_header__f_tos
-                _ipv4_packet___ipv4_header___obj.total_length = _ipv4_packet___ipv4_header__f_total_length
-                _ipv4_packet___ipv4_header___obj.identification = _ipv4_packet___ipv4_header__f_identification
-                _ipv4_packet___ipv4_header___obj.fragment = _ipv4_packet___ipv4_header__f_fragment
-                _ipv4_packet___ipv4_header___obj.ttl = _ipv4_packet___ipv4_header__f_ttl
-                _ipv4_packet___ipv4_header___obj.protocol = _ipv4_packet___ipv4_header__f_protocol
-                _ipv4_packet___ipv4_header___obj.src = _ipv4_packet___ipv4_header__f_src
-                _ipv4_packet___ipv4_header___obj.dst = _ipv4_packet___ipv4_header__f_dst
-                _ipv4_packet___ipv4_header___obj.options = _ipv4_packet___ipv4_header__f_options
-                _ipv4_packet___n = _ipv4_packet___ipv4_header___obj.total_length - _attr(_ipv4_packet___ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
-                if _ipv4_packet___n < 0:
-                    raise ConstraintError('negative size')
-                if pos + _ipv4_packet___n > end:
-                    raise TruncatedError('section needs ' + str(_ipv4_packet___n) + ' bytes')
-                _ipv4_packet___outer_end_payload = end
-                end = pos + _ipv4_packet___n
-                if _ipv4_packet___ipv4_header__f_protocol == 17:
-                    _ipv4_packet___udp_datagram__p_src = _ipv4_packet___ipv4_header___obj.src
-                    _ipv4_packet___udp_datagram__p_dst = _ipv4_packet___ipv4_header___obj.dst
-                    _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length, _ipv4_packet___udp_datagram__f_checksum = _S21_unpack_from(mv, pos)
-                    _ipv4_packet___udp_datagram___r11 = pos
-                    pos += 6
-                    _ipv4_packet___udp_datagram___e_length = _ipv4_packet___udp_datagram___r11 + 6
-                    _ipv4_packet___udp_datagram___r13 = pos
-                    pos += 2
-                    _ipv4_packet___udp_datagram___e_checksum = _ipv4_packet___udp_datagram___r13 + 2
-                    _ipv4_packet___udp_datagram___s_data = pos
-                    _ipv4_packet___udp_datagram___n = _ipv4_packet___udp_datagram__f_length - 8
-                    if _ipv4_packet___udp_datagram___n < 0:
-                        raise ConstraintError('negative size')
-                    _ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___udp_datagram___n])
-                    pos += _ipv4_packet___udp_datagram___n
-                    _ipv4_packet___udp_datagram___e_data = pos
-                    _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___r11:_ipv4_packet___udp_datagram___e_length], _FB10, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
-                    if _ipv4_packet___udp_datagram__f_checksum != _ipv4_packet___udp_datagram___ck:
-                        raise ChecksumError('udp_checksum mismatch')
-                    _ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
-                    _ipv4_packet___udp_datagram___obj.src_port = _ipv4_packet___udp_datagram__f_src_port
-                    _ipv4_packet___udp_datagram___obj.dst_port = _ipv4_packet___udp_datagram__f_dst_port
-                    _ipv4_packet___udp_datagram___obj.data = _ipv4_packet___udp_datagram__f_data
-                    _ipv4_packet__f_payload = _ipv4_packet___udp_datagram___obj
-                else:
-                    _ipv4_packet__f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
-                    if pos > end:
-                        raise IndexError
-                    pos = end
-                if pos != end:
-                    raise ConstraintError('section size mismatch')
-                end = _ipv4_packet___outer_end_payload
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated')
-                _ipv4_packet__f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-                if pos > end:
-                    raise IndexError
-                pos += end - pos
-                _ipv4_packet___obj = _new(Ipv4Packet)
-                _ipv4_packet___obj.header = _ipv4_packet___ipv4_header___obj
-                _ipv4_packet___obj.payload = _ipv4_packet__f_payload
-                _ipv4_packet___obj.link_padding = _ipv4_packet__f_link_padding
-                f_payload = _ipv4_packet___obj
-            else:
-                f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
-                if pos > end:
-                    raise IndexError
-                pos = end
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _outer_end_payload
-            _obj = _new(EthernetFrame)
-            _obj.dst = f_dst
-            _obj.src = f_src
-            _obj.ethertype = f_ethertype
-            _obj.payload = f_payload
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_ethernet_frame, 'ethernet_frame', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_ethernet_frame, 'ethernet_frame', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_ethernet_frame(out, v):
     if len(v.dst) != 6:
         raise EncodeError('expected 6 bytes, found ' + str(len(v.dst)), path='dst')
@@ -1671,75 +1426,6 @@ def _e_ethernet_frame(out, v):
         out += _ipv4_packet___b
     else:
         out += v.payload
-
-def _em_ethernet_frame(values):
-    out = bytearray()
-    _S11_pack = _S11.pack
-    _S22_pack = _S22.pack
-    _S4_pack = _S4.pack
-    _S6_pack = _S6.pack
-    for v in values:
-        if len(v.dst) != 6:
-            raise EncodeError('expected 6 bytes, found ' + str(len(v.dst)), path='dst')
-        if len(v.src) != 6:
-            raise EncodeError('expected 6 bytes, found ' + str(len(v.src)), path='src')
-        out += _S4_pack(v.dst, v.src, v.ethertype)
-        _tag = v.ethertype
-        if _tag == 2048:
-            if v.payload.__class__ is not Ipv4Packet:
-                raise EncodeError('tag 2048 takes a Ipv4Packet, not ' + type(v.payload).__name__, path='payload')
-            _ipv4_packet__v = v.payload
-            _ipv4_packet___ipv4_header__v = _ipv4_packet__v.header
-            if not (_ipv4_packet___ipv4_header__v.version_ihl.version == 4 and _ipv4_packet___ipv4_header__v.version_ihl.ihl >= 5):
-                raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
-            _ipv4_packet___ipv4_header___s_version_ihl = len(out)
-            _ipv4_packet___ipv4_header___e_protocol = len(out) + 10
-            out += _S6_pack(_ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ipv4_packet___ipv4_header__v.tos, _ipv4_packet___ipv4_header__v.total_length, _ipv4_packet___ipv4_header__v.identification, _ipv4_packet___ipv4_header__v.fragment.to_int(), _ipv4_packet___ipv4_header__v.ttl, _ipv4_packet___ipv4_header__v.protocol)
-            _ipv4_packet___ipv4_header___atck_header_checksum = len(out)
-            out += _FB10
-            _ipv4_packet___ipv4_header___e_header_checksum = len(out)
-            _ipv4_packet___ipv4_header___s_src = len(out)
-            out += _S22_pack(_ipv4_packet___ipv4_header__v.src, _ipv4_packet___ipv4_header__v.dst)
-            _ipv4_packet___ipv4_header___b = _ipv4_packet___ipv4_header__v.options
-            if len(_ipv4_packet___ipv4_header___b) != _ipv4_packet___ipv4_header__v.version_ihl.ihl * 4 - 20:
-                raise EncodeError('wrong length ' + str(len(_ipv4_packet___ipv4_header___b)), path='options')
-            out += _ipv4_packet___ipv4_header___b
-            _ipv4_packet___ipv4_header___e_options = len(out)
-            _ipv4_packet___ipv4_header__f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_ipv4_packet___ipv4_header___s_version_ihl:_ipv4_packet___ipv4_header___e_protocol], memoryview(out)[_ipv4_packet___ipv4_header___atck_header_checksum:_ipv4_packet___ipv4_header___e_header_checksum], memoryview(out)[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
-            _S13.pack_into(out, _ipv4_packet___ipv4_header___atck_header_checksum, _ipv4_packet___ipv4_header__f_header_checksum)
-            _ipv4_packet___pz_ipv4_packet_payload = len(out)
-            _ipv4_packet___tag = _ipv4_packet__v.header.protocol
-            if _ipv4_packet___tag == 17:
-                if _ipv4_packet__v.payload.__class__ is not UdpDatagram:
-                    raise EncodeError('tag 17 takes a UdpDatagram, not ' + type(_ipv4_packet__v.payload).__name__, path='payload')
-                _ipv4_packet___udp_datagram__v = _ipv4_packet__v.payload
-                _ipv4_packet___udp_datagram__p_src = _ipv4_packet__v.header.src
-                _ipv4_packet___udp_datagram__p_dst = _ipv4_packet__v.header.dst
-                _ipv4_packet___udp_datagram___s_src_port = len(out)
-                _ipv4_packet___udp_datagram___e_length = len(out) + 6
-                _ipv4_packet___udp_datagram___at_length = len(out) + 4
-                out += _S11_pack(_ipv4_packet___udp_datagram__v.src_port, _ipv4_packet___udp_datagram__v.dst_port, 0)
-                _ipv4_packet___udp_datagram___atck_checksum = len(out)
-                out += _FB10
-                _ipv4_packet___udp_datagram___e_checksum = len(out)
-                _ipv4_packet___udp_datagram___s_data = len(out)
-                _ipv4_packet___udp_datagram___ps = len(out)
-                _ipv4_packet___udp_datagram___b = _ipv4_packet___udp_datagram__v.data
-                out += _ipv4_packet___udp_datagram___b
-                _ipv4_packet___udp_datagram___size_data = len(out) - _ipv4_packet___udp_datagram___ps
-                _S13.pack_into(out, _ipv4_packet___udp_datagram___at_length, _ipv4_packet___udp_datagram___size_data + 8)
-                _ipv4_packet___udp_datagram___e_data = len(out)
-                _ipv4_packet___udp_datagram__f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_ipv4_packet___udp_datagram___s_src_port:_ipv4_packet___udp_datagram___e_length], memoryview(out)[_ipv4_packet___udp_datagram___atck_checksum:_ipv4_packet___udp_datagram___e_checksum], memoryview(out)[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
-                _S13.pack_into(out, _ipv4_packet___udp_datagram___atck_checksum, _ipv4_packet___udp_datagram__f_checksum)
-            else:
-                out += _ipv4_packet__v.payload
-            if len(out) - _ipv4_packet___pz_ipv4_packet_payload != _ipv4_packet__v.header.total_length - _ipv4_packet__v.header.version_ihl.ihl * 4:
-                raise EncodeError('encoded size ' + str(len(out) - _ipv4_packet___pz_ipv4_packet_payload) + ' differs from the size expression header.total_length - header.version_ihl.ihl * 4, which is ' + str(_ipv4_packet__v.header.total_length - _ipv4_packet__v.header.version_ihl.ihl * 4), path='payload')
-            _ipv4_packet___b = _ipv4_packet__v.link_padding
-            out += _ipv4_packet___b
-        else:
-            out += v.payload
-    return bytes(out)
 
 def _d_ipv4_packet(mv, pos, end):
     try:
@@ -1853,204 +1539,6 @@ def _d_ipv4_packet(mv, pos, end):
     _obj.link_padding = f_link_padding
     return _obj, pos
 
-def _u_ipv4_packet(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    _ipv4_header__f_version_ihl, _ipv4_header__f_tos, _ipv4_header__f_total_length, _ipv4_header__f_identification, _ipv4_header__f_fragment, _ipv4_header__f_ttl, _ipv4_header__f_protocol, _ipv4_header__f_header_checksum, _ipv4_header__f_src, _ipv4_header__f_dst = _S25.unpack_from(mv, pos)
-    _ipv4_header___r6 = pos
-    pos += 10
-    if _ipv4_header__f_version_ihl & 0:
-        raise ConstraintError('undefined version_ihl bits set')
-    _ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_header__f_version_ihl)
-    if not (_ipv4_header__f_version_ihl.version == 4 and _ipv4_header__f_version_ihl.ihl >= 5):
-        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
-    if _ipv4_header__f_fragment & 32768:
-        raise ConstraintError('undefined ipv4_fragment bits set')
-    _ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_header__f_fragment)
-    _ipv4_header___e_protocol = _ipv4_header___r6 + 10
-    _ipv4_header___r8 = pos
-    pos += 10
-    _ipv4_header___e_header_checksum = _ipv4_header___r8 + 2
-    _ipv4_header___s_src = _ipv4_header___r8 + 2
-    _ipv4_header___n = _attr(_ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
-    if _ipv4_header___n < 0:
-        raise ConstraintError('negative size')
-    _ipv4_header__f_options = mv[pos:pos + _ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_header___n])
-    pos += _ipv4_header___n
-    _ipv4_header___e_options = pos
-    _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___r6:_ipv4_header___e_protocol], _FB10, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
-    if _ipv4_header__f_header_checksum != _ipv4_header___ck:
-        raise ChecksumError('internet16 mismatch')
-    _ipv4_header___obj = _new(Ipv4Header)
-    _ipv4_header___obj.version_ihl = _ipv4_header__f_version_ihl
-    _ipv4_header___obj.tos = _ipv4_header__f_tos
-    _ipv4_header___obj.total_length = _ipv4_header__f_total_length
-    _ipv4_header___obj.identification = _ipv4_header__f_identification
-    _ipv4_header___obj.fragment = _ipv4_header__f_fragment
-    _ipv4_header___obj.ttl = _ipv4_header__f_ttl
-    _ipv4_header___obj.protocol = _ipv4_header__f_protocol
-    _ipv4_header___obj.src = _ipv4_header__f_src
-    _ipv4_header___obj.dst = _ipv4_header__f_dst
-    _ipv4_header___obj.options = _ipv4_header__f_options
-    _n = _ipv4_header___obj.total_length - _attr(_ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
-    if _n < 0:
-        raise ConstraintError('negative size')
-    if pos + _n > end:
-        raise TruncatedError('section needs ' + str(_n) + ' bytes')
-    _outer_end_payload = end
-    end = pos + _n
-    if _ipv4_header__f_protocol == 17:
-        _udp_datagram__p_src = _ipv4_header___obj.src
-        _udp_datagram__p_dst = _ipv4_header___obj.dst
-        _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length, _udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
-        _udp_datagram___r11 = pos
-        pos += 6
-        _udp_datagram___e_length = _udp_datagram___r11 + 6
-        _udp_datagram___r13 = pos
-        pos += 2
-        _udp_datagram___e_checksum = _udp_datagram___r13 + 2
-        _udp_datagram___s_data = pos
-        _udp_datagram___n = _udp_datagram__f_length - 8
-        if _udp_datagram___n < 0:
-            raise ConstraintError('negative size')
-        _udp_datagram__f_data = mv[pos:pos + _udp_datagram___n] if _isb else bytes(mv[pos:pos + _udp_datagram___n])
-        pos += _udp_datagram___n
-        _udp_datagram___e_data = pos
-        _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___r11:_udp_datagram___e_length], _FB10, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
-        if _udp_datagram__f_checksum != _udp_datagram___ck:
-            raise ChecksumError('udp_checksum mismatch')
-        _udp_datagram___obj = _new(UdpDatagram)
-        _udp_datagram___obj.src_port = _udp_datagram__f_src_port
-        _udp_datagram___obj.dst_port = _udp_datagram__f_dst_port
-        _udp_datagram___obj.data = _udp_datagram__f_data
-        f_payload = _udp_datagram___obj
-    else:
-        f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
-        if pos > end:
-            raise IndexError
-        pos = end
-    if pos != end:
-        raise ConstraintError('section size mismatch')
-    end = _outer_end_payload
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    _obj = _new(Ipv4Packet)
-    _obj.header = _ipv4_header___obj
-    _obj.payload = f_payload
-    _obj.link_padding = f_link_padding
-    return (_obj, pos)
-
-def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S21_unpack_from = _S21.unpack_from
-    _S25_unpack_from = _S25.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _ipv4_header__f_version_ihl, _ipv4_header__f_tos, _ipv4_header__f_total_length, _ipv4_header__f_identification, _ipv4_header__f_fragment, _ipv4_header__f_ttl, _ipv4_header__f_protocol, _ipv4_header__f_header_checksum, _ipv4_header__f_src, _ipv4_header__f_dst = _S25_unpack_from(mv, pos)
-            _ipv4_header___r6 = pos
-            pos += 10
-            if _ipv4_header__f_version_ihl & 0:
-                raise ConstraintError('undefined version_ihl bits set')
-            _ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_header__f_version_ihl)
-            if not (_ipv4_header__f_version_ihl.version == 4 and _ipv4_header__f_version_ihl.ihl >= 5):
-                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
-            if _ipv4_header__f_fragment & 32768:
-                raise ConstraintError('undefined ipv4_fragment bits set')
-            _ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_header__f_fragment)
-            _ipv4_header___e_protocol = _ipv4_header___r6 + 10
-            _ipv4_header___r8 = pos
-            pos += 10
-            _ipv4_header___e_header_checksum = _ipv4_header___r8 + 2
-            _ipv4_header___s_src = _ipv4_header___r8 + 2
-            _ipv4_header___n = _attr(_ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
-            if _ipv4_header___n < 0:
-                raise ConstraintError('negative size')
-            _ipv4_header__f_options = mv[pos:pos + _ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_header___n])
-            pos += _ipv4_header___n
-            _ipv4_header___e_options = pos
-            _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___r6:_ipv4_header___e_protocol], _FB10, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
-            if _ipv4_header__f_header_checksum != _ipv4_header___ck:
-                raise ChecksumError('internet16 mismatch')
-            _ipv4_header___obj = _new(Ipv4Header)
-            _ipv4_header___obj.version_ihl = _ipv4_header__f_version_ihl
-            _ipv4_header___obj.tos = _ipv4_header__f_tos
-            _ipv4_header___obj.total_length = _ipv4_header__f_total_length
-            _ipv4_header___obj.identification = _ipv4_header__f_identification
-            _ipv4_header___obj.fragment = _ipv4_header__f_fragment
-            _ipv4_header___obj.ttl = _ipv4_header__f_ttl
-            _ipv4_header___obj.protocol = _ipv4_header__f_protocol
-            _ipv4_header___obj.src = _ipv4_header__f_src
-            _ipv4_header___obj.dst = _ipv4_header__f_dst
-            _ipv4_header___obj.options = _ipv4_header__f_options
-            _n = _ipv4_header___obj.total_length - _attr(_ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
-            if _n < 0:
-                raise ConstraintError('negative size')
-            if pos + _n > end:
-                raise TruncatedError('section needs ' + str(_n) + ' bytes')
-            _outer_end_payload = end
-            end = pos + _n
-            if _ipv4_header__f_protocol == 17:
-                _udp_datagram__p_src = _ipv4_header___obj.src
-                _udp_datagram__p_dst = _ipv4_header___obj.dst
-                _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length, _udp_datagram__f_checksum = _S21_unpack_from(mv, pos)
-                _udp_datagram___r11 = pos
-                pos += 6
-                _udp_datagram___e_length = _udp_datagram___r11 + 6
-                _udp_datagram___r13 = pos
-                pos += 2
-                _udp_datagram___e_checksum = _udp_datagram___r13 + 2
-                _udp_datagram___s_data = pos
-                _udp_datagram___n = _udp_datagram__f_length - 8
-                if _udp_datagram___n < 0:
-                    raise ConstraintError('negative size')
-                _udp_datagram__f_data = mv[pos:pos + _udp_datagram___n] if _isb else bytes(mv[pos:pos + _udp_datagram___n])
-                pos += _udp_datagram___n
-                _udp_datagram___e_data = pos
-                _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___r11:_udp_datagram___e_length], _FB10, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
-                if _udp_datagram__f_checksum != _udp_datagram___ck:
-                    raise ChecksumError('udp_checksum mismatch')
-                _udp_datagram___obj = _new(UdpDatagram)
-                _udp_datagram___obj.src_port = _udp_datagram__f_src_port
-                _udp_datagram___obj.dst_port = _udp_datagram__f_dst_port
-                _udp_datagram___obj.data = _udp_datagram__f_data
-                f_payload = _udp_datagram___obj
-            else:
-                f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
-                if pos > end:
-                    raise IndexError
-                pos = end
-            if pos != end:
-                raise ConstraintError('section size mismatch')
-            end = _outer_end_payload
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            _obj = _new(Ipv4Packet)
-            _obj.header = _ipv4_header___obj
-            _obj.payload = f_payload
-            _obj.link_padding = f_link_padding
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_ipv4_packet, 'ipv4_packet', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_ipv4_packet, 'ipv4_packet', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_ipv4_packet(out, v):
     _ipv4_header__v = v.header
     if not (_ipv4_header__v.version_ihl.version == 4 and _ipv4_header__v.version_ihl.ihl >= 5):
@@ -2103,62 +1591,6 @@ def _e_ipv4_packet(out, v):
     _b = v.link_padding
     out += _b
 
-def _em_ipv4_packet(values):
-    out = bytearray()
-    _S11_pack = _S11.pack
-    _S22_pack = _S22.pack
-    _S6_pack = _S6.pack
-    for v in values:
-        _ipv4_header__v = v.header
-        if not (_ipv4_header__v.version_ihl.version == 4 and _ipv4_header__v.version_ihl.ihl >= 5):
-            raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
-        _ipv4_header___s_version_ihl = len(out)
-        _ipv4_header___e_protocol = len(out) + 10
-        out += _S6_pack(_ipv4_header__v.version_ihl.to_int(), _ipv4_header__v.tos, _ipv4_header__v.total_length, _ipv4_header__v.identification, _ipv4_header__v.fragment.to_int(), _ipv4_header__v.ttl, _ipv4_header__v.protocol)
-        _ipv4_header___atck_header_checksum = len(out)
-        out += _FB10
-        _ipv4_header___e_header_checksum = len(out)
-        _ipv4_header___s_src = len(out)
-        out += _S22_pack(_ipv4_header__v.src, _ipv4_header__v.dst)
-        _ipv4_header___b = _ipv4_header__v.options
-        if len(_ipv4_header___b) != _ipv4_header__v.version_ihl.ihl * 4 - 20:
-            raise EncodeError('wrong length ' + str(len(_ipv4_header___b)), path='options')
-        out += _ipv4_header___b
-        _ipv4_header___e_options = len(out)
-        _ipv4_header__f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_ipv4_header___s_version_ihl:_ipv4_header___e_protocol], memoryview(out)[_ipv4_header___atck_header_checksum:_ipv4_header___e_header_checksum], memoryview(out)[_ipv4_header___s_src:_ipv4_header___e_options])))
-        _S13.pack_into(out, _ipv4_header___atck_header_checksum, _ipv4_header__f_header_checksum)
-        _pz_ipv4_packet_payload = len(out)
-        _tag = v.header.protocol
-        if _tag == 17:
-            if v.payload.__class__ is not UdpDatagram:
-                raise EncodeError('tag 17 takes a UdpDatagram, not ' + type(v.payload).__name__, path='payload')
-            _udp_datagram__v = v.payload
-            _udp_datagram__p_src = v.header.src
-            _udp_datagram__p_dst = v.header.dst
-            _udp_datagram___s_src_port = len(out)
-            _udp_datagram___e_length = len(out) + 6
-            _udp_datagram___at_length = len(out) + 4
-            out += _S11_pack(_udp_datagram__v.src_port, _udp_datagram__v.dst_port, 0)
-            _udp_datagram___atck_checksum = len(out)
-            out += _FB10
-            _udp_datagram___e_checksum = len(out)
-            _udp_datagram___s_data = len(out)
-            _udp_datagram___ps = len(out)
-            _udp_datagram___b = _udp_datagram__v.data
-            out += _udp_datagram___b
-            _udp_datagram___size_data = len(out) - _udp_datagram___ps
-            _S13.pack_into(out, _udp_datagram___at_length, _udp_datagram___size_data + 8)
-            _udp_datagram___e_data = len(out)
-            _udp_datagram__f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_udp_datagram___s_src_port:_udp_datagram___e_length], memoryview(out)[_udp_datagram___atck_checksum:_udp_datagram___e_checksum], memoryview(out)[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
-            _S13.pack_into(out, _udp_datagram___atck_checksum, _udp_datagram__f_checksum)
-        else:
-            out += v.payload
-        if len(out) - _pz_ipv4_packet_payload != v.header.total_length - v.header.version_ihl.ihl * 4:
-            raise EncodeError('encoded size ' + str(len(out) - _pz_ipv4_packet_payload) + ' differs from the size expression header.total_length - header.version_ihl.ihl * 4, which is ' + str(v.header.total_length - v.header.version_ihl.ihl * 4), path='payload')
-        _b = v.link_padding
-        out += _b
-    return bytes(out)
-
 def _d_ipv4_header(mv, pos, end):
     if pos + 10 > end:
         raise _short(pos, end, _T7)
@@ -2207,103 +1639,6 @@ def _d_ipv4_header(mv, pos, end):
     _obj.options = f_options
     return _obj, pos
 
-def _u_ipv4_header(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_header_checksum, f_src, f_dst = _S25.unpack_from(mv, pos)
-    _r6 = pos
-    pos += 10
-    if f_version_ihl & 0:
-        raise ConstraintError('undefined version_ihl bits set')
-    f_version_ihl = VersionIhl.from_int(f_version_ihl)
-    if not (f_version_ihl.version == 4 and f_version_ihl.ihl >= 5):
-        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
-    if f_fragment & 32768:
-        raise ConstraintError('undefined ipv4_fragment bits set')
-    f_fragment = Ipv4Fragment.from_int(f_fragment)
-    _e_protocol = _r6 + 10
-    _r8 = pos
-    pos += 10
-    _e_header_checksum = _r8 + 2
-    _s_src = _r8 + 2
-    _n = _attr(f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
-    if _n < 0:
-        raise ConstraintError('negative size')
-    f_options = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    pos += _n
-    _e_options = pos
-    _ck = _ck_internet16(b''.join((mv[_r6:_e_protocol], _FB10, mv[_s_src:_e_options])))
-    if f_header_checksum != _ck:
-        raise ChecksumError('internet16 mismatch')
-    _obj = _new(Ipv4Header)
-    _obj.version_ihl = f_version_ihl
-    _obj.tos = f_tos
-    _obj.total_length = f_total_length
-    _obj.identification = f_identification
-    _obj.fragment = f_fragment
-    _obj.ttl = f_ttl
-    _obj.protocol = f_protocol
-    _obj.src = f_src
-    _obj.dst = f_dst
-    _obj.options = f_options
-    return (_obj, pos)
-
-def _m_ipv4_header(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S25_unpack_from = _S25.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_header_checksum, f_src, f_dst = _S25_unpack_from(mv, pos)
-            _r6 = pos
-            pos += 10
-            if f_version_ihl & 0:
-                raise ConstraintError('undefined version_ihl bits set')
-            f_version_ihl = VersionIhl.from_int(f_version_ihl)
-            if not (f_version_ihl.version == 4 and f_version_ihl.ihl >= 5):
-                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken')
-            if f_fragment & 32768:
-                raise ConstraintError('undefined ipv4_fragment bits set')
-            f_fragment = Ipv4Fragment.from_int(f_fragment)
-            _e_protocol = _r6 + 10
-            _r8 = pos
-            pos += 10
-            _e_header_checksum = _r8 + 2
-            _s_src = _r8 + 2
-            _n = _attr(f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
-            if _n < 0:
-                raise ConstraintError('negative size')
-            f_options = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            pos += _n
-            _e_options = pos
-            _ck = _ck_internet16(b''.join((mv[_r6:_e_protocol], _FB10, mv[_s_src:_e_options])))
-            if f_header_checksum != _ck:
-                raise ChecksumError('internet16 mismatch')
-            _obj = _new(Ipv4Header)
-            _obj.version_ihl = f_version_ihl
-            _obj.tos = f_tos
-            _obj.total_length = f_total_length
-            _obj.identification = f_identification
-            _obj.fragment = f_fragment
-            _obj.ttl = f_ttl
-            _obj.protocol = f_protocol
-            _obj.src = f_src
-            _obj.dst = f_dst
-            _obj.options = f_options
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_ipv4_header, 'ipv4_header', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_ipv4_header, 'ipv4_header', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_ipv4_header(out, v):
     if not (((v.version_ihl.version == 4) and (v.version_ihl.ihl >= 5))):
         raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
@@ -2323,30 +1658,6 @@ def _e_ipv4_header(out, v):
     _e_options = len(out)
     f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_s_version_ihl:_e_protocol], memoryview(out)[_atck_header_checksum:_e_header_checksum], memoryview(out)[_s_src:_e_options],)))
     _S13.pack_into(out, _atck_header_checksum, f_header_checksum)
-
-def _em_ipv4_header(values):
-    out = bytearray()
-    _S22_pack = _S22.pack
-    _S6_pack = _S6.pack
-    for v in values:
-        if not (v.version_ihl.version == 4 and v.version_ihl.ihl >= 5):
-            raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
-        _s_version_ihl = len(out)
-        _e_protocol = len(out) + 10
-        out += _S6_pack(v.version_ihl.to_int(), v.tos, v.total_length, v.identification, v.fragment.to_int(), v.ttl, v.protocol)
-        _atck_header_checksum = len(out)
-        out += _FB10
-        _e_header_checksum = len(out)
-        _s_src = len(out)
-        out += _S22_pack(v.src, v.dst)
-        _b = v.options
-        if len(_b) != v.version_ihl.ihl * 4 - 20:
-            raise EncodeError('wrong length ' + str(len(_b)), path='options')
-        out += _b
-        _e_options = len(out)
-        f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_s_version_ihl:_e_protocol], memoryview(out)[_atck_header_checksum:_e_header_checksum], memoryview(out)[_s_src:_e_options])))
-        _S13.pack_into(out, _atck_header_checksum, f_header_checksum)
-    return bytes(out)
 
 def _d_udp_datagram(mv, pos, end, p_src, p_dst):
     if pos + 6 > end:
@@ -2381,73 +1692,6 @@ def _d_udp_datagram(mv, pos, end, p_src, p_dst):
     _obj.data = f_data
     return _obj, pos
 
-def _u_udp_datagram(mv, pos, end, p_src, p_dst):
-    _isb = mv.__class__ is bytes
-    f_src_port, f_dst_port, f_length, f_checksum = _S21.unpack_from(mv, pos)
-    _r11 = pos
-    pos += 6
-    _e_length = _r11 + 6
-    _r13 = pos
-    pos += 2
-    _e_checksum = _r13 + 2
-    _s_data = pos
-    _n = f_length - 8
-    if _n < 0:
-        raise ConstraintError('negative size')
-    f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-    pos += _n
-    _e_data = pos
-    _ck = _ck_udp_checksum(b''.join((mv[_r11:_e_length], _FB10, mv[_s_data:_e_data])), src=p_src, dst=p_dst)
-    if f_checksum != _ck:
-        raise ChecksumError('udp_checksum mismatch')
-    _obj = _new(UdpDatagram)
-    _obj.src_port = f_src_port
-    _obj.dst_port = f_dst_port
-    _obj.data = f_data
-    return (_obj, pos)
-
-def _m_udp_datagram(mv, pos, end, p_src, p_dst, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S21_unpack_from = _S21.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_src_port, f_dst_port, f_length, f_checksum = _S21_unpack_from(mv, pos)
-            _r11 = pos
-            pos += 6
-            _e_length = _r11 + 6
-            _r13 = pos
-            pos += 2
-            _e_checksum = _r13 + 2
-            _s_data = pos
-            _n = f_length - 8
-            if _n < 0:
-                raise ConstraintError('negative size')
-            f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
-            pos += _n
-            _e_data = pos
-            _ck = _ck_udp_checksum(b''.join((mv[_r11:_e_length], _FB10, mv[_s_data:_e_data])), src=p_src, dst=p_dst)
-            if f_checksum != _ck:
-                raise ChecksumError('udp_checksum mismatch')
-            _obj = _new(UdpDatagram)
-            _obj.src_port = f_src_port
-            _obj.dst_port = f_dst_port
-            _obj.data = f_data
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_udp_datagram, 'udp_datagram', mv, _rs, _end, (p_src, p_dst, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_udp_datagram, 'udp_datagram', mv, _rs, _end, (p_src, p_dst, ), _out)
-    return _out
-
 def _e_udp_datagram(out, v, p_src, p_dst):
     _s_src_port = len(out)
     _e_length = len(out) + 6
@@ -2466,28 +1710,6 @@ def _e_udp_datagram(out, v, p_src, p_dst):
     _e_data = len(out)
     f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_s_src_port:_e_length], memoryview(out)[_atck_checksum:_e_checksum], memoryview(out)[_s_data:_e_data],)), src=p_src, dst=p_dst)
     _S13.pack_into(out, _atck_checksum, f_checksum)
-
-def _em_udp_datagram(values, p_src, p_dst):
-    out = bytearray()
-    _S11_pack = _S11.pack
-    for v in values:
-        _s_src_port = len(out)
-        _e_length = len(out) + 6
-        _at_length = len(out) + 4
-        out += _S11_pack(v.src_port, v.dst_port, 0)
-        _atck_checksum = len(out)
-        out += _FB10
-        _e_checksum = len(out)
-        _s_data = len(out)
-        _ps = len(out)
-        _b = v.data
-        out += _b
-        _size_data = len(out) - _ps
-        _S13.pack_into(out, _at_length, _size_data + 8)
-        _e_data = len(out)
-        f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_s_src_port:_e_length], memoryview(out)[_atck_checksum:_e_checksum], memoryview(out)[_s_data:_e_data])), src=p_src, dst=p_dst)
-        _S13.pack_into(out, _atck_checksum, f_checksum)
-    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -2667,14 +1889,6 @@ def decode_ethernet_frame(buf, offset: int = 0) -> tuple[EthernetFrame, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_ethernet_frame(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_ethernet_frame(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("ethernet_frame") from None
@@ -2708,8 +1922,7 @@ def iter_ethernet_frame(buf, offset: int = 0, end: int | None = None):
 def decode_many_ethernet_frame(buf, offset: int = 0, end: int | None = None) -> list[EthernetFrame]:
     """Decode consecutive `ethernet_frame` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_ethernet_frame``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_ethernet_frame(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_ethernet_frame, "ethernet_frame", buf, offset, end, ())
 
 
 def decode_prefix_ethernet_frame(buf, offset: int = 0, end: int | None = None) -> tuple[list[EthernetFrame], int]:
@@ -2717,10 +1930,7 @@ def decode_prefix_ethernet_frame(buf, offset: int = 0, end: int | None = None) -
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_ethernet_frame(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_ethernet_frame, "ethernet_frame", buf, offset, end, ())
 
 
 def encode_many_ethernet_frame(values) -> bytes:
@@ -2745,14 +1955,6 @@ def decode_ipv4_packet(buf, offset: int = 0) -> tuple[Ipv4Packet, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_ipv4_packet(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_ipv4_packet(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2787,8 +1989,7 @@ def iter_ipv4_packet(buf, offset: int = 0, end: int | None = None):
 def decode_many_ipv4_packet(buf, offset: int = 0, end: int | None = None) -> list[Ipv4Packet]:
     """Decode consecutive `ipv4_packet` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_ipv4_packet``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_ipv4_packet(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_ipv4_packet, "ipv4_packet", buf, offset, end, ())
 
 
 def decode_prefix_ipv4_packet(buf, offset: int = 0, end: int | None = None) -> tuple[list[Ipv4Packet], int]:
@@ -2796,19 +1997,11 @@ def decode_prefix_ipv4_packet(buf, offset: int = 0, end: int | None = None) -> t
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_ipv4_packet(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_ipv4_packet, "ipv4_packet", buf, offset, end, ())
 
 
 def encode_many_ipv4_packet(values) -> bytes:
     """Encode consecutive `ipv4_packet` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_ipv4_packet(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_ipv4_packet, "ipv4_packet", values, ())
 
 
@@ -2826,14 +2019,6 @@ def decode_ipv4_header(buf, offset: int = 0) -> tuple[Ipv4Header, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_ipv4_header(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_ipv4_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2868,8 +2053,7 @@ def iter_ipv4_header(buf, offset: int = 0, end: int | None = None):
 def decode_many_ipv4_header(buf, offset: int = 0, end: int | None = None) -> list[Ipv4Header]:
     """Decode consecutive `ipv4_header` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_ipv4_header``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_ipv4_header(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_ipv4_header, "ipv4_header", buf, offset, end, ())
 
 
 def decode_prefix_ipv4_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[Ipv4Header], int]:
@@ -2877,19 +2061,11 @@ def decode_prefix_ipv4_header(buf, offset: int = 0, end: int | None = None) -> t
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_ipv4_header(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_ipv4_header, "ipv4_header", buf, offset, end, ())
 
 
 def encode_many_ipv4_header(values) -> bytes:
     """Encode consecutive `ipv4_header` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_ipv4_header(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_ipv4_header, "ipv4_header", values, ())
 
 
@@ -2907,14 +2083,6 @@ def decode_udp_datagram(buf, offset: int = 0, *, src: int, dst: int) -> tuple[Ud
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_udp_datagram(mv, offset, len(mv), src, dst)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
     try:
         return _d_udp_datagram(mv, offset, len(mv), src, dst)
     except DecodeError as exc:
@@ -2949,8 +2117,7 @@ def iter_udp_datagram(buf, offset: int = 0, end: int | None = None, *, src: int,
 def decode_many_udp_datagram(buf, offset: int = 0, end: int | None = None, *, src: int, dst: int) -> list[UdpDatagram]:
     """Decode consecutive `udp_datagram` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_udp_datagram``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_udp_datagram(mv, offset, len(mv) if end is None else end, src, dst)
+    return _decode_many(_d_udp_datagram, "udp_datagram", buf, offset, end, (src, dst,))
 
 
 def decode_prefix_udp_datagram(buf, offset: int = 0, end: int | None = None, *, src: int, dst: int) -> tuple[list[UdpDatagram], int]:
@@ -2958,19 +2125,11 @@ def decode_prefix_udp_datagram(buf, offset: int = 0, end: int | None = None, *, 
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_udp_datagram(mv, offset, end, src, dst, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_udp_datagram, "udp_datagram", buf, offset, end, (src, dst,))
 
 
 def encode_many_udp_datagram(values, *, src: int, dst: int) -> bytes:
     """Encode consecutive `udp_datagram` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_udp_datagram(values, src, dst)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_udp_datagram, "udp_datagram", values, (src, dst,))
 
 
@@ -4003,7 +3162,7 @@ CONSTRUCT_ENCODERS = {"pcap_file": construct_encode_pcap_file, "packet": constru
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVsEoAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEcGNhcJSMBXRpdGxllIwwbGlicGNhcCBjYXB0dXJlIGZpbGUgd2l0aCBFdGhlcm5ldCwgSVB2NCBhbmQgVURQlIwEc3BlY5SMNGRyYWZ0LWlldGYtb3BzYXdnLXBjYXA7IElFRUUgODAyLjM7IFJGQyA3OTE7IFJGQyA3NjiUjANkb2OUWAMCAABBIDI0LWJ5dGUgZmlsZSBoZWFkZXIgd2hvc2UgbWFnaWMsIHJlYWQgaW4gdGhlIHdyaXRlcidzIGJ5dGUgb3JkZXIsIGlzIDB4YTFiMmMzZDQ6IHRoZSBtYWdpYyByZWFkIGFz'
+    'gASV1koAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEcGNhcJSMBXRpdGxllIwwbGlicGNhcCBjYXB0dXJlIGZpbGUgd2l0aCBFdGhlcm5ldCwgSVB2NCBhbmQgVURQlIwEc3BlY5SMNGRyYWZ0LWlldGYtb3BzYXdnLXBjYXA7IElFRUUgODAyLjM7IFJGQyA3OTE7IFJGQyA3NjiUjANkb2OUWAMCAABBIDI0LWJ5dGUgZmlsZSBoZWFkZXIgd2hvc2UgbWFnaWMsIHJlYWQgaW4gdGhlIHdyaXRlcidzIGJ5dGUgb3JkZXIsIGlzIDB4YTFiMmMzZDQ6IHRoZSBtYWdpYyByZWFkIGFz'
     'IGxpdHRsZS1lbmRpYW4gdGVsbHMgdGhlIGJ5dGUgb3JkZXIgb2YgZXZlcnkgb3RoZXIgaGVhZGVyIGFuZCByZWNvcmQgZmllbGQuIEVhY2ggcGFja2V0IHJlY29yZCAodGltZXN0YW1wLCBjYXB0dXJlZCBhbmQgb3JpZ2luYWwgbGVuZ3RoKSBjYXJyaWVzIGEgbGluay1sYXllciBmcmFtZTsgZm9yIExJTktUWVBFX0VUSEVSTkVUIGFuIEV0aGVybmV0IElJIGZyYW1lLCBJUHY0IGluc2lkZSBpdCAoaGVhZGVyIGNoZWNrc3VtIG92ZXIgdGhlIGhlYWRlciwgb3B0aW9ucyBpbmNsdWRlZCkgYW5kIFVEUCBpbnNpZGUgdGhhdCAoY2hl'
     'Y2tzdW0gb3ZlciB0aGUgSVB2NCBwc2V1ZG8taGVhZGVyIGFuZCB0aGUgZGF0YWdyYW0pLiBUaGUgbmV0d29yayBoZWFkZXJzIGFyZSBiaWctZW5kaWFuIHdoYXRldmVyIHRoZSBmaWxlJ3Mgb3JkZXIuCpSMBmVuZGlhbpSMAmxllIwFZmlsZXOUXZSMEXNjaGVtYXMvcGNhcC55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo0Njc3ZTYxZGVlODMwZTFlZDc5ZTZlMGFhYjEzNjNhODBlMjVhMjZkMmU2MDM4MTM0MjA0MzI4OTk1ODhiOGVklIwIdmVyc2lvbnOUTowFZW51bXOUfZSMCWxpbmtfdHlwZZRoAIwHRW51bURlZpSTlCmBlH2UKGgF'
     'aBeMBGJhc2WUaACMBEludFSUk5QpgZR9lCiMBGJpdHOUSyCMBnNpZ25lZJSJaA1oDowIZ292ZXJuZWSUiHVijAdtZW1iZXJzlF2UaACMCkVudW1NZW1iZXKUk5QpgZR9lChoBYwIRVRIRVJORVSUjAV2YWx1ZZRLAWgLjACUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmFoC4xDTElOS1RZUEVfKiB2YWx1ZSBvZiB0aGUgY2FwdHVyZTsgb3RoZXJzIGtlZXAgdGhlaXIgZnJhbWVzIGFzIGJ5dGVzLpRoCWgsjARvcGVulIiMB3JldGlyZWSUXZSMBGxpbmWUSxR1YnOMBWZsYWdzlH2UKIwLdmVyc2lvbl9paGyUaACMCEZsYWdzRGVmlJOU'
@@ -4018,53 +3177,53 @@ _IR = (
     'aMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s3aMeMG3JlY29yZHMucGNhcF9maWxlLmZpZWxkc1s0XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMB3NuYXBsZW6UaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4webWF4IGxlbmd0aCBvZiBjYXB0dXJlZCBwYWNrZXRzlGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzhox4wbcmVjb3Jkcy5wY2FwX2ZpbGUuZmllbGRzWzVdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwHbmV0d29ya5Ro'
     'amgAjARSZWZUlJOUKYGUfZQoaLNoRYwGdGFyZ2V0lGgXjARhcmdzlCmMBW9yZGVylE51YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s5aMeMG3JlY29yZHMucGNhcF9maWxlLmZpZWxkc1s2XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMB3BhY2tldHOUaGpo+SmBlH2UKGizjAZyZWNvcmSUaPyMBnBhY2tldJRo/YwIbGlua3R5cGWUaIIpgZR9lChohWj3aIdomilSlH2UKGidaPdonmihaKNLAWikSwBopUsBaKZLB3ViaLxov12UaPdh'
     'hZRSlHVihpSFlGj+TnViaAuMSlBhY2tldCByZWNvcmRzIHRvIHRoZSBlbmQgb2YgdGhlIGZpbGUgKHRoZXkgZm9sbG93IHRoZSBmaWxlJ3MgYnl0ZSBvcmRlcikulGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odWgAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lE6MBnByZWZpeJROjANlb3OUiGhwTowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlo0k51Ymh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLOmjHjBtyZWNvcmRzLnBjYXBfZmlsZS5maWVsZHNbN12UaCEpaNFOaNJOaNOJdWJl'
-    'aAuMFUEgd2hvbGUgY2FwdHVyZSBmaWxlLpRoCWgsjAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlChoAIwGTGF5b3V0lJOUKYGUfZQoaBROaGNdlChoZimBlH2UKGgFaGloamhraAtobWgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oemjIaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0svaMdo0GghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjWaGpoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxSwJocolo'
-    'c05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzRox2jZaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaNxoamgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFLBGhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNWjHaN9oISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo4mhqaB4pgZR9lChoIUsgaCKIaA1oDmgjiHViaAto5WgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeilo'
-    'yU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzZox2jmaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaOloamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaOxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s3aMdo7WghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjwaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2jzaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNL'
-    'OGjHaPRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo92hqaPkpgZR9lChos2hFaPxoF2j9KWj+aA51YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s5aMdo/2ghKWjRTmjSTmjTiXViaGYpgZR9lChoBWoCAQAAaGpo+SmBlH2UKGizagUBAABo/GoGAQAAaP1qEAEAAGj+aA51YmgLahEBAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVqFAEAAGh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLOmjHahsB'
-    'AABoISlo0U5o0k5o04l1YmWMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChoaUsAaNZLBGjcSwZo4ksIaOlLDGjwSxBo90sUagIBAABLGHWMBXNpemVzlH2UKGhpSwRo1ksCaNxLAmjiSwRo6UsEaPBLBGj3SwR1aP5oDnViaiUBAAApgZR9lChoFE5oY12UKGhmKYGUfZQoaAVoaWhqaGtoC2htaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6aMhoyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSy9ox2jQaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaNZoamgeKYGUfZQoaCFLEGgiiWgNjAJiZZRoI4h1'
-    'YmgLaCxoCWgsaG5OaG9OaHBOaHFLAmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNGjHaNloISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo3GhqaB4pgZR9lChoIUsQaCKJaA1qVQEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocUsEaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s1aMdo32ghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjiaGpoHimBlH2UKGghSyBoIohoDWpVAQAAaCOIdWJoC2jlaAloLGhuTmhvTmhwTmhx'
-    'TmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNmjHaOZoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo6WhqaB4pgZR9lChoIUsgaCKJaA1qVQEAAGgjiHViaAto7GgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzdox2jtaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaPBoamgeKYGUfZQoaCFLIGgiiWgNalUBAABoI4h1YmgLaPNoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhO'
-    'aCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s4aMdo9GghKWjRTmjSTmjTiXViaGYpgZR9lChoBWj3aGpo+SmBlH2UKGizaEVo/GgXaP0paP5qVQEAAHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzlox2j/aCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFagIBAABoamj5KYGUfZQoaLNqBQEAAGj8agYBAABo/WoQAQAAaP5qVQEAAHViaAtqEQEAAGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odWoUAQAAaHZOaHdOaHhO'
-    'aCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s6aMdqGwEAAGghKWjRTmjSTmjTiXViZWpHAQAATmpIAQAAfZQoaGlLAGjWSwRo3EsGaOJLCGjpSwxo8EsQaPdLFGoCAQAASxh1akoBAAB9lChoaUsEaNZLAmjcSwJo4ksEaOlLBGjwSwRo90sEdWj+alUBAAB1YmVoM0srjARmaWxllGgRaA1ogimBlH2UKGiFjCUnbGUnIGlmIG1hZ2ljID09IDB4YTFiMmMzZDQgZWxzZSAnYmUnlGiHaIiMBUlmRXhwlJOUKVKUfZQojAR0ZXN0lGiVKVKUfZQoaJhomilSlH2UKGidaGlonmihaKNLAWikSwhopUsBaKZLDXViaKddlGir'
-    'YWitXZRosClSlH2UKGgrigXUw7KhAGizTmijSwFopEsRaKVLAWimSxt1YmFoo0sBaKRLCGilSwFopksbdWKMBGJvZHmUaLApUpR9lChoK2gOaLNOaKNLAWikSwBopUsBaKZLBHVijAZvcmVsc2WUaLApUpR9lChoK2pVAQAAaLNOaKNLAWikSyFopUsBaKZLJXViaKNLAWikSwBopUsBaKZLJXViaLxov12UaGlhhZRSlHVijAZvcmRlcnOUaA5qVQEAAIaUjAxlbmRpYW5fc2NvcGWUagUBAACMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UdWJqBgEAAGhgKYGUfZQoaAVqBgEAAGhjXZQoaGYpgZR9lChoBYwGdHNfc2VjlGhqaB4pgZR9lCho'
-    'IUsgaCKJaA1oDmgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0Vox4wYcmVjb3Jkcy5wYWNrZXQuZmllbGRzWzBdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwHdHNfdXNlY5RoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tGaMeMGHJlY29yZHMucGFja2V0LmZpZWxkc1sxXZRoISlo0U5o'
-    '0k5o04l1YmhmKYGUfZQoaAWMCGluY2xfbGVulGhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMIWJ5dGVzIGNhcHR1cmVkICh0aGUgZnJhbWUncyBzaXplKZRoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlodIwFZnJhbWWUhpRoeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0dox4wYcmVjb3Jkcy5wYWNrZXQuZmllbGRzWzJdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwIb3JpZ19sZW6UaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wgbGVuZ3RoIG9mIHRoZSBwYWNrZXQgb24gdGhl'
-    'IHdpcmWUaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLSGjHjBhyZWNvcmRzLnBhY2tldC5maWVsZHNbM12UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqYBAABoamgAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRogimBlH2UKGiFagcBAABoh2iaKVKUfZQoaJ1qBwEAAGieaKFoo0sBaKRLAGilSwFopksIdWJovGi/XZRqBwEAAGGFlFKUdWKMBWNhc2VzlEsBaCqMDmV0aGVybmV0X2ZyYW1llIeUhZRoz4wFYnl0ZXOUaP0paAWMBnN3aXRjaJRo/k51'
-    'YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHRogimBlH2UKGiFaqIBAABoh2iaKVKUfZQoaJ1qogEAAGieaKFoo0sBaKRLAGilSwFopksIdWJovGi/XZRqogEAAGGFlFKUdWJodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0lox4wYcmVjb3Jkcy5wYWNrZXQuZmllbGRzWzRdlGghKWjRTmjSTmjTiXViZWgLjEJPbmUgcGFja2V0IHJlY29yZDsgaXRzIGhlYWRlciBmaWVsZHMgZm9sbG93IHRoZSBmaWxlJ3MgYnl0ZSBvcmRlci6UaAloLGodAQAAfZRqBwEAAGgAjAVQYXJhbZSTlCmBlH2U'
-    'KGgFagcBAABoamgXaM9OaAtoLHVic2ofAQAATmogAQAAiWohAQAATmoiAQAAXZQoaiUBAAApgZR9lChoFE5oY12UKGhmKYGUfZQoaAVqlgEAAGhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0Vox2qZAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFapwBAABoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHop'
-    'aMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tGaMdqnwEAAGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqiAQAAaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2qlAQAAaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5aqcBAABoeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0dox2qoAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqsBAABoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaq4BAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpO'
-    'aMtOaMxLAGgNTmjNaCxozoloz05oM0tIaMdqrwEAAGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqmAQAAaGpqswEAACmBlH2UKGq2AQAAarcBAABqvgEAAGrBAQAAaM9qwgEAAGj9KWgFasMBAABo/mgOdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0asQBAABodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0lox2rLAQAAaCEpaNFOaNJOaNOJdWJlakcBAABOakgBAAB9lChqlgEAAEsAapwBAABLBGqiAQAASwhqqwEAAEsMaqYBAABLEHVqSgEAAH2UKGqWAQAASwRqnAEAAEsEaqIBAABL'
-    'BGqrAQAASwR1aP5oDnViaiUBAAApgZR9lChoFE5oY12UKGhmKYGUfZQoaAVqlgEAAGhqaB4pgZR9lChoIUsgaCKJaA1qVQEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0Vox2qZAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFapwBAABoamgeKYGUfZQoaCFLIGgiiWgNalUBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05o'
-    'M0tGaMdqnwEAAGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqiAQAAaGpoHimBlH2UKGghSyBoIoloDWpVAQAAaCOIdWJoC2qlAQAAaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5aqcBAABoeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0dox2qoAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqsBAABoamgeKYGUfZQoaCFLIGgiiWgNalUBAABoI4h1YmgLaq4BAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05o'
-    'M0tIaMdqrwEAAGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqmAQAAaGpqswEAACmBlH2UKGq2AQAAarcBAABqvgEAAGrBAQAAaM9qwgEAAGj9KWgFasMBAABo/mpVAQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0asQBAABodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0lox2rLAQAAaCEpaNFOaNJOaNOJdWJlakcBAABOakgBAAB9lChqlgEAAEsAapwBAABLBGqiAQAASwhqqwEAAEsMaqYBAABLEHVqSgEAAH2UKGqWAQAASwRqnAEAAEsEaqIBAABLBGqrAQAASwR1aP5qVQEAAHVi'
-    'ZWgzS0BqcAEAAGgRaA1OaooBAABqiwEAAGqMAQAAagUBAABqjQEAAF2Uao8BAABdlHViar8BAABoYCmBlH2UKGgFar8BAABoY12UKGhmKYGUfZQoaAWMA2RzdJRoamgAjAZCeXRlc1SUk5QpgZR9lChodGiCKYGUfZQoaIWMATaUaIdosClSlH2UKGgrSwZos05oo0sBaKRLAGilSwFopksBdWJovGi/XZSFlFKUdWJqFwEAAE5qGAEAAImMBHRleHSUTowKdGVybWluYXRvcpROdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLU2jHjCByZWNv'
-    'cmRzLmV0aGVybmV0X2ZyYW1lLmZpZWxkc1swXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMA3NyY5RoamoOAgAAKYGUfZQoaHRogimBlH2UKGiFahMCAABoh2iwKVKUfZQoaCtLBmizTmijSwFopEsAaKVLAWimSwF1Ymi8aL9dlIWUUpR1YmoXAQAATmoYAQAAiWoZAgAATmoaAgAATnViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS1Rox4wgcmVjb3Jkcy5ldGhlcm5ldF9mcmFtZS5maWVsZHNbMV2UaCEpaNFOaNJOaNOJdWJoZimBlH2U'
-    'KGgFjAlldGhlcnR5cGWUaGpoHimBlH2UKGghSxBoIoloDWpVAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLVWjHjCByZWNvcmRzLmV0aGVybmV0X2ZyYW1lLmZpZWxkc1syXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMB3BheWxvYWSUaGpqswEAACmBlH2UKGq2AQAAaIIpgZR9lChohWorAgAAaIdomilSlH2UKGidaisCAABonmihaKNLAWikSwBopUsBaKZLCXViaLxov12UaisCAABhhZRSlHViar4BAABNAAiMBDIwNDiU'
-    'jAtpcHY0X3BhY2tldJSHlIWUaM9qwgEAAGj9KWgFasMBAABo/mpVAQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0aIIpgZR9lChohYwKX3JlbWFpbmluZ5Roh2iaKVKUfZQoaJ1qQQIAAGieaKFoo0sBaKRLAGilSwFopksKdWJovGi/XZRqQQIAAGGFlFKUdWJodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS1Zox4wgcmVjb3Jkcy5ldGhlcm5ldF9mcmFtZS5maWVsZHNbM12UaCEpaNFOaNJOaNOJdWJlaAuMK0FuIEV0aGVybmV0IElJIGZyYW1lIChubyBGQ1MsIGFzIGNhcHR1cmVk'
-    'KS6UaAloLGodAQAAfZRqHwEAAE5qIAEAAIlqIQEAAE5qIgEAAF2UaiUBAAApgZR9lChoFE5oY2oJAgAAakcBAABOakgBAAB9lChqDAIAAEsAah4CAABLBmorAgAASwxqMQIAAEsOdWpKAQAAfZQoagwCAABLBmoeAgAASwZqKwIAAEsCdWj+TnViYWgzS09qcAEAAGgRaA1ogimBlH2UKGiFjAQnYmUnlGiHaLApUpR9lChoK2pVAQAAaLNOaKNLAWikSwBopUsBaKZLBHViaLxov12UhZRSlHViaooBAAApaowBAABqBQEAAGqNAQAAXZRqjwEAAF2UdWJqPAIAAGhgKYGUfZQoaAVqPAIAAGhjXZQoaGYpgZR9lChoBYwGaGVhZGVylGhqaPkp'
-    'gZR9lChos2oFAQAAaPyMC2lwdjRfaGVhZGVylGj9KWj+alUBAAB1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tgaMeMHXJlY29yZHMuaXB2NF9wYWNrZXQuZmllbGRzWzBdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWoxAgAAaGpqswEAACmBlH2UKGq2AQAAaIIpgZR9lChohYwPaGVhZGVyLnByb3RvY29slGiHaIiMCUF0dHJpYnV0ZZSTlClSlH2UKGgraJopUpR9lChonWpeAgAAaJ5ooWijSwFopEsAaKVLAWimSwZ1YowEYXR0cpSM'
-    'CHByb3RvY29slGieaKFoo0sBaKRLAGilSwFopksPdWJovGi/XZRqXgIAAGGFlFKUdWJqvgEAAEsRjAIxN5SMDHVkcF9kYXRhZ3JhbZSHlIWUaM9qwgEAAGj9ah4CAABogimBlH2UKGiFjApoZWFkZXIuc3JjlGiHamsCAAApUpR9lChoK2iaKVKUfZQoaJ1qXgIAAGieaKFoo0sBaKRLAGilSwFopksGdWJqcAIAAGoeAgAAaJ5ooWijSwFopEsAaKVLAWimSwp1Ymi8aL9dlGpeAgAAYYWUUpR1YoaUagwCAABogimBlH2UKGiFjApoZWFkZXIuZHN0lGiHamsCAAApUpR9lChoK2iaKVKUfZQoaJ1qXgIAAGieaKFoo0sBaKRLAGilSwFopksG'
-    'dWJqcAIAAGoMAgAAaJ5ooWijSwFopEsAaKVLAWimSwp1Ymi8aL9dlGpeAgAAYYWUUpR1YoaUhpRoBWrDAQAAaP5qVQEAAHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odGiCKYGUfZQoaIWMMGhlYWRlci50b3RhbF9sZW5ndGggLSBoZWFkZXIudmVyc2lvbl9paGwuaWhsICogNJRoh2iIjAVCaW5PcJSTlClSlH2UKGiYamsCAAApUpR9lChoK2iaKVKUfZQoaJ1qXgIAAGieaKFoo0sBaKRLAGilSwFopksGdWJqcAIAAIwMdG90YWxfbGVuZ3RolGieaKFoo0sBaKRLAGilSwFopksTdWJojWiIjANTdWKUk5QpUpR9lGKMBXJpZ2h0'
-    'lGqUAgAAKVKUfZQoaJhqawIAAClSlH2UKGgramsCAAApUpR9lChoK2iaKVKUfZQoaJ1qXgIAAGieaKFoo0sBaKRLFmilSwFopkscdWJqcAIAAGg2aJ5ooWijSwFopEsWaKVLAWimSyh1YmpwAgAAaEJonmihaKNLAWikSxZopUsBaKZLLHViaI1oiIwETXVsdJSTlClSlH2UYmqgAgAAaLApUpR9lChoK0sEaLNOaKNLAWikSy9opUsBaKZLMHViaKNLAWikSxZopUsBaKZLMHViaKNLAWikSwBopUsBaKZLMHViaLxov12Ual4CAABhhZRSlHViaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0thaMeM'
-    'HXJlY29yZHMuaXB2NF9wYWNrZXQuZmllbGRzWzFdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwMbGlua19wYWRkaW5nlGhqag4CAAApgZR9lChodE5qFwEAAE5qGAEAAIhqGQIAAE5qGgIAAE51YmgLjCVieXRlcyBhZnRlciB0aGUgZGF0YWdyYW0gaW4gdGhlIGZyYW1llGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS2dox4wdcmVjb3Jkcy5pcHY0X3BhY2tldC5maWVsZHNbMl2UaCEpaNFOaNJOaNOJdWJlaAuMNUFuIElQdjQgZGF0YWdyYW0g'
-    'YW5kIGFueSBsaW5rLWxheWVyIHBhZGRpbmcgYWZ0ZXIgaXQulGgJaCxqHQEAAH2Uah8BAABOaiABAACJaiEBAABOaiIBAABdlGolAQAAKYGUfZQoaBROaGNqWwIAAGpHAQAATmpIAQAAfZRqXgIAAEsAc2pKAQAAfZRo/k51YmFoM0tcanABAABoEWgNaIIpgZR9lChohWpRAgAAaIdosClSlH2UKGgralUBAABos05oo0sBaKRLAGilSwFopksEdWJovGi/XZSFlFKUdWJqigEAAClqjAEAAGoFAQAAao0BAABdlGqPAQAAXZR1YmphAgAAaGApgZR9lChoBWphAgAAaGNdlChoZimBlH2UKGgFaDZoamj5KYGUfZQoaLNoNGj8aDZo/Slo/mpV'
-    'AQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6aHwpgZR9lChof2iCKYGUfZQoaIWMMXZlcnNpb25faWhsLnZlcnNpb24gPT0gNCBhbmQgdmVyc2lvbl9paGwuaWhsID49IDWUaIdoiilSlH2UKGiNaIiMA0FuZJSTlClSlH2UYmiSXZQoaJUpUpR9lChomGprAgAAKVKUfZQoaCtomilSlH2UKGidaDZonmihaKNLAWikSwBopUsBaKZLC3VianACAABoSGieaKFoo0sBaKRLAGilSwFopksTdWJop12UaKthaK1dlGiwKVKUfZQoaCtLBGizTmijSwFopEsXaKVLAWimSxh1YmFoo0sBaKRLAGil'
-    'SwFopksYdWJolSlSlH2UKGiYamsCAAApUpR9lChoK2iaKVKUfZQoaJ1oNmieaKFoo0sBaKRLHWilSwFopksodWJqcAIAAGhCaJ5ooWijSwFopEsdaKVLAWimSyx1YminXZRoiIwDR3RFlJOUKVKUfZRiYWitXZRosClSlH2UKGgrSwVos05oo0sBaKRLMGilSwFopksxdWJhaKNLAWikSx1opUsBaKZLMXViZWijSwFopEsAaKVLAWimSzF1Ymi8aL9dlGg2YYWUUpR1YmjDjD1ydWxlIHZlcnNpb25faWhsLnZlcnNpb24gPT0gNCBhbmQgdmVyc2lvbl9paGwuaWhsID49IDUgYnJva2VulGjFaMZox2gsdWKFlGjJTmjKTmjLTmjMSwBoDU5o'
-    'zWgsaM6JaM9OaDNLbWjHjB1yZWNvcmRzLmlwdjRfaGVhZGVyLmZpZWxkc1swXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMA3Rvc5RoamgeKYGUfZQoaCFLCGgiiWgNalUBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0twaMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzFdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqbAgAAaGpoHimBlH2UKGghSxBoIoloDWpVAQAAaCOIdWJoC4wPaGVhZGVyIGFuZCBkYXRhlGgJ'
-    'aCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3Fox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbMl2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjA5pZGVudGlmaWNhdGlvbpRoamgeKYGUfZQoaCFLEGgiiWgNalUBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tyaMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzNdlGghKWjRTmjS'
-    'TmjTiXViaGYpgZR9lChoBYwIZnJhZ21lbnSUaGpo+SmBlH2UKGizaDRo/GhKaP0paP5qVQEAAHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3Nox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbNF2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAN0dGyUaGpoHimBlH2UKGghSwhoIoloDWpVAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgs'
-    'aM6JaM9OaDNLdGjHjB1yZWNvcmRzLmlwdjRfaGVhZGVyLmZpZWxkc1s1XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqcQIAAGhqaB4pgZR9lChoIUsIaCKJaA1qVQEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3Vox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbNl2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjA9oZWFkZXJfY2hlY2tzdW2UaGpoHimBlH2UKGghSxBoIoloDWpVAQAAaCOIdWJoC4w9SW50ZXJuZXQg'
-    'Y2hlY2tzdW0gb2YgdGhlIHdob2xlIGhlYWRlciB3aXRoIHRoaXMgZmllbGQgYXMgemVyb5RoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhoAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMCmludGVybmV0MTaUjAZjb3ZlcnOUTowIZXhjbHVkZWSUKYwKc3RvcmVfYml0c5ROjARzZWVklE5qHQEAACloIUsQaBKJjAZyYW5nZXOUKYwFc2NvcGWUjANhbGyUjAZmaWxsZXKUSwBoDymMBXNwYW5zlCl1YmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLdmjHjB1yZWNvcmRzLmlwdjRfaGVh'
-    'ZGVyLmZpZWxkc1s3XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqHgIAAGhqaB4pgZR9lChoIUsgaCKJaA1qVQEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3pox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbOF2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFagwCAABoamgeKYGUfZQoaCFLIGgiiWgNalUBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpO'
-    'aMtOaMxLAGgNTmjNaCxozoloz05oM0t7aMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzldlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwHb3B0aW9uc5RoamoOAgAAKYGUfZQoaHRogimBlH2UKGiFjBh2ZXJzaW9uX2lobC5paGwgKiA0IC0gMjCUaIdqlAIAAClSlH2UKGiYapQCAAApUpR9lChomGprAgAAKVKUfZQoaCtomilSlH2UKGidaDZonmihaKNLAWikSwBopUsBaKZLC3VianACAABoQmieaKFoo0sBaKRLAGilSwFopksPdWJojWqrAgAAaqACAABosClSlH2UKGgrSwRos05oo0sBaKRLEmilSwFopksTdWJoo0sBaKRL'
-    'AGilSwFopksTdWJojWqeAgAAaqACAABosClSlH2UKGgrSxRos05oo0sBaKRLFmilSwFopksYdWJoo0sBaKRLAGilSwFopksYdWJovGi/XZRoNmGFlFKUdWJqFwEAAE5qGAEAAIlqGQIAAE5qGgIAAE51YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0t8aMeMHnJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzEwXZRoISlo0U5o0k5o04l1YmVoC4wyVGhlIElQdjQgaGVhZGVyLCBvcHRpb25zIGluY2x1ZGVkIChSRkMgNzkxIMKnMy4xKS6U'
-    'aAloLGodAQAAfZRqHwEAAE5qIAEAAIlqIQEAAE5qIgEAAF2UaiUBAAApgZR9lChoFE5oY2rMAgAAakcBAABOakgBAAB9lChoNksAav0CAABLAWqbAgAASwJqCQMAAEsEag8DAABLBmoVAwAASwhqcQIAAEsJaiADAABLCmoeAgAASwxqDAIAAEsQakADAABLFHVqSgEAAH2UKGg2SwFq/QIAAEsBapsCAABLAmoJAwAASwJqDwMAAEsCahUDAABLAWpxAgAASwFqIAMAAEsCah4CAABLBGoMAgAASwR1aP5OdWJhaDNLaWpwAQAAaBFoDWiCKYGUfZQoaIVqUQIAAGiHaLApUpR9lChoK2pVAQAAaLNOaKNLAWikSwBopUsBaKZLBHViaLxov12U'
-    'hZRSlHViaooBAAApaowBAABqBQEAAGqNAQAAXZRqjwEAAF2UdWJqdgIAAGhgKYGUfZQoaAVqdgIAAGhjXZQoaGYpgZR9lChoBYwIc3JjX3BvcnSUaGpoHimBlH2UKGghSxBoIoloDWpVAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLhWjHjB5yZWNvcmRzLnVkcF9kYXRhZ3JhbS5maWVsZHNbMF2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAhkc3RfcG9ydJRoamgeKYGUfZQoaCFLEGgiiWgNalUBAABoI4h1YmgLaCxoCWgs'
-    'aG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0uGaMeMHnJlY29yZHMudWRwX2RhdGFncmFtLmZpZWxkc1sxXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMBmxlbmd0aJRoamgeKYGUfZQoaCFLEGgiiWgNalUBAABoI4h1YmgLagUDAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlodIwEZGF0YZSGlGh6KWjJTmjKTmjLTmjMSwhoDU5ozWgsaM6JaM9OaDNLh2jHjB5yZWNvcmRzLnVkcF9kYXRhZ3JhbS5maWVsZHNbMl2UaCEp'
-    'aNFOaNJOaNOJdWJoZimBlH2UKGgFaHhoamgeKYGUfZQoaCFLEGgiiWgNalUBAABoI4h1YmgLjEhvdmVyIHRoZSBwc2V1ZG8taGVhZGVyIChhZGRyZXNzZXMgZnJvbSB0aGUgSVB2NCBoZWFkZXIpIGFuZCB0aGUgZGF0YWdyYW2UaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4aiUDAAApgZR9lChqKAMAAIwMdWRwX2NoZWNrc3VtlGoqAwAATmorAwAAKWosAwAATmotAwAATmodAQAAah4CAABogimBlH2UKGiFah4CAABoh2iaKVKUfZQoaJ1qHgIAAGieaKFoo0sBaKRLAGilSwFopksDdWJovGi/XZRqHgIAAGGFlFKU'
-    'dWKGlGoMAgAAaIIpgZR9lChohWoMAgAAaIdomilSlH2UKGidagwCAABonmihaKNLAWikSwBopUsBaKZLA3ViaLxov12UagwCAABhhZRSlHVihpSGlGghSxBoEolqLgMAAClqLwMAAGowAwAAajEDAABLAGgPKWoyAwAAKXViaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0uIaMeMHnJlY29yZHMudWRwX2RhdGFncmFtLmZpZWxkc1szXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqegMAAGhqag4CAAApgZR9lChodGiCKYGUfZQoaIWMCmxlbmd0aCAtIDiUaIdqlAIAAClSlH2UKGiYaJopUpR9lChonWp3AwAAaJ5o'
-    'oWijSwFopEsAaKVLAWimSwZ1YmiNap4CAABqoAIAAGiwKVKUfZQoaCtLCGizTmijSwFopEsJaKVLAWimSwp1YmijSwFopEsAaKVLAWimSwp1Ymi8aL9dlGp3AwAAYYWUUpR1YmoXAQAATmoYAQAAiWoZAgAATmoaAgAATnViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS4xox4wecmVjb3Jkcy51ZHBfZGF0YWdyYW0uZmllbGRzWzRdlGghKWjRTmjSTmjTiXViZWgLjBlBIFVEUCBkYXRhZ3JhbSAoUkZDIDc2OCkulGgJaCxqHQEAAH2UKGoe'
-    'AgAAas8BAAApgZR9lChoBWoeAgAAaGqMA2ludJRoz05oC2gsdWJqDAIAAGrPAQAAKYGUfZQoaAVqDAIAAGhqaqwDAABoz05oC2gsdWJ1ah8BAABOaiABAACJaiEBAABOaiIBAABdlGolAQAAKYGUfZQoaBROaGNqaAMAAGpHAQAATmpIAQAAfZQoamsDAABLAGpxAwAASwJqdwMAAEsEaHhLBmp6AwAASwh1akoBAAB9lChqawMAAEsCanEDAABLAmp3AwAASwJoeEsCdWj+TnViYWgzS35qcAEAAGgRaA1ogimBlH2UKGiFalECAABoh2iwKVKUfZQoaCtqVQEAAGizTmijSwFopEsAaKVLAWimSwR1Ymi8aL9dlIWUUpR1YmqKAQAAKWqMAQAA'
-    'agUBAABqjQEAAF2Uao8BAABdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwVcGNhcF9wbHVnaW5zOnJlZ2lzdGVylGGMBmRldGVjdJRdlChoAIwGRGV0ZWN0lJOUKYGUfZQoagUBAABoXmhpQwTUw7KhlIwCYXSUSwBodYlqHQEAACmMBHRoZW6UTowEdGFnc5ROdWJqxQMAACmBlH2UKGoFAQAAaF5oaUMEobLD1JRqyQMAAEsAaHWJah0BAAApasoDAABOassDAABOdWJljAtlbmRpYW5fZXhwcpROdWIu'
+    'aAuMFUEgd2hvbGUgY2FwdHVyZSBmaWxlLpRoCWgsjAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMBG1hbnmUTowNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UKGgAjAZMYXlvdXSUk5QpgZR9lChoFE5oY12UKGhmKYGUfZQoaAVoaWhqaGtoC2htaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6aMhoyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSy9ox2jQaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaNZoamgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaCxoCWgsaG5OaG9OaHBO'
+    'aHFLAmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNGjHaNloISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo3GhqaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoLGgJaCxobk5ob05ocE5ocUsEaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s1aMdo32ghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjiaGpoHimBlH2UKGghSyBoIohoDWgOaCOIdWJoC2jlaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4Tmgr'
+    'Tmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNmjHaOZoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo6WhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAto7GgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzdox2jtaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaPBoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaPNoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxo'
+    'zoloz05oM0s4aMdo9GghKWjRTmjSTmjTiXViaGYpgZR9lChoBWj3aGpo+SmBlH2UKGizaEVo/GgXaP0paP5oDnViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzlox2j/aCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFagIBAABoamj5KYGUfZQoaLNqBQEAAGj8agYBAABo/WoQAQAAaP5oDnViaAtqEQEAAGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odWoUAQAAaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05o'
+    'M0s6aMdqGwEAAGghKWjRTmjSTmjTiXViZYwKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UKGhpSwBo1ksEaNxLBmjiSwho6UsMaPBLEGj3SxRqAgEAAEsYdYwFc2l6ZXOUfZQoaGlLBGjWSwJo3EsCaOJLBGjpSwRo8EsEaPdLBHVo/mgOdWJqJgEAACmBlH2UKGgUTmhjXZQoaGYpgZR9lChoBWhpaGpoa2gLaG1oCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHpoyGjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLL2jHaNBoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo1mhqaB4pgZR9lChoIUsQaCKJaA2M'
+    'AmJllGgjiHViaAtoLGgJaCxobk5ob05ocE5ocUsCaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s0aMdo2WghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjcaGpoHimBlH2UKGghSxBoIoloDWpWAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxSwRocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzVox2jfaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaOJoamgeKYGUfZQoaCFLIGgiiGgNalYBAABoI4h1YmgLaOVoCWgsaG5O'
+    'aG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s2aMdo5mghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjpaGpoHimBlH2UKGghSyBoIoloDWpWAQAAaCOIdWJoC2jsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLN2jHaO1oISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo8GhqaB4pgZR9lChoIUsgaCKJaA1qVgEAAGgjiHViaAto82gJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5o'
+    'dk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzhox2j0aCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaPdoamj5KYGUfZQoaLNoRWj8aBdo/Slo/mpWAQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLOWjHaP9oISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqAgEAAGhqaPkpgZR9lChos2oFAQAAaPxqBgEAAGj9ahABAABo/mpWAQAAdWJoC2oRAQAAaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1ahQBAABo'
+    'dk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzpox2obAQAAaCEpaNFOaNJOaNOJdWJlakgBAABOakkBAAB9lChoaUsAaNZLBGjcSwZo4ksIaOlLDGjwSxBo90sUagIBAABLGHVqSwEAAH2UKGhpSwRo1ksCaNxLAmjiSwRo6UsEaPBLBGj3SwR1aP5qVgEAAHViZWgzSyuMBGZpbGWUaBFoDWiCKYGUfZQoaIWMJSdsZScgaWYgbWFnaWMgPT0gMHhhMWIyYzNkNCBlbHNlICdiZSeUaIdoiIwFSWZFeHCUk5QpUpR9lCiMBHRlc3SUaJUpUpR9lChomGiaKVKUfZQoaJ1oaWieaKFoo0sBaKRLCGilSwFopksN'
+    'dWJop12UaKthaK1dlGiwKVKUfZQoaCuKBdTDsqEAaLNOaKNLAWikSxFopUsBaKZLG3ViYWijSwFopEsIaKVLAWimSxt1YowEYm9keZRosClSlH2UKGgraA5os05oo0sBaKRLAGilSwFopksEdWKMBm9yZWxzZZRosClSlH2UKGgralYBAABos05oo0sBaKRLIWilSwFopksldWJoo0sBaKRLAGilSwFopksldWJovGi/XZRoaWGFlFKUdWKMBm9yZGVyc5RoDmpWAQAAhpSMDGVuZGlhbl9zY29wZZRqBQEAAIwIdmlydHVhbHOUXZSMB2xvY2F0ZWSUXZR1YmoGAQAAaGApgZR9lChoBWoGAQAAaGNdlChoZimBlH2UKGgFjAZ0c19zZWOUaGpo'
+    'HimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLRWjHjBhyZWNvcmRzLnBhY2tldC5maWVsZHNbMF2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAd0c191c2VjlGhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0Zox4wYcmVjb3Jkcy5wYWNrZXQuZmllbGRzWzFd'
+    'lGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwIaW5jbF9sZW6UaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4whYnl0ZXMgY2FwdHVyZWQgKHRoZSBmcmFtZSdzIHNpemUplGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeWh0jAVmcmFtZZSGlGh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLR2jHjBhyZWNvcmRzLnBhY2tldC5maWVsZHNbMl2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAhvcmlnX2xlbpRoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjCBsZW5ndGggb2YgdGhlIHBhY2tl'
+    'dCBvbiB0aGUgd2lyZZRoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tIaMeMGHJlY29yZHMucGFja2V0LmZpZWxkc1szXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqpwEAAGhqaACMB1N3aXRjaFSUk5QpgZR9lCiMAm9ulGiCKYGUfZQoaIVqBwEAAGiHaJopUpR9lChonWoHAQAAaJ5ooWijSwFopEsAaKVLAWimSwh1Ymi8aL9dlGoHAQAAYYWUUpR1YowFY2FzZXOUSwFoKowOZXRoZXJuZXRfZnJhbWWUh5SFlGjPjAVieXRlc5Ro/SloBYwGc3dp'
+    'dGNolGj+TnViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odGiCKYGUfZQoaIVqowEAAGiHaJopUpR9lChonWqjAQAAaJ5ooWijSwFopEsAaKVLAWimSwh1Ymi8aL9dlGqjAQAAYYWUUpR1Ymh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLSWjHjBhyZWNvcmRzLnBhY2tldC5maWVsZHNbNF2UaCEpaNFOaNJOaNOJdWJlaAuMQk9uZSBwYWNrZXQgcmVjb3JkOyBpdHMgaGVhZGVyIGZpZWxkcyBmb2xsb3cgdGhlIGZpbGUncyBieXRlIG9yZGVyLpRoCWgsah0BAAB9lGoHAQAAaACMBVBhcmFt'
+    'lJOUKYGUfZQoaAVqBwEAAGhqaBdoz05oC2gsdWJzah8BAABOaiABAACJaiEBAABOaiIBAABOaiMBAABdlChqJgEAACmBlH2UKGgUTmhjXZQoaGYpgZR9lChoBWqXAQAAaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLRWjHapoBAABoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqnQEAAGhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5o'
+    'd05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0Zox2qgAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqMBAABoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaqYBAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlqqAEAAGh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLR2jHaqkBAABoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqrAEAAGhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtqrwEAAGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5o'
+    'K05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0hox2qwAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqcBAABoamq0AQAAKYGUfZQoarcBAABquAEAAGq/AQAAasIBAABoz2rDAQAAaP0paAVqxAEAAGj+aA51YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHRqxQEAAGh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLSWjHaswBAABoISlo0U5o0k5o04l1YmVqSAEAAE5qSQEAAH2UKGqXAQAASwBqnQEAAEsEaqMBAABLCGqsAQAASwxqpwEAAEsQdWpLAQAAfZQoapcBAABL'
+    'BGqdAQAASwRqowEAAEsEaqwBAABLBHVo/mgOdWJqJgEAACmBlH2UKGgUTmhjXZQoaGYpgZR9lChoBWqXAQAAaGpoHimBlH2UKGghSyBoIoloDWpWAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLRWjHapoBAABoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqnQEAAGhqaB4pgZR9lChoIUsgaCKJaA1qVgEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsA'
+    'aA1OaM1oLGjOiWjPTmgzS0Zox2qgAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqMBAABoamgeKYGUfZQoaCFLIGgiiWgNalYBAABoI4h1YmgLaqYBAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlqqAEAAGh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLR2jHaqkBAABoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqrAEAAGhqaB4pgZR9lChoIUsgaCKJaA1qVgEAAGgjiHViaAtqrwEAAGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsA'
+    'aA1OaM1oLGjOiWjPTmgzS0hox2qwAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqcBAABoamq0AQAAKYGUfZQoarcBAABquAEAAGq/AQAAasIBAABoz2rDAQAAaP0paAVqxAEAAGj+alYBAAB1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHRqxQEAAGh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLSWjHaswBAABoISlo0U5o0k5o04l1YmVqSAEAAE5qSQEAAH2UKGqXAQAASwBqnQEAAEsEaqMBAABLCGqsAQAASwxqpwEAAEsQdWpLAQAAfZQoapcBAABLBGqdAQAASwRqowEAAEsEaqwB'
+    'AABLBHVo/mpWAQAAdWJlaDNLQGpxAQAAaBFoDU5qiwEAAGqMAQAAao0BAABqBQEAAGqOAQAAXZRqkAEAAF2UdWJqwAEAAGhgKYGUfZQoaAVqwAEAAGhjXZQoaGYpgZR9lChoBYwDZHN0lGhqaACMBkJ5dGVzVJSTlCmBlH2UKGh0aIIpgZR9lChohYwBNpRoh2iwKVKUfZQoaCtLBmizTmijSwFopEsAaKVLAWimSwF1Ymi8aL9dlIWUUpR1YmoXAQAATmoYAQAAiYwEdGV4dJROjAp0ZXJtaW5hdG9ylE51YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozolo'
+    'z05oM0tTaMeMIHJlY29yZHMuZXRoZXJuZXRfZnJhbWUuZmllbGRzWzBdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwDc3JjlGhqag8CAAApgZR9lChodGiCKYGUfZQoaIVqFAIAAGiHaLApUpR9lChoK0sGaLNOaKNLAWikSwBopUsBaKZLAXViaLxov12UhZRSlHViahcBAABOahgBAACJahoCAABOahsCAABOdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLVGjHjCByZWNvcmRzLmV0aGVybmV0X2ZyYW1lLmZpZWxkc1sxXZRoISlo0U5o'
+    '0k5o04l1YmhmKYGUfZQoaAWMCWV0aGVydHlwZZRoamgeKYGUfZQoaCFLEGgiiWgNalYBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tVaMeMIHJlY29yZHMuZXRoZXJuZXRfZnJhbWUuZmllbGRzWzJdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwHcGF5bG9hZJRoamq0AQAAKYGUfZQoarcBAABogimBlH2UKGiFaiwCAABoh2iaKVKUfZQoaJ1qLAIAAGieaKFoo0sBaKRLAGilSwFopksJdWJovGi/XZRqLAIAAGGFlFKUdWJq'
+    'vwEAAE0ACIwEMjA0OJSMC2lwdjRfcGFja2V0lIeUhZRoz2rDAQAAaP0paAVqxAEAAGj+alYBAAB1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHRogimBlH2UKGiFjApfcmVtYWluaW5nlGiHaJopUpR9lChonWpCAgAAaJ5ooWijSwFopEsAaKVLAWimSwp1Ymi8aL9dlGpCAgAAYYWUUpR1Ymh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLVmjHjCByZWNvcmRzLmV0aGVybmV0X2ZyYW1lLmZpZWxkc1szXZRoISlo0U5o0k5o04l1YmVoC4wrQW4gRXRoZXJuZXQgSUkgZnJhbWUgKG5vIEZD'
+    'UywgYXMgY2FwdHVyZWQpLpRoCWgsah0BAAB9lGofAQAATmogAQAAiWohAQAATmoiAQAATmojAQAAXZRqJgEAACmBlH2UKGgUTmhjagoCAABqSAEAAE5qSQEAAH2UKGoNAgAASwBqHwIAAEsGaiwCAABLDGoyAgAASw51aksBAAB9lChqDQIAAEsGah8CAABLBmosAgAASwJ1aP5OdWJhaDNLT2pxAQAAaBFoDWiCKYGUfZQoaIWMBCdiZSeUaIdosClSlH2UKGgralYBAABos05oo0sBaKRLAGilSwFopksEdWJovGi/XZSFlFKUdWJqiwEAAClqjQEAAGoFAQAAao4BAABdlGqQAQAAXZR1Ymo9AgAAaGApgZR9lChoBWo9AgAAaGNdlChoZimB'
+    'lH2UKGgFjAZoZWFkZXKUaGpo+SmBlH2UKGizagUBAABo/IwLaXB2NF9oZWFkZXKUaP0paP5qVgEAAHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS2Box4wdcmVjb3Jkcy5pcHY0X3BhY2tldC5maWVsZHNbMF2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFajICAABoamq0AQAAKYGUfZQoarcBAABogimBlH2UKGiFjA9oZWFkZXIucHJvdG9jb2yUaIdoiIwJQXR0cmlidXRllJOUKVKUfZQoaCtomilSlH2UKGidal8CAABonmihaKNLAWik'
+    'SwBopUsBaKZLBnVijARhdHRylIwIcHJvdG9jb2yUaJ5ooWijSwFopEsAaKVLAWimSw91Ymi8aL9dlGpfAgAAYYWUUpR1Ymq/AQAASxGMAjE3lIwMdWRwX2RhdGFncmFtlIeUhZRoz2rDAQAAaP1qHwIAAGiCKYGUfZQoaIWMCmhlYWRlci5zcmOUaIdqbAIAAClSlH2UKGgraJopUpR9lChonWpfAgAAaJ5ooWijSwFopEsAaKVLAWimSwZ1YmpxAgAAah8CAABonmihaKNLAWikSwBopUsBaKZLCnViaLxov12Ual8CAABhhZRSlHVihpRqDQIAAGiCKYGUfZQoaIWMCmhlYWRlci5kc3SUaIdqbAIAAClSlH2UKGgraJopUpR9lChonWpfAgAA'
+    'aJ5ooWijSwFopEsAaKVLAWimSwZ1YmpxAgAAag0CAABonmihaKNLAWikSwBopUsBaKZLCnViaLxov12Ual8CAABhhZRSlHVihpSGlGgFasQBAABo/mpWAQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0aIIpgZR9lChohYwwaGVhZGVyLnRvdGFsX2xlbmd0aCAtIGhlYWRlci52ZXJzaW9uX2lobC5paGwgKiA0lGiHaIiMBUJpbk9wlJOUKVKUfZQoaJhqbAIAAClSlH2UKGgraJopUpR9lChonWpfAgAAaJ5ooWijSwFopEsAaKVLAWimSwZ1YmpxAgAAjAx0b3RhbF9sZW5ndGiUaJ5ooWijSwFopEsAaKVLAWimSxN1YmiNaIiM'
+    'A1N1YpSTlClSlH2UYowFcmlnaHSUapUCAAApUpR9lChomGpsAgAAKVKUfZQoaCtqbAIAAClSlH2UKGgraJopUpR9lChonWpfAgAAaJ5ooWijSwFopEsWaKVLAWimSxx1YmpxAgAAaDZonmihaKNLAWikSxZopUsBaKZLKHVianECAABoQmieaKFoo0sBaKRLFmilSwFopkssdWJojWiIjARNdWx0lJOUKVKUfZRiaqECAABosClSlH2UKGgrSwRos05oo0sBaKRLL2ilSwFopkswdWJoo0sBaKRLFmilSwFopkswdWJoo0sBaKRLAGilSwFopkswdWJovGi/XZRqXwIAAGGFlFKUdWJodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsA'
+    'aA1OaM1oLGjOiWjPTmgzS2Fox4wdcmVjb3Jkcy5pcHY0X3BhY2tldC5maWVsZHNbMV2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAxsaW5rX3BhZGRpbmeUaGpqDwIAACmBlH2UKGh0TmoXAQAATmoYAQAAiGoaAgAATmobAgAATnViaAuMJWJ5dGVzIGFmdGVyIHRoZSBkYXRhZ3JhbSBpbiB0aGUgZnJhbWWUaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLZ2jHjB1yZWNvcmRzLmlwdjRfcGFja2V0LmZpZWxkc1syXZRoISlo0U5o0k5o04l1YmVo'
+    'C4w1QW4gSVB2NCBkYXRhZ3JhbSBhbmQgYW55IGxpbmstbGF5ZXIgcGFkZGluZyBhZnRlciBpdC6UaAloLGodAQAAfZRqHwEAAE5qIAEAAIlqIQEAAE5qIgEAAE5qIwEAAF2UaiYBAAApgZR9lChoFE5oY2pcAgAAakgBAABOakkBAAB9lGpfAgAASwBzaksBAAB9lGj+TnViYWgzS1xqcQEAAGgRaA1ogimBlH2UKGiFalICAABoh2iwKVKUfZQoaCtqVgEAAGizTmijSwFopEsAaKVLAWimSwR1Ymi8aL9dlIWUUpR1YmqLAQAAKWqNAQAAagUBAABqjgEAAF2UapABAABdlHViamICAABoYCmBlH2UKGgFamICAABoY12UKGhmKYGUfZQoaAVo'
+    'NmhqaPkpgZR9lChos2g0aPxoNmj9KWj+alYBAAB1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHpofCmBlH2UKGh/aIIpgZR9lChohYwxdmVyc2lvbl9paGwudmVyc2lvbiA9PSA0IGFuZCB2ZXJzaW9uX2lobC5paGwgPj0gNZRoh2iKKVKUfZQoaI1oiIwDQW5klJOUKVKUfZRiaJJdlCholSlSlH2UKGiYamwCAAApUpR9lChoK2iaKVKUfZQoaJ1oNmieaKFoo0sBaKRLAGilSwFopksLdWJqcQIAAGhIaJ5ooWijSwFopEsAaKVLAWimSxN1YminXZRoq2ForV2UaLApUpR9lChoK0sEaLNOaKNL'
+    'AWikSxdopUsBaKZLGHViYWijSwFopEsAaKVLAWimSxh1YmiVKVKUfZQoaJhqbAIAAClSlH2UKGgraJopUpR9lChonWg2aJ5ooWijSwFopEsdaKVLAWimSyh1YmpxAgAAaEJonmihaKNLAWikSx1opUsBaKZLLHViaKddlGiIjANHdEWUk5QpUpR9lGJhaK1dlGiwKVKUfZQoaCtLBWizTmijSwFopEswaKVLAWimSzF1YmFoo0sBaKRLHWilSwFopksxdWJlaKNLAWikSwBopUsBaKZLMXViaLxov12UaDZhhZRSlHViaMOMPXJ1bGUgdmVyc2lvbl9paGwudmVyc2lvbiA9PSA0IGFuZCB2ZXJzaW9uX2lobC5paGwgPj0gNSBicm9rZW6UaMVo'
+    'xmjHaCx1YoWUaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0ttaMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzBdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwDdG9zlGhqaB4pgZR9lChoIUsIaCKJaA1qVgEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3Box4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbMV2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFapwCAABoamgeKYGUfZQoaCFLEGgiiWgNalYBAABo'
+    'I4h1YmgLjA9oZWFkZXIgYW5kIGRhdGGUaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLcWjHjB1yZWNvcmRzLmlwdjRfaGVhZGVyLmZpZWxkc1syXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMDmlkZW50aWZpY2F0aW9ulGhqaB4pgZR9lChoIUsQaCKJaA1qVgEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3Jox4wdcmVjb3Jkcy5pcHY0'
+    'X2hlYWRlci5maWVsZHNbM12UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAhmcmFnbWVudJRoamj5KYGUfZQoaLNoNGj8aEpo/Slo/mpWAQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLc2jHjB1yZWNvcmRzLmlwdjRfaGVhZGVyLmZpZWxkc1s0XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMA3R0bJRoamgeKYGUfZQoaCFLCGgiiWgNalYBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtO'
+    'aHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0t0aMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzVdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWpyAgAAaGpoHimBlH2UKGghSwhoIoloDWpWAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLdWjHjB1yZWNvcmRzLmlwdjRfaGVhZGVyLmZpZWxkc1s2XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMD2hlYWRlcl9jaGVja3N1bZRoamgeKYGUfZQoaCFLEGgi'
+    'iWgNalYBAABoI4h1YmgLjD1JbnRlcm5ldCBjaGVja3N1bSBvZiB0aGUgd2hvbGUgaGVhZGVyIHdpdGggdGhpcyBmaWVsZCBhcyB6ZXJvlGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeGgAjAhDaGVja3N1bZSTlCmBlH2UKIwJYWxnb3JpdGhtlIwKaW50ZXJuZXQxNpSMBmNvdmVyc5ROjAhleGNsdWRlZJQpjApzdG9yZV9iaXRzlE6MBHNlZWSUTmodAQAAKWghSxBoEomMBnJhbmdlc5QpjAVzY29wZZSMA2FsbJSMBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozolo'
+    'z05oM0t2aMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzddlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWofAgAAaGpoHimBlH2UKGghSyBoIoloDWpWAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLemjHjB1yZWNvcmRzLmlwdjRfaGVhZGVyLmZpZWxkc1s4XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqDQIAAGhqaB4pgZR9lChoIUsgaCKJaA1qVgEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5o'
+    'dU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3tox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbOV2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAdvcHRpb25zlGhqag8CAAApgZR9lChodGiCKYGUfZQoaIWMGHZlcnNpb25faWhsLmlobCAqIDQgLSAyMJRoh2qVAgAAKVKUfZQoaJhqlQIAAClSlH2UKGiYamwCAAApUpR9lChoK2iaKVKUfZQoaJ1oNmieaKFoo0sBaKRLAGilSwFopksLdWJqcQIAAGhCaJ5ooWijSwFopEsAaKVLAWimSw91YmiNaqwCAABqoQIAAGiwKVKUfZQoaCtLBGiz'
+    'TmijSwFopEsSaKVLAWimSxN1YmijSwFopEsAaKVLAWimSxN1YmiNap8CAABqoQIAAGiwKVKUfZQoaCtLFGizTmijSwFopEsWaKVLAWimSxh1YmijSwFopEsAaKVLAWimSxh1Ymi8aL9dlGg2YYWUUpR1YmoXAQAATmoYAQAAiWoaAgAATmobAgAATnViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3xox4wecmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbMTBdlGghKWjRTmjSTmjTiXViZWgLjDJUaGUgSVB2NCBoZWFkZXIsIG9wdGlvbnMg'
+    'aW5jbHVkZWQgKFJGQyA3OTEgwqczLjEpLpRoCWgsah0BAAB9lGofAQAATmogAQAAiWohAQAATmoiAQAATmojAQAAXZRqJgEAACmBlH2UKGgUTmhjas0CAABqSAEAAE5qSQEAAH2UKGg2SwBq/gIAAEsBapwCAABLAmoKAwAASwRqEAMAAEsGahYDAABLCGpyAgAASwlqIQMAAEsKah8CAABLDGoNAgAASxBqQQMAAEsUdWpLAQAAfZQoaDZLAWr+AgAASwFqnAIAAEsCagoDAABLAmoQAwAASwJqFgMAAEsBanICAABLAWohAwAASwJqHwIAAEsEag0CAABLBHVo/k51YmFoM0tpanEBAABoEWgNaIIpgZR9lChohWpSAgAAaIdosClSlH2UKGgr'
+    'alYBAABos05oo0sBaKRLAGilSwFopksEdWJovGi/XZSFlFKUdWJqiwEAAClqjQEAAGoFAQAAao4BAABdlGqQAQAAXZR1Ymp3AgAAaGApgZR9lChoBWp3AgAAaGNdlChoZimBlH2UKGgFjAhzcmNfcG9ydJRoamgeKYGUfZQoaCFLEGgiiWgNalYBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0uFaMeMHnJlY29yZHMudWRwX2RhdGFncmFtLmZpZWxkc1swXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMCGRzdF9wb3J0lGhqaB4p'
+    'gZR9lChoIUsQaCKJaA1qVgEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS4Zox4wecmVjb3Jkcy51ZHBfZGF0YWdyYW0uZmllbGRzWzFdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwGbGVuZ3RolGhqaB4pgZR9lChoIUsQaCKJaA1qVgEAAGgjiHViaAtqBgMAAGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeWh0jARkYXRhlIaUaHopaMlOaMpOaMtOaMxLCGgNTmjNaCxozoloz05oM0uHaMeMHnJl'
+    'Y29yZHMudWRwX2RhdGFncmFtLmZpZWxkc1syXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVoeGhqaB4pgZR9lChoIUsQaCKJaA1qVgEAAGgjiHViaAuMSG92ZXIgdGhlIHBzZXVkby1oZWFkZXIgKGFkZHJlc3NlcyBmcm9tIHRoZSBJUHY0IGhlYWRlcikgYW5kIHRoZSBkYXRhZ3JhbZRoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhqJgMAACmBlH2UKGopAwAAjAx1ZHBfY2hlY2tzdW2UaisDAABOaiwDAAApai0DAABOai4DAABOah0BAABqHwIAAGiCKYGUfZQoaIVqHwIAAGiHaJopUpR9lChonWofAgAAaJ5ooWij'
+    'SwFopEsAaKVLAWimSwN1Ymi8aL9dlGofAgAAYYWUUpR1YoaUag0CAABogimBlH2UKGiFag0CAABoh2iaKVKUfZQoaJ1qDQIAAGieaKFoo0sBaKRLAGilSwFopksDdWJovGi/XZRqDQIAAGGFlFKUdWKGlIaUaCFLEGgSiWovAwAAKWowAwAAajEDAABqMgMAAEsAaA8pajMDAAApdWJoK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS4hox4wecmVjb3Jkcy51ZHBfZGF0YWdyYW0uZmllbGRzWzNdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWp7AwAAaGpqDwIAACmBlH2UKGh0aIIpgZR9lChohYwKbGVuZ3RoIC0gOJRo'
+    'h2qVAgAAKVKUfZQoaJhomilSlH2UKGidangDAABonmihaKNLAWikSwBopUsBaKZLBnViaI1qnwIAAGqhAgAAaLApUpR9lChoK0sIaLNOaKNLAWikSwlopUsBaKZLCnViaKNLAWikSwBopUsBaKZLCnViaLxov12UangDAABhhZRSlHViahcBAABOahgBAACJahoCAABOahsCAABOdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLjGjHjB5yZWNvcmRzLnVkcF9kYXRhZ3JhbS5maWVsZHNbNF2UaCEpaNFOaNJOaNOJdWJlaAuMGUEgVURQIGRh'
+    'dGFncmFtIChSRkMgNzY4KS6UaAloLGodAQAAfZQoah8CAABq0AEAACmBlH2UKGgFah8CAABoaowDaW50lGjPTmgLaCx1YmoNAgAAatABAAApgZR9lChoBWoNAgAAaGpqrQMAAGjPTmgLaCx1YnVqHwEAAE5qIAEAAIlqIQEAAE5qIgEAAE5qIwEAAF2UaiYBAAApgZR9lChoFE5oY2ppAwAAakgBAABOakkBAAB9lChqbAMAAEsAanIDAABLAmp4AwAASwRoeEsGansDAABLCHVqSwEAAH2UKGpsAwAASwJqcgMAAEsCangDAABLAmh4SwJ1aP5OdWJhaDNLfmpxAQAAaBFoDWiCKYGUfZQoaIVqUgIAAGiHaLApUpR9lChoK2pWAQAAaLNOaKNL'
+    'AWikSwBopUsBaKZLBHViaLxov12UhZRSlHViaosBAAApao0BAABqBQEAAGqOAQAAXZRqkAEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjBVwY2FwX3BsdWdpbnM6cmVnaXN0ZXKUYYwGZGV0ZWN0lF2UKGgAjAZEZXRlY3SUk5QpgZR9lChqBQEAAGheaGlDBNTDsqGUjAJhdJRLAGh1iWodAQAAKYwEdGhlbpROjAR0YWdzlE51YmrGAwAAKYGUfZQoagUBAABoXmhpQwShssPUlGrKAwAASwBodYlqHQEAAClqywMAAE5qzAMAAE51YmWMC2VuZGlhbl9leHBylE51Yi4='
 )

@@ -796,71 +796,6 @@ def _d_ihdr(mv, pos, end):
     _obj.interlace_method = f_interlace_method
     return _obj, pos
 
-def _u_ihdr(mv, pos, end):
-    f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4.unpack_from(mv, pos)
-    pos += 13
-    if f_width < 1 or f_width > 2147483647:
-        raise ConstraintError('value out of range')
-    if f_height < 1 or f_height > 2147483647:
-        raise ConstraintError('value out of range')
-    f_color_type = _COLORTYPE_BY_VALUE[f_color_type]
-    if f_compression_method > 0:
-        raise ConstraintError('value out of range')
-    if f_filter_method > 0:
-        raise ConstraintError('value out of range')
-    if f_interlace_method > 1:
-        raise ConstraintError('value out of range')
-    _obj = _new(Ihdr)
-    _obj.width = f_width
-    _obj.height = f_height
-    _obj.bit_depth = f_bit_depth
-    _obj.color_type = f_color_type
-    _obj.compression_method = f_compression_method
-    _obj.filter_method = f_filter_method
-    _obj.interlace_method = f_interlace_method
-    return (_obj, pos)
-
-def _m_ihdr(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _S4_unpack_from = _S4.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4_unpack_from(mv, pos)
-            pos += 13
-            if f_width < 1 or f_width > 2147483647:
-                raise ConstraintError('value out of range')
-            if f_height < 1 or f_height > 2147483647:
-                raise ConstraintError('value out of range')
-            f_color_type = _COLORTYPE_BY_VALUE[f_color_type]
-            if f_compression_method > 0:
-                raise ConstraintError('value out of range')
-            if f_filter_method > 0:
-                raise ConstraintError('value out of range')
-            if f_interlace_method > 1:
-                raise ConstraintError('value out of range')
-            _obj = _new(Ihdr)
-            _obj.width = f_width
-            _obj.height = f_height
-            _obj.bit_depth = f_bit_depth
-            _obj.color_type = f_color_type
-            _obj.compression_method = f_compression_method
-            _obj.filter_method = f_filter_method
-            _obj.interlace_method = f_interlace_method
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_ihdr, 'ihdr', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_ihdr, 'ihdr', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_ihdr(out, v):
     if v.width < 1 or v.width > 2147483647:
         raise EncodeError('value ' + repr(v.width) + ' out of range 1..2147483647', path='width')
@@ -873,23 +808,6 @@ def _e_ihdr(out, v):
     if v.interlace_method < 0 or v.interlace_method > 1:
         raise EncodeError('value ' + repr(v.interlace_method) + ' out of range 0..1', path='interlace_method')
     out += _S4.pack(v.width, v.height, v.bit_depth, _COLORTYPE_BY_VALUE[v.color_type], v.compression_method, v.filter_method, v.interlace_method)
-
-def _em_ihdr(values):
-    out = bytearray()
-    _S4_pack = _S4.pack
-    for v in values:
-        if v.width < 1 or v.width > 2147483647:
-            raise EncodeError('value ' + repr(v.width) + ' out of range 1..2147483647', path='width')
-        if v.height < 1 or v.height > 2147483647:
-            raise EncodeError('value ' + repr(v.height) + ' out of range 1..2147483647', path='height')
-        if v.compression_method < 0 or v.compression_method > 0:
-            raise EncodeError('value ' + repr(v.compression_method) + ' out of range 0..0', path='compression_method')
-        if v.filter_method < 0 or v.filter_method > 0:
-            raise EncodeError('value ' + repr(v.filter_method) + ' out of range 0..0', path='filter_method')
-        if v.interlace_method < 0 or v.interlace_method > 1:
-            raise EncodeError('value ' + repr(v.interlace_method) + ' out of range 0..1', path='interlace_method')
-        out += _S4_pack(v.width, v.height, v.bit_depth, _COLORTYPE_BY_VALUE[v.color_type], v.compression_method, v.filter_method, v.interlace_method)
-    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -1061,14 +979,6 @@ def decode_ihdr(buf, offset: int = 0) -> tuple[Ihdr, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_ihdr(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_ihdr(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("ihdr") from None
@@ -1102,8 +1012,7 @@ def iter_ihdr(buf, offset: int = 0, end: int | None = None):
 def decode_many_ihdr(buf, offset: int = 0, end: int | None = None) -> list[Ihdr]:
     """Decode consecutive `ihdr` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_ihdr``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_ihdr(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_ihdr, "ihdr", buf, offset, end, ())
 
 
 def decode_prefix_ihdr(buf, offset: int = 0, end: int | None = None) -> tuple[list[Ihdr], int]:
@@ -1111,19 +1020,11 @@ def decode_prefix_ihdr(buf, offset: int = 0, end: int | None = None) -> tuple[li
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_ihdr(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_ihdr, "ihdr", buf, offset, end, ())
 
 
 def encode_many_ihdr(values) -> bytes:
     """Encode consecutive `ihdr` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_ihdr(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_ihdr, "ihdr", values, ())
 
 
@@ -1541,7 +1442,7 @@ CONSTRUCT_ENCODERS = {"png_file": construct_encode_png_file, "chunk": construct_
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASV3hYAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDcG5nlIwFdGl0bGWUjB9QTkcgZmlsZSAoc2lnbmF0dXJlIGFuZCBjaHVua3MplIwEc3BlY5SMGFBORyAoU2Vjb25kIEVkaXRpb24pIMKnNZSMA2RvY5SMw0FuIDgtYnl0ZSBzaWduYXR1cmUsIHRoZW4gY2h1bmtzIHVudGlsIElFTkQuIEVhY2ggY2h1bms6IGEgYmlnLWVuZGlhbiBsZW5ndGgsIGEgNC1ieXRlIHR5cGUsIHRoZSBkYXRhIGFuZCBhIENSQy0zMiBvdmVyIHR5cGUgYW5kIGRhdGEuIElIRFIgaXMgZGVjb2Rl'
+    'gASV7BYAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDcG5nlIwFdGl0bGWUjB9QTkcgZmlsZSAoc2lnbmF0dXJlIGFuZCBjaHVua3MplIwEc3BlY5SMGFBORyAoU2Vjb25kIEVkaXRpb24pIMKnNZSMA2RvY5SMw0FuIDgtYnl0ZSBzaWduYXR1cmUsIHRoZW4gY2h1bmtzIHVudGlsIElFTkQuIEVhY2ggY2h1bms6IGEgYmlnLWVuZGlhbiBsZW5ndGgsIGEgNC1ieXRlIHR5cGUsIHRoZSBkYXRhIGFuZCBhIENSQy0zMiBvdmVyIHR5cGUgYW5kIGRhdGEuIElIRFIgaXMgZGVjb2Rl'
     'ZDsgZXZlcnkgb3RoZXIgY2h1bmsga2VlcHMgaXRzIGRhdGEgYXMgYnl0ZXMuCpSMBmVuZGlhbpSMAmJllIwFZmlsZXOUXZSMEHNjaGVtYXMvcG5nLnlhbWyUYYwGZGlnZXN0lIxHc2hhMjU2OmVkMDQzZTY5YzAzMTIyY2UyN2NiZjA3Mzk3NmUzNDA3ZDQzYzQyYzk3ZjA2YjA0MGNiY2RjZWNjZTgxNTkwM2aUjAh2ZXJzaW9uc5ROjAVlbnVtc5R9lCiMCmNodW5rX3R5cGWUaACMB0VudW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsgjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVt'
     'YmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjARJSERSlIwFdmFsdWWUSlJESEloC4waaW1hZ2UgaGVhZGVyIChmaXJzdCBjaHVuaymUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMBFBMVEWUaCtKRVRMUGgLjAdwYWxldHRllGgtTmguTnViaCcpgZR9lChoBYwESURBVJRoK0pUQURJaAuMMWltYWdlIGRhdGEgKGEgemxpYiBzdHJlYW0gc3BsaXQgb3ZlciBJREFUIGNodW5rcymUaC1OaC5OdWJoJymBlH2UKGgFjARJRU5ElGgrSkRORUloC4waaW1hZ2UgdHJhaWxlciAobGFzdCBjaHVuaymUaC1OaC5O'
     'dWJoJymBlH2UKGgFjAR0RVh0lGgrSnRYRXRoC4wMTGF0aW4tMSB0ZXh0lGgtTmguTnViZWgLjFRDaHVuayB0eXBlLCBmb3VyIEFTQ0lJIGxldHRlcnMgcmVhZCBhcyBhIGJpZy1lbmRpYW4gaW50ZWdlcjsgdW5rbm93biB0eXBlcyBhcmUga2VwdC6UaAmMAJSMBG9wZW6UiIwHcmV0aXJlZJRdlIwEbGluZZRLD3VijApjb2xvcl90eXBllGgZKYGUfZQoaAVoRWgcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjAlHUkVZU0NBTEWUaCtLAGgLaEBoLU5oLk51YmgnKYGUfZQoaAWMCVRSVUVDT0xPUpRoK0sCaAto'
@@ -1550,15 +1451,15 @@ _IR = (
     'CWhAjARjb25klE6MBXNpbmNllE6MBXVudGlslE6MBWNvbnN0lEMIiVBORw0KGgqUjAhyZXNlcnZlZJSJjAV2YWxpZJROaHROjAZyZXBlYXSUTowEdmlld5ROjApjb21wcmVzc2VklE6MCGNoZWNrc3VtlE5oK06MDGRlcml2ZWRfZnJvbZROjAdhc3NlcnRzlCmMB2NvbnZlcnSUTowFY2hhaW6UTowHZnJhbWluZ5ROjA5kZXJpdmVkX29mZnNldJRLAGgNTowGZmlsbGVklGhAjAtoYXNfZGVmYXVsdJSJjAdkZWZhdWx0lE5oREspjARwYXRolIwacmVjb3Jkcy5wbmdfZmlsZS5maWVsZHNbMF2UaCEpjAZiaXRfb2aUTowGYWJzZW50lE6M'
     'BHBlZWuUiXViaGspgZR9lChoBYwGY2h1bmtzlGhvaACMBFJlZlSUk5QpgZR9lChogowGcmVjb3JklIwGdGFyZ2V0lIwFY2h1bmuUjARhcmdzlCmMBW9yZGVylE51YmgLjCBDaHVua3MgdXAgdG8gYW5kIGluY2x1ZGluZyBJRU5ELpRoCWhAaJNOaJROaJVOaJZOaJiJaJlOaHROaJpoAIwGUmVwZWF0lJOUKYGUfZQojAVjb3VudJROaI5OaI+JaJVOjAp1bnRpbF9pdGVtlGh3KYGUfZQoaHqMHl9pdGVtLmNodW5rX3R5cGUgPT0gMHg0OTQ1NGU0NJRofGh9jAdDb21wYXJllJOUKVKUfZQojARsZWZ0lGh9jAlBdHRyaWJ1dGWUk5QpUpR9'
     'lChoK2h9jAROYW1llJOUKVKUfZQojAJpZJSMBV9pdGVtlIwDY3R4lGh9jARMb2FklJOUKVKUfZRiaINLAWiESwBohUsBaIZLBXVijARhdHRylGgXaNFo1GiDSwFohEsAaIVLAWiGSxB1YowDb3BzlF2UaH2MAkVxlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRofylSlH2UKGgrSkRORUlogk5og0sBaIRLFGiFSwFohksedWJhaINLAWiESwBohUsBaIZLHnViaIdoil2UaNBhhZRSlHVijA1zdG9wX29uX2Vycm9ylIloqk51YmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLKminjBpyZWNvcmRzLnBu'
-    'Z19maWxlLmZpZWxkc1sxXZRoISloqU5oqk5oq4l1YmVoC4wRQSB3aG9sZSBQTkcgZmlsZS6UaAmMDMKnNS4yLCDCpzUuM5SMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmhoaGmMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChobksAaK5LCHWMBXNpemVzlH2UaG5LCHNot051YmFoREsljARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllGizjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHViaLVoZSmBlH2UKGgF'
-    'aLVoaF2UKGhrKYGUfZQoaAWMBmxlbmd0aJRob2geKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjBRkYXRhIGxlbmd0aCAoPCAyXjMxKZRoCWhAaJNOaJROaJVOaJZOaJiJaJlOSv///3+GlGh0TmiaTmibTmicTmidTmgrTmieaHSMBGRhdGGUhpRonylooE5ooU5ook5oo0sAaA1OaKRoQGiliWimTmhESzJop4wXcmVjb3Jkcy5jaHVuay5maWVsZHNbMF2UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFaBdob2iwKYGUfZQoaIKMBGVudW2UaLRoF2i2KWi3TnViaAtoQGgJaEBok05olE5olU5olk5omIlomU5odE5omk5om05onE5onU5oK05o'
-    'nk5onylooE5ooU5ook5oo0sAaA1OaKRoQGiliWimTmhESzNop4wXcmVjb3Jkcy5jaHVuay5maWVsZHNbMV2UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFagkBAABob2gAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRodymBlH2UKGh6aBdofGjMKVKUfZQoaM9oF2jRaNRog0sBaIRLAGiFSwFohksKdWJoh2iKXZRoF2GFlFKUdWKMBWNhc2VzlEpSREhJaCqMBGloZHKUh5RKRE5FSWg5ToeUhpRopowFYnl0ZXOUaLYpaAWMBnN3aXRjaJRot051YmgLjCVDaHVuayBkYXRhOyBJSERSIGRlY29kZWQsIG90aGVycyByYXculGgJaEBok05olE5o'
-    'lU5olk5omIlomU5odGh3KYGUfZQoaHpqBAEAAGh8aMwpUpR9lChoz2oEAQAAaNFo1GiDSwFohEsAaIVLAWiGSwZ1YmiHaIpdlGoEAQAAYYWUUpR1YmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLNGinjBdyZWNvcmRzLmNodW5rLmZpZWxkc1syXZRoISloqU5oqk5oq4l1YmhrKYGUfZQoaAWMA2NyY5Rob2geKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjCRDUkMtMzIgb3ZlciB0aGUgY2h1bmsgdHlwZSBhbmQgZGF0YS6UaAloQGiTTmiUTmiVTmiWTmiYiWiZTmh0TmiaTmibTmicTmidaACM'
-    'CENoZWNrc3VtlJOUKYGUfZQojAlhbGdvcml0aG2UjAVjcmMzMpSMBmNvdmVyc5RoF2oJAQAAhpSMCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJROaOgpaCFLIGgSiYwGcmFuZ2VzlCmMBXNjb3BllGhAjAZmaWxsZXKUSwBoDymMBXNwYW5zlCl1YmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLOminjBdyZWNvcmRzLmNodW5rLmZpZWxkc1szXZRoISloqU5oqk5oq4l1YmVoC4wKT25lIGNodW5rLpRoCYwFwqc1LjOUaOh9lGjqTmjriWjsTmjtXZRo8CmBlH2UKGgUTmhoagEBAABo805o9H2UKGoEAQAA'
-    'SwBoF0sEagkBAABLCHVo9n2UKGoEAQAASwRoF0sEajIBAABLBHVot051YmFoREsuaPhoEWgNTmj5KWj6aLNo+12UaP1dlHViaiEBAABoZSmBlH2UKGgFaiEBAABoaF2UKGhrKYGUfZQoaAWMBXdpZHRolGhvaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoQGgJaEBok05olE5olU5olk5omIlomUsBSv///3+GlGh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLQminjBZyZWNvcmRzLmloZHIuZmllbGRzWzBdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwGaGVpZ2h0lGhvaB4pgZR9lCho'
-    'IUsgaCKJaA1oDmgjiHViaAtoQGgJaEBok05olE5olU5olk5omIlomUsBSv///3+GlGh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLQ2injBZyZWNvcmRzLmloZHIuZmllbGRzWzFdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwJYml0X2RlcHRolGhvaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAuMEDEsIDIsIDQsIDggb3IgMTaUaAloQGiTTmiUTmiVTmiWTmiYiWiZTmh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLRGinjBZyZWNvcmRz'
-    'LmloZHIuZmllbGRzWzJdlGghKWipTmiqTmiriXViaGspgZR9lChoBWhFaG9osCmBlH2UKGiCahABAABotGhFaLYpaLdOdWJoC2hAaAloQGiTTmiUTmiVTmiWTmiYiWiZTmh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLRWinjBZyZWNvcmRzLmloZHIuZmllbGRzWzNdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwSY29tcHJlc3Npb25fbWV0aG9klGhvaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoQGgJaEBok05olE5olU5olk5omIlomUsASwCGlGh0TmiaTmibTmicTmidTmgrTmie'
-    'TmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLRminjBZyZWNvcmRzLmloZHIuZmllbGRzWzRdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwNZmlsdGVyX21ldGhvZJRob2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaEBoCWhAaJNOaJROaJVOaJZOaJiJaJlLAEsAhpRodE5omk5om05onE5onU5oK05onk5onylooE5ooU5ook5oo0sAaA1OaKRoQGiliWimTmhES0dop4wWcmVjb3Jkcy5paGRyLmZpZWxkc1s1XZRoISloqU5oqk5oq4l1YmhrKYGUfZQoaAWMEGludGVybGFjZV9tZXRob2SUaG9oHimBlH2UKGghSwhoIolo'
-    'DWgOaCOIdWJoC2hAaAloQGiTTmiUTmiVTmiWTmiYiWiZSwBLAYaUaHROaJpOaJtOaJxOaJ1OaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREtIaKeMFnJlY29yZHMuaWhkci5maWVsZHNbNl2UaCEpaKlOaKpOaKuJdWJlaAuMDUltYWdlIGhlYWRlci6UaAloW2jofZRo6k5o64lo7E5o7V2UaPApgZR9lChoFE5oaGpSAQAAaPNLDWj0fZQoalUBAABLAGpcAQAASwRqYwEAAEsIaEVLCWpvAQAASwpqdgEAAEsLan0BAABLDHVo9n2UKGpVAQAASwRqXAEAAEsEamMBAABLAWhFSwFqbwEAAEsBanYBAABLAWp9AQAASwF1'
-    'aLdOdWJhaERLPmj4aBFoDU5o+Slo+mizaPtdlGj9XZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMBmRldGVjdJRdlGgAjAZEZXRlY3SUk5QpgZR9lChos2hjjAVtYWdpY5RDCIlQTkcNChoKlIwCYXSUSwBomolo6CmMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+    'Z19maWxlLmZpZWxkc1sxXZRoISloqU5oqk5oq4l1YmVoC4wRQSB3aG9sZSBQTkcgZmlsZS6UaAmMDMKnNS4yLCDCpzUuM5SMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwEbWFueZROjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaGhoaYwKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UKGhuSwBorksIdYwFc2l6ZXOUfZRobksIc2i3TnViYWhESyWMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUaLOMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UdWJotWhl'
+    'KYGUfZQoaAVotWhoXZQoaGspgZR9lChoBYwGbGVuZ3RolGhvaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMFGRhdGEgbGVuZ3RoICg8IDJeMzEplGgJaEBok05olE5olU5olk5omIlomU5K////f4aUaHROaJpOaJtOaJxOaJ1OaCtOaJ5odIwEZGF0YZSGlGifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLMminjBdyZWNvcmRzLmNodW5rLmZpZWxkc1swXZRoISloqU5oqk5oq4l1YmhrKYGUfZQoaAVoF2hvaLApgZR9lChogowEZW51bZRotGgXaLYpaLdOdWJoC2hAaAloQGiTTmiUTmiVTmiWTmiYiWiZTmh0TmiaTmibTmic'
+    'TmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLM2injBdyZWNvcmRzLmNodW5rLmZpZWxkc1sxXZRoISloqU5oqk5oq4l1YmhrKYGUfZQoaAVqCgEAAGhvaACMB1N3aXRjaFSUk5QpgZR9lCiMAm9ulGh3KYGUfZQoaHpoF2h8aMwpUpR9lChoz2gXaNFo1GiDSwFohEsAaIVLAWiGSwp1YmiHaIpdlGgXYYWUUpR1YowFY2FzZXOUSlJESEloKowEaWhkcpSHlEpETkVJaDlOh5SGlGimjAVieXRlc5RotiloBYwGc3dpdGNolGi3TnViaAuMJUNodW5rIGRhdGE7IElIRFIgZGVjb2RlZCwgb3RoZXJzIHJhdy6UaAlo'
+    'QGiTTmiUTmiVTmiWTmiYiWiZTmh0aHcpgZR9lChoemoFAQAAaHxozClSlH2UKGjPagUBAABo0WjUaINLAWiESwBohUsBaIZLBnViaIdoil2UagUBAABhhZRSlHViaJpOaJtOaJxOaJ1OaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREs0aKeMF3JlY29yZHMuY2h1bmsuZmllbGRzWzJdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwDY3JjlGhvaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMJENSQy0zMiBvdmVyIHRoZSBjaHVuayB0eXBlIGFuZCBkYXRhLpRoCWhAaJNOaJROaJVOaJZOaJiJaJlOaHROaJpOaJtO'
+    'aJxOaJ1oAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMBWNyYzMylIwGY292ZXJzlGgXagoBAACGlIwIZXhjbHVkZWSUKYwKc3RvcmVfYml0c5ROjARzZWVklE5o6CloIUsgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaECMBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREs6aKeMF3JlY29yZHMuY2h1bmsuZmllbGRzWzNdlGghKWipTmiqTmiriXViZWgLjApPbmUgY2h1bmsulGgJjAXCpzUuM5Ro6H2UaOpOaOuJaOxOaO1OaO5dlGjxKYGUfZQoaBROaGhqAgEAAGj0'
+    'Tmj1fZQoagUBAABLAGgXSwRqCgEAAEsIdWj3fZQoagUBAABLBGgXSwRqMwEAAEsEdWi3TnViYWhESy5o+WgRaA1OaPopaPtos2j8XZRo/l2UdWJqIgEAAGhlKYGUfZQoaAVqIgEAAGhoXZQoaGspgZR9lChoBYwFd2lkdGiUaG9oHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2hAaAloQGiTTmiUTmiVTmiWTmiYiWiZSwFK////f4aUaHROaJpOaJtOaJxOaJ1OaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREtCaKeMFnJlY29yZHMuaWhkci5maWVsZHNbMF2UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFjAZoZWlnaHSU'
+    'aG9oHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2hAaAloQGiTTmiUTmiVTmiWTmiYiWiZSwFK////f4aUaHROaJpOaJtOaJxOaJ1OaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREtDaKeMFnJlY29yZHMuaWhkci5maWVsZHNbMV2UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFjAliaXRfZGVwdGiUaG9oHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wQMSwgMiwgNCwgOCBvciAxNpRoCWhAaJNOaJROaJVOaJZOaJiJaJlOaHROaJpOaJtOaJxOaJ1OaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREtE'
+    'aKeMFnJlY29yZHMuaWhkci5maWVsZHNbMl2UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFaEVob2iwKYGUfZQoaIJqEQEAAGi0aEVotilot051YmgLaEBoCWhAaJNOaJROaJVOaJZOaJiJaJlOaHROaJpOaJtOaJxOaJ1OaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREtFaKeMFnJlY29yZHMuaWhkci5maWVsZHNbM12UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFjBJjb21wcmVzc2lvbl9tZXRob2SUaG9oHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2hAaAloQGiTTmiUTmiVTmiWTmiYiWiZSwBLAIaUaHROaJpOaJtO'
+    'aJxOaJ1OaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREtGaKeMFnJlY29yZHMuaWhkci5maWVsZHNbNF2UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFjA1maWx0ZXJfbWV0aG9klGhvaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoQGgJaEBok05olE5olU5olk5omIlomUsASwCGlGh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLR2injBZyZWNvcmRzLmloZHIuZmllbGRzWzVdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwQaW50ZXJsYWNlX21ldGhvZJRob2geKYGU'
+    'fZQoaCFLCGgiiWgNaA5oI4h1YmgLaEBoCWhAaJNOaJROaJVOaJZOaJiJaJlLAEsBhpRodE5omk5om05onE5onU5oK05onk5onylooE5ooU5ook5oo0sAaA1OaKRoQGiliWimTmhES0hop4wWcmVjb3Jkcy5paGRyLmZpZWxkc1s2XZRoISloqU5oqk5oq4l1YmVoC4wNSW1hZ2UgaGVhZGVyLpRoCWhbaOh9lGjqTmjriWjsTmjtTmjuXZRo8SmBlH2UKGgUTmhoalMBAABo9EsNaPV9lChqVgEAAEsAal0BAABLBGpkAQAASwhoRUsJanABAABLCmp3AQAASwtqfgEAAEsMdWj3fZQoalYBAABLBGpdAQAASwRqZAEAAEsBaEVLAWpwAQAASwFq'
+    'dwEAAEsBan4BAABLAXVot051YmFoREs+aPloEWgNTmj6KWj7aLNo/F2UaP5dlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwGZGV0ZWN0lF2UaACMBkRldGVjdJSTlCmBlH2UKGizaGOMBW1hZ2ljlEMIiVBORw0KGgqUjAJhdJRLAGiaiWjoKYwEdGhlbpROjAR0YWdzlE51YmGMC2VuZGlhbl9leHBylE51Yi4='
 )

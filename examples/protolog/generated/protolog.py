@@ -1284,228 +1284,6 @@ def _d_event(mv, pos, end):
     _obj.payload = f_payload
     return _obj, pos
 
-def _u_event(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_seq = mv[pos]
-    if f_seq < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_seq = f_seq & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_seq, pos = _uleb128(mv, pos, end, 'seq')
-    f_kind = mv[pos]
-    pos += 1
-    f_kind = _EVENTKIND_BY_VALUE[f_kind]
-    if pos > end:
-        raise IndexError
-    f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
-    if pos > end:
-        raise IndexError
-    f_value, pos = _sleb128(mv, pos, end, 'value')
-    _cva = pos
-    f_offset = mv[pos]
-    if f_offset < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        f_offset = f_offset & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        f_offset, pos = _uleb128(mv, pos, end, 'offset')
-    f_offset = _convert_decode(_cv_zigzag, f_offset, _cva, 'offset')
-    _n = mv[pos]
-    if _n < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        _n = _n & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        _n, pos = _uleb128(mv, pos, end, 'source.length')
-    if pos + _n > end:
-        raise TruncatedError('str truncated')
-    f_source = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
-    if pos > end:
-        raise IndexError
-    pos += _n
-    _c = mv[pos]
-    if _c < 128:
-        pos += 1
-    elif mv[pos + 1] < 128:
-        _c = _c & 127 | mv[pos + 1] << 7
-        pos += 2
-    else:
-        if pos > end:
-            raise IndexError
-        _c, pos = _uleb128(mv, pos, end, 'tags.count')
-    if _c < 0 or _c * 1 > end - pos:
-        raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
-    f_tags = []
-    for _i in range(_c):
-        _n = mv[pos]
-        if _n < 128:
-            pos += 1
-        elif mv[pos + 1] < 128:
-            _n = _n & 127 | mv[pos + 1] << 7
-            pos += 2
-        else:
-            if pos > end:
-                raise IndexError
-            _n, pos = _uleb128(mv, pos, end, '.length')
-        if pos + _n > end:
-            raise TruncatedError('str truncated')
-        _x = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
-        if pos > end:
-            raise IndexError
-        pos += _n
-        f_tags.append(_x)
-    _n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-    f_note = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
-    if pos > end:
-        raise IndexError
-    pos += _n + 1
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated')
-    f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-    if pos > end:
-        raise IndexError
-    pos += end - pos
-    _obj = _new(Event)
-    _obj.seq = f_seq
-    _obj.kind = f_kind
-    _obj.time_delta = f_time_delta
-    _obj.value = f_value
-    _obj.offset = f_offset
-    _obj.source = f_source
-    _obj.tags = f_tags
-    _obj.note = f_note
-    _obj.payload = f_payload
-    return (_obj, pos)
-
-def _m_event(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_seq = mv[pos]
-            if f_seq < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_seq = f_seq & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_seq, pos = _uleb128(mv, pos, end, 'seq')
-            f_kind = mv[pos]
-            pos += 1
-            f_kind = _EVENTKIND_BY_VALUE[f_kind]
-            if pos > end:
-                raise IndexError
-            f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
-            if pos > end:
-                raise IndexError
-            f_value, pos = _sleb128(mv, pos, end, 'value')
-            _cva = pos
-            f_offset = mv[pos]
-            if f_offset < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                f_offset = f_offset & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                f_offset, pos = _uleb128(mv, pos, end, 'offset')
-            f_offset = _convert_decode(_cv_zigzag, f_offset, _cva, 'offset')
-            _n = mv[pos]
-            if _n < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                _n = _n & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                _n, pos = _uleb128(mv, pos, end, 'source.length')
-            if pos + _n > end:
-                raise TruncatedError('str truncated')
-            f_source = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
-            if pos > end:
-                raise IndexError
-            pos += _n
-            _c = mv[pos]
-            if _c < 128:
-                pos += 1
-            elif mv[pos + 1] < 128:
-                _c = _c & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                if pos > end:
-                    raise IndexError
-                _c, pos = _uleb128(mv, pos, end, 'tags.count')
-            if _c < 0 or _c * 1 > end - pos:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
-            f_tags = []
-            for _i in range(_c):
-                _n = mv[pos]
-                if _n < 128:
-                    pos += 1
-                elif mv[pos + 1] < 128:
-                    _n = _n & 127 | mv[pos + 1] << 7
-                    pos += 2
-                else:
-                    if pos > end:
-                        raise IndexError
-                    _n, pos = _uleb128(mv, pos, end, '.length')
-                if pos + _n > end:
-                    raise TruncatedError('str truncated')
-                _x = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
-                if pos > end:
-                    raise IndexError
-                pos += _n
-                f_tags.append(_x)
-            _n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-            f_note = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
-            if pos > end:
-                raise IndexError
-            pos += _n + 1
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated')
-            f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
-            if pos > end:
-                raise IndexError
-            pos += end - pos
-            _obj = _new(Event)
-            _obj.seq = f_seq
-            _obj.kind = f_kind
-            _obj.time_delta = f_time_delta
-            _obj.value = f_value
-            _obj.offset = f_offset
-            _obj.source = f_source
-            _obj.tags = f_tags
-            _obj.note = f_note
-            _obj.payload = f_payload
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_event, 'event', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_event, 'event', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_event(out, v):
     out += (_uleb128_encode(_w) if (_w := v.seq).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += _S2.pack(_EVENTKIND_BY_VALUE[v.kind])
@@ -1526,37 +1304,6 @@ def _e_event(out, v):
     out += _b + b'\x00'
     _b = v.payload
     out += _b
-
-def _em_event(values):
-    _all = []
-    _a = _all.append
-    _chunks = []
-    _S2_pack = _S2.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_uleb128_encode(_w) if (_w := v.seq).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_S2_pack(_EVENTKIND_BY_VALUE[v.kind]))
-        _a(_zigzag_encode(v.time_delta))
-        _a(_sleb128_encode(v.value))
-        _a(_uleb128_encode(_w) if (_w := _convert_encode(_cv_zigzag, v.offset, 'offset')).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _b = v.source.encode()
-        _a(_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_b)
-        _a(_uleb128_encode(_w) if (_w := len(v.tags)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        for _x in v.tags:
-            _b = _x.encode()
-            _a(_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-            _a(_b)
-        _b = v.note.encode()
-        if b'\x00' in _b:
-            raise EncodeError('value contains the terminator 00', path='note')
-        _a(_b + b'\x00')
-        _b = v.payload
-        _a(_b)
-    _chunks.append(b''.join(_all))
-    return b''.join(_chunks)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -1728,14 +1475,6 @@ def decode_event(buf, offset: int = 0) -> tuple[Event, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_event(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_event(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("event") from None
@@ -1769,8 +1508,7 @@ def iter_event(buf, offset: int = 0, end: int | None = None):
 def decode_many_event(buf, offset: int = 0, end: int | None = None) -> list[Event]:
     """Decode consecutive `event` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_event``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_event(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_event, "event", buf, offset, end, ())
 
 
 def decode_prefix_event(buf, offset: int = 0, end: int | None = None) -> tuple[list[Event], int]:
@@ -1778,19 +1516,11 @@ def decode_prefix_event(buf, offset: int = 0, end: int | None = None) -> tuple[l
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_event(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_event, "event", buf, offset, end, ())
 
 
 def encode_many_event(values) -> bytes:
     """Encode consecutive `event` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_event(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_event, "event", values, ())
 
 
@@ -2214,23 +1944,23 @@ CONSTRUCT_ENCODERS = {"log_file": construct_encode_log_file, "record": construct
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVvhUAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwIcHJvdG9sb2eUjAV0aXRsZZSMJVByb3RvbG9nIChhIHZhcmludC1mcmFtZWQgcmVjb3JkIGxvZymUjARzcGVjlIwbZXhhbXBsZXMvcHJvdG9sb2cvUkVBRE1FLm1klIwDZG9jlFgdAQAAQSA1LWJ5dGUgZmlsZSBoZWFkZXIsIHRoZW4gcmVjb3JkcyB0byB0aGUgZW5kIG9mIHRoZSBmaWxlLiBBIHJlY29yZCBpcyBhIFVMRUIxMjggYm9keSBsZW5ndGgsIHRoZSBib2R5LCBhbmQgYSBDUkMtMzJDIG92ZXIgdGhlIGxlbmd0'
+    'gASVzBUAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwIcHJvdG9sb2eUjAV0aXRsZZSMJVByb3RvbG9nIChhIHZhcmludC1mcmFtZWQgcmVjb3JkIGxvZymUjARzcGVjlIwbZXhhbXBsZXMvcHJvdG9sb2cvUkVBRE1FLm1klIwDZG9jlFgdAQAAQSA1LWJ5dGUgZmlsZSBoZWFkZXIsIHRoZW4gcmVjb3JkcyB0byB0aGUgZW5kIG9mIHRoZSBmaWxlLiBBIHJlY29yZCBpcyBhIFVMRUIxMjggYm9keSBsZW5ndGgsIHRoZSBib2R5LCBhbmQgYSBDUkMtMzJDIG92ZXIgdGhlIGxlbmd0'
     'aCBwcmVmaXggYW5kIHRoZSBib2R5LiBJbnRlZ2VycyBpbnNpZGUgYm9kaWVzIGFyZSB2YXJpbnRzOiBVTEVCMTI4IGZvciB1bnNpZ25lZCB2YWx1ZXMsIHppZ3phZyBmb3Igc21hbGwgc2lnbmVkIGRlbHRhcywgc2lnbmVkIExFQjEyOCBmb3Igc2lnbmVkIHZhbHVlcy4KlIwGZW5kaWFulIwCbGWUjAVmaWxlc5RdlIwVc2NoZW1hcy9wcm90b2xvZy55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo1ZmM3YWVlZGU5NjU0NjUyNTFkMTQyZWUyYjcyYmZlMTEzOGVkMjMzZGY0MjUxYTlkZGIzMDBmNzQ4ZWI3ODhllIwIdmVyc2lvbnOUTowF'
     'ZW51bXOUfZSMCmV2ZW50X2tpbmSUaACMB0VudW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsIjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVtYmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjAVTVEFSVJSMBXZhbHVllEsBaAuMEWEgcHJvY2VzcyBzdGFydGVklIwHY3VycmVudJROjAhhY2NlcHRlZJROdWJoJymBlH2UKGgFjAZTQU1QTEWUaCtLAmgLjA1hIG1lYXN1cmVtZW50lGgtTmguTnViaCcpgZR9lChoBYwEU1RPUJRoK0sDaAuMEWEgcHJvY2VzcyBzdG9wcGVk'
     'lGgtTmguTnViZWgLjBxXaGF0IGEgcmVjb3JkIHNheXMgaGFwcGVuZWQulGgJjACUjARvcGVulImMB3JldGlyZWSUXZSMBGxpbmWUSw91YnOMBWZsYWdzlH2UjAdhbGlhc2VzlH2UjAdyZWNvcmRzlH2UKIwIbG9nX2ZpbGWUaACMBlJlY29yZJSTlCmBlH2UKGgFaEOMBmZpZWxkc5RdlChoAIwFRmllbGSUk5QpgZR9lChoBYwFbWFnaWOUjAR0eXBllGgAjAZCeXRlc1SUk5QpgZR9lCiMBHNpemWUjBlieXRld3JpZ2h0LmdlbmVyYXRvci5leHBylIwERXhwcpSTlCmBlH2UKIwGc291cmNllIwBNJSMBHRyZWWUjANhc3SUjAhDb25zdGFu'
     'dJSTlClSlH2UKGgrSwSMBGtpbmSUTowGbGluZW5vlEsBjApjb2xfb2Zmc2V0lEsAjAplbmRfbGluZW5vlEsBjA5lbmRfY29sX29mZnNldJRLAXVijAVuYW1lc5SMCGJ1aWx0aW5zlIwJZnJvemVuc2V0lJOUXZSFlFKUdWKMBnByZWZpeJROjANlb3OUiYwEdGV4dJROjAp0ZXJtaW5hdG9ylE51YmgLjAdiJ1BMT0cnlGgJaDiMBGNvbmSUTowFc2luY2WUTowFdW50aWyUTowFY29uc3SUQwRQTE9HlIwIcmVzZXJ2ZWSUiYwFdmFsaWSUTmhUTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZROaCtOjAxkZXJp'
     'dmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoOIwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaDxLG4wEcGF0aJSMGnJlY29yZHMubG9nX2ZpbGUuZmllbGRzWzBdlGghKYwGYml0X29mlE6MBmFic2VudJROjARwZWVrlIl1YmhLKYGUfZQoaAWMB3ZlcnNpb26UaE9oHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wRZm9ybWF0IHZlcnNpb247IDGUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5SwFLAYaUaFROaHpOaHtOaHxOaH1OaCtOaH5O'
     'aH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEscaIeMGnJlY29yZHMubG9nX2ZpbGUuZmllbGRzWzFdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBWhBaE9oAIwEUmVmVJSTlCmBlH2UKGhijAZyZWNvcmSUjAZ0YXJnZXSUaJqMBGFyZ3OUKYwFb3JkZXKUTnViaAtoOGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oemgAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lE5obk5ob4hodU6MCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJaIpOdWJoe05ofE5ofU5oK05ofk5ofylogE5ogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8'
-    'Sx1oh4wacmVjb3Jkcy5sb2dfZmlsZS5maWVsZHNbMl2UaCEpaIlOaIpOaIuJdWJlaAuMEUEgd2hvbGUgbG9nIGZpbGUulGgJaDiMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmhIaEmMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChoTksAaI5LBGhBSwV1jAVzaXplc5R9lChoTksEaI5LAXVonU51YmFoPEsYjARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllGiajAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHVi'
-    'aJpoRSmBlH2UKGgFaJpoSF2UKGhLKYGUfZQoaAWMCGJvZHlfbGVulGhPaACMB1ZhcmludFSUk5QpgZR9lCiMCW1heF9ieXRlc5RLCmhijAd1bGViMTI4lGinKYwFYWxpYXOUTowJaXNfc2lnbmVklE6MBWZpeGVklE51YmgLjCdieXRlIGxlbmd0aCBvZiBib2R5IChkZXJpdmVkIG9uIGVuY29kZSmUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+aFSMBGJvZHmUhpRofylogE5ogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8SyFoh4wYcmVjb3Jkcy5yZWNvcmQuZmllbGRzWzBdlGghKWiJTmiKTmiLiXViaEsp'
-    'gZR9lChoBWjOaE9olymBlH2UKGhiaJpom4wFZXZlbnSUaJwpaJ1OdWJoC2g4aAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUaFcpgZR9lChoWmjDaFxoXYwETmFtZZSTlClSlH2UKIwCaWSUaMOMA2N0eJRoXYwETG9hZJSTlClSlH2UYmhjSwFoZEsAaGVLAWhmSwh1YmhnaGpdlGjDYYWUUpR1Ymh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLImiHjBhyZWNvcmRzLnJlY29yZC5maWVsZHNbMV2UaCEpaIlOaIpOaIuJdWJoSymBlH2UKGgFjANjcmOUaE9oHimBlH2UKGghSyBoIoloDWgOaCOIdWJo'
-    'C4wrQ1JDLTMyQyBvdmVyIHRoZSBsZW5ndGggcHJlZml4IGFuZCB0aGUgYm9keZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1oAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMBmNyYzMyY5SMBmNvdmVyc5Row2jOhpSMCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJROaKcpaCFLIGgSiYwGcmFuZ2VzlCmMBXNjb3BllGg4jAZmaWxsZXKUSwBoDymMBXNwYW5zlCl1YmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLI2iHjBhyZWNvcmRzLnJlY29yZC5maWVsZHNbMl2UaCEp'
-    'aIlOaIpOaIuJdWJlaAuMEk9uZSBmcmFtZWQgcmVjb3JkLpRoCWg4aKd9lGipTmiqiWirTmisXZRorymBlH2UKGgUTmhIaMBosk5os32UaMNLAHNotX2UaOhLBHNonU51YmFoPEseaLdoEWgNTmi4KWi5aJpoul2UaLxdlHViaNVoRSmBlH2UKGgFaNVoSF2UKGhLKYGUfZQoaAWMA3NlcZRoT2jFKYGUfZQoaMhLCmhiaMlopyloyk5oy05ozE51YmgLjA9zZXF1ZW5jZSBudW1iZXKUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLKGiHjBdyZWNvcmRz'
-    'LmV2ZW50LmZpZWxkc1swXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAVoYmhPaJcpgZR9lChoYowEZW51bZRom2gXaJwpaJ1OdWJoC2g4aAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLKWiHjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1sxXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAWMCnRpbWVfZGVsdGGUaE9oxSmBlH2UKGjISwpoYowGemlnemFnlGinKWjKTmjLTmjMTnViaAuMPW1zIHNpbmNlIHRoZSBwcmV2aW91cyByZWNvcmQgKHppZ3phZyB2'
-    'YXJpbnQsIG1heSBiZSBuZWdhdGl2ZSmUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLKmiHjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1syXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAVoK2hPaMUpgZR9lChoyEsKaGKMB3NsZWIxMjiUaKcpaMpOaMtOaMxOdWJoC4wXcmVhZGluZyAoc2lnbmVkIExFQjEyOCmUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLK2iH'
-    'jBdyZWNvcmRzLmV2ZW50LmZpZWxkc1szXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAWMBm9mZnNldJRoT2jFKYGUfZQoaMhLCmhiaMlopyloyk5oy05ozE51YmgLjDNhIHNpZ25lZCBjb3JyZWN0aW9uLCBhcyB1bGViMTI4ICsgemlnemFnIGNvbnZlcnNpb26UaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiAahoBAABogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8Syxoh4wXcmVjb3Jkcy5ldmVudC5maWVsZHNbNF2UaCEpaIlOaIpOaIuJdWJoSymBlH2UKGgFaFpoT2hRKYGUfZQoaFROaG5oxSmB'
-    'lH2UKGjISwpoYmjJaKcpaMpOaMtOaMxOdWJob4locIwFdXRmLTiUaHFOdWJoC4wNcHJvZHVjZXIgbmFtZZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEstaIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzVdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBYwEdGFnc5RoT2hRKYGUfZQoaFROaG5oxSmBlH2UKGjISwpoYmjJaKcpaMpOaMtOaMxOdWJob4locGoxAQAAaHFOdWJoC4wGbGFiZWxzlGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oemifKYGU'
-    'fZQoaKJOaG5oxSmBlH2UKGjISwpoYmjJaKcpaMpOaMtOaMxOdWJob4lodU5oo05opIloik51Ymh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLLmiHjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1s2XZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAWMBG5vdGWUaE9oUSmBlH2UKGhUTmhuTmhviWhwajEBAABocUMBAJR1YmgLjBZhIHplcm8tdGVybWluYXRlZCBub3RllGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oek5oe05ofE5ofU5oK05ofk5ofylogE5ogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8Sy9o'
-    'h4wXcmVjb3Jkcy5ldmVudC5maWVsZHNbN12UaCEpaIlOaIpOaIuJdWJoSymBlH2UKGgFjAdwYXlsb2FklGhPaFEpgZR9lChoVE5obk5ob4hocE5ocU51YmgLjBdvcGFxdWUgcmVzdCBvZiB0aGUgYm9keZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEswaIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzhdlGghKWiJTmiKTmiLiXViZWgLjBVUaGUgYm9keSBvZiBhIHJlY29yZC6UaAloOGinfZRoqU5oqoloq05orF2UaK8pgZR9lChoFE5oSGoHAQAA'
-    'aLJOaLN9lGoKAQAASwBzaLV9lGhiSwFzaJ1OdWJhaDxLJWi3aBFoDU5ouClouWiaaLpdlGi8XZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMBmRldGVjdJRdlGgAjAZEZXRlY3SUk5QpgZR9lChommhDaE5DBFBMT0eUjAJhdJRLAGh6iWinKYwEdGhlbpROajYBAABOdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+    'Sx1oh4wacmVjb3Jkcy5sb2dfZmlsZS5maWVsZHNbMl2UaCEpaIlOaIpOaIuJdWJlaAuMEUEgd2hvbGUgbG9nIGZpbGUulGgJaDiMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwEbWFueZROjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaEhoSYwKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UKGhOSwBojksEaEFLBXWMBXNpemVzlH2UKGhOSwRojksBdWidTnViYWg8SxiMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUaJqMCHZpcnR1YWxzlF2UjAdsb2Nh'
+    'dGVklF2UdWJommhFKYGUfZQoaAVommhIXZQoaEspgZR9lChoBYwIYm9keV9sZW6UaE9oAIwHVmFyaW50VJSTlCmBlH2UKIwJbWF4X2J5dGVzlEsKaGKMB3VsZWIxMjiUaKcpjAVhbGlhc5ROjAlpc19zaWduZWSUTowFZml4ZWSUTnViaAuMJ2J5dGUgbGVuZ3RoIG9mIGJvZHkgKGRlcml2ZWQgb24gZW5jb2RlKZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5oVIwEYm9keZSGlGh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLIWiHjBhyZWNvcmRzLnJlY29yZC5maWVsZHNbMF2UaCEpaIlOaIpO'
+    'aIuJdWJoSymBlH2UKGgFaM9oT2iXKYGUfZQoaGJommibjAVldmVudJRonClonU51YmgLaDhoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFRoVymBlH2UKGhaaMRoXGhdjAROYW1llJOUKVKUfZQojAJpZJRoxIwDY3R4lGhdjARMb2FklJOUKVKUfZRiaGNLAWhkSwBoZUsBaGZLCHViaGdoal2UaMRhhZRSlHViaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEsiaIeMGHJlY29yZHMucmVjb3JkLmZpZWxkc1sxXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAWMA2NyY5RoT2geKYGUfZQoaCFLIGgiiWgN'
+    'aA5oI4h1YmgLjCtDUkMtMzJDIG92ZXIgdGhlIGxlbmd0aCBwcmVmaXggYW5kIHRoZSBib2R5lGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oek5oe05ofE5ofWgAjAhDaGVja3N1bZSTlCmBlH2UKIwJYWxnb3JpdGhtlIwGY3JjMzJjlIwGY292ZXJzlGjEaM+GlIwIZXhjbHVkZWSUKYwKc3RvcmVfYml0c5ROjARzZWVklE5opyloIUsgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaDiMBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEsjaIeMGHJlY29yZHMucmVjb3JkLmZpZWxk'
+    'c1syXZRoISloiU5oik5oi4l1YmVoC4wST25lIGZyYW1lZCByZWNvcmQulGgJaDhop32UaKlOaKqJaKtOaKxOaK1dlGiwKYGUfZQoaBROaEhowWizTmi0fZRoxEsAc2i2fZRo6UsEc2idTnViYWg8Sx5ouGgRaA1OaLkpaLpommi7XZRovV2UdWJo1mhFKYGUfZQoaAVo1mhIXZQoaEspgZR9lChoBYwDc2VxlGhPaMYpgZR9lChoyUsKaGJoyminKWjLTmjMTmjNTnViaAuMD3NlcXVlbmNlIG51bWJlcpRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEso'
+    'aIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzBdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBWhiaE9olymBlH2UKGhijARlbnVtlGibaBdonClonU51YmgLaDhoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEspaIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzFdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBYwKdGltZV9kZWx0YZRoT2jGKYGUfZQoaMlLCmhijAZ6aWd6YWeUaKcpaMtOaMxOaM1OdWJoC4w9bXMgc2luY2UgdGhlIHByZXZpb3VzIHJlY29y'
+    'ZCAoemlnemFnIHZhcmludCwgbWF5IGJlIG5lZ2F0aXZlKZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEsqaIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzJdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBWgraE9oximBlH2UKGjJSwpoYowHc2xlYjEyOJRopyloy05ozE5ozU51YmgLjBdyZWFkaW5nIChzaWduZWQgTEVCMTI4KZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDho'
+    'hYlohk5oPEsraIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzNdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBYwGb2Zmc2V0lGhPaMYpgZR9lChoyUsKaGJoyminKWjLTmjMTmjNTnViaAuMM2Egc2lnbmVkIGNvcnJlY3Rpb24sIGFzIHVsZWIxMjggKyB6aWd6YWcgY29udmVyc2lvbpRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBqGwEAAGiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLLGiHjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1s0XZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAVoWmhPaFEpgZR9'
+    'lChoVE5obmjGKYGUfZQoaMlLCmhiaMpopyloy05ozE5ozU51YmhviWhwjAV1dGYtOJRocU51YmgLjA1wcm9kdWNlciBuYW1llGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oek5oe05ofE5ofU5oK05ofk5ofylogE5ogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8Sy1oh4wXcmVjb3Jkcy5ldmVudC5maWVsZHNbNV2UaCEpaIlOaIpOaIuJdWJoSymBlH2UKGgFjAR0YWdzlGhPaFEpgZR9lChoVE5obmjGKYGUfZQoaMlLCmhiaMpopyloy05ozE5ozU51YmhviWhwajIBAABocU51YmgLjAZsYWJlbHOUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5'
+    'TmhUTmh6aJ8pgZR9lChook5obmjGKYGUfZQoaMlLCmhiaMpopyloy05ozE5ozU51YmhviWh1TmijTmikiWiKTnViaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEsuaIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzZdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBYwEbm90ZZRoT2hRKYGUfZQoaFROaG5OaG+JaHBqMgEAAGhxQwEAlHViaAuMFmEgemVyby10ZXJtaW5hdGVkIG5vdGWUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4'
+    'aIWJaIZOaDxLL2iHjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1s3XZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAWMB3BheWxvYWSUaE9oUSmBlH2UKGhUTmhuTmhviGhwTmhxTnViaAuMF29wYXF1ZSByZXN0IG9mIHRoZSBib2R5lGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oek5oe05ofE5ofU5oK05ofk5ofylogE5ogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8SzBoh4wXcmVjb3Jkcy5ldmVudC5maWVsZHNbOF2UaCEpaIlOaIpOaIuJdWJlaAuMFVRoZSBib2R5IG9mIGEgcmVjb3JkLpRoCWg4aKd9lGipTmiqiWirTmisTmitXZRosCmB'
+    'lH2UKGgUTmhIaggBAABos05otH2UagsBAABLAHNotn2UaGJLAXNonU51YmFoPEslaLhoEWgNTmi5KWi6aJpou12UaL1dlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwGZGV0ZWN0lF2UaACMBkRldGVjdJSTlCmBlH2UKGiaaENoTkMEUExPR5SMAmF0lEsAaHqJaKcpjAR0aGVulE5qNwEAAE51YmGMC2VuZGlhbl9leHBylE51Yi4='
 )

@@ -1454,223 +1454,6 @@ def _d_member(mv, pos, end, p_name_sum):
     _obj.data = f_data
     return _obj, pos
 
-def _u_member(mv, pos, end, p_name_sum):
-    _isb = mv.__class__ is bytes
-    _s_mode = pos
-    if pos > end:
-        raise IndexError
-    f_mode, pos = _ik_t_octal8.decode(mv, pos, end, 'mode')
-    if pos > end:
-        raise IndexError
-    f_uid, pos = _ik_t_octal8.decode(mv, pos, end, 'uid')
-    if pos > end:
-        raise IndexError
-    f_gid, pos = _ik_t_octal8.decode(mv, pos, end, 'gid')
-    if pos > end:
-        raise IndexError
-    f_size, pos = _ik_t_octal12.decode(mv, pos, end, 'size')
-    if pos > end:
-        raise IndexError
-    f_mtime, pos = _ik_t_octal12.decode(mv, pos, end, 'mtime')
-    _e_mtime = pos
-    if pos > end:
-        raise IndexError
-    f_chksum, pos = _ik_t_header_checksum.decode(mv, pos, end, 'chksum')
-    f_typeflag, f_linkname, f_magic, f_uname, f_gname = _S2.unpack_from(mv, pos)
-    _r2 = pos
-    pos += 173
-    f_typeflag = _EB4[f_typeflag]
-    if not (f_magic == b'ustar\x0000' or f_magic == b'ustar  \x00' or sum(f_magic) == 0):
-        raise ConstraintError('unknown tar header magic')
-    if pos > end:
-        raise IndexError
-    f_devmajor, pos = _ik_t_octal8_or_empty.decode(mv, pos, end, 'devmajor')
-    if pos > end:
-        raise IndexError
-    f_devminor, pos = _ik_t_octal8_or_empty.decode(mv, pos, end, 'devminor')
-    if f_magic == b'ustar\x0000':
-        f_prefix = _S5.unpack_from(mv, pos)[0]
-        pos += 155
-    else:
-        f_prefix = b''
-    if f_magic == b'ustar\x0000':
-        f_ustar_unused = _S6.unpack_from(mv, pos)[0]
-        pos += 12
-        if f_ustar_unused != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero')
-    else:
-        f_ustar_unused = None
-    if f_magic == b'ustar  \x00':
-        if pos > end:
-            raise IndexError
-        f_atime, pos = _ik_t_octal12_or_empty.decode(mv, pos, end, 'atime')
-    else:
-        f_atime = None
-    if f_magic == b'ustar  \x00':
-        if pos > end:
-            raise IndexError
-        f_ctime, pos = _ik_t_octal12_or_empty.decode(mv, pos, end, 'ctime')
-    else:
-        f_ctime = None
-    if f_magic == b'ustar  \x00':
-        f_gnu_sparse = _S7.unpack_from(mv, pos)[0]
-        pos += 143
-        if f_gnu_sparse != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero')
-    else:
-        f_gnu_sparse = None
-    if sum(f_magic) == 0:
-        f_v7_unused = _S8.unpack_from(mv, pos)[0]
-        pos += 167
-        if f_v7_unused != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero')
-    else:
-        f_v7_unused = None
-    _e_v7_unused = pos
-    _ck = _ck_tar_header_sum(b''.join((mv[_s_mode:_e_mtime], _FB9, mv[_r2:_e_v7_unused])), p_name_sum)
-    if f_chksum != _ck:
-        raise ChecksumError('tar_header_sum mismatch')
-    if f_size < 0:
-        raise ConstraintError('negative size')
-    f_data = mv[pos:pos + f_size] if _isb else bytes(mv[pos:pos + f_size])
-    pos += f_size
-    _obj = _new(Member)
-    _obj.mode = f_mode
-    _obj.uid = f_uid
-    _obj.gid = f_gid
-    _obj.mtime = f_mtime
-    _obj.typeflag = f_typeflag
-    _obj.linkname = f_linkname
-    _obj.magic = f_magic
-    _obj.uname = f_uname
-    _obj.gname = f_gname
-    _obj.devmajor = f_devmajor
-    _obj.devminor = f_devminor
-    _obj.prefix = f_prefix
-    _obj.atime = f_atime
-    _obj.ctime = f_ctime
-    _obj.data = f_data
-    return (_obj, pos)
-
-def _m_member(mv, pos, end, p_name_sum, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S2_unpack_from = _S2.unpack_from
-    _S5_unpack_from = _S5.unpack_from
-    _S6_unpack_from = _S6.unpack_from
-    _S7_unpack_from = _S7.unpack_from
-    _S8_unpack_from = _S8.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            _s_mode = pos
-            if pos > end:
-                raise IndexError
-            f_mode, pos = _ik_t_octal8.decode(mv, pos, end, 'mode')
-            if pos > end:
-                raise IndexError
-            f_uid, pos = _ik_t_octal8.decode(mv, pos, end, 'uid')
-            if pos > end:
-                raise IndexError
-            f_gid, pos = _ik_t_octal8.decode(mv, pos, end, 'gid')
-            if pos > end:
-                raise IndexError
-            f_size, pos = _ik_t_octal12.decode(mv, pos, end, 'size')
-            if pos > end:
-                raise IndexError
-            f_mtime, pos = _ik_t_octal12.decode(mv, pos, end, 'mtime')
-            _e_mtime = pos
-            if pos > end:
-                raise IndexError
-            f_chksum, pos = _ik_t_header_checksum.decode(mv, pos, end, 'chksum')
-            f_typeflag, f_linkname, f_magic, f_uname, f_gname = _S2_unpack_from(mv, pos)
-            _r2 = pos
-            pos += 173
-            f_typeflag = _EB4[f_typeflag]
-            if not (f_magic == b'ustar\x0000' or f_magic == b'ustar  \x00' or sum(f_magic) == 0):
-                raise ConstraintError('unknown tar header magic')
-            if pos > end:
-                raise IndexError
-            f_devmajor, pos = _ik_t_octal8_or_empty.decode(mv, pos, end, 'devmajor')
-            if pos > end:
-                raise IndexError
-            f_devminor, pos = _ik_t_octal8_or_empty.decode(mv, pos, end, 'devminor')
-            if f_magic == b'ustar\x0000':
-                f_prefix = _S5_unpack_from(mv, pos)[0]
-                pos += 155
-            else:
-                f_prefix = b''
-            if f_magic == b'ustar\x0000':
-                f_ustar_unused = _S6_unpack_from(mv, pos)[0]
-                pos += 12
-                if f_ustar_unused != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-            else:
-                f_ustar_unused = None
-            if f_magic == b'ustar  \x00':
-                if pos > end:
-                    raise IndexError
-                f_atime, pos = _ik_t_octal12_or_empty.decode(mv, pos, end, 'atime')
-            else:
-                f_atime = None
-            if f_magic == b'ustar  \x00':
-                if pos > end:
-                    raise IndexError
-                f_ctime, pos = _ik_t_octal12_or_empty.decode(mv, pos, end, 'ctime')
-            else:
-                f_ctime = None
-            if f_magic == b'ustar  \x00':
-                f_gnu_sparse = _S7_unpack_from(mv, pos)[0]
-                pos += 143
-                if f_gnu_sparse != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-            else:
-                f_gnu_sparse = None
-            if sum(f_magic) == 0:
-                f_v7_unused = _S8_unpack_from(mv, pos)[0]
-                pos += 167
-                if f_v7_unused != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero')
-            else:
-                f_v7_unused = None
-            _e_v7_unused = pos
-            _ck = _ck_tar_header_sum(b''.join((mv[_s_mode:_e_mtime], _FB9, mv[_r2:_e_v7_unused])), p_name_sum)
-            if f_chksum != _ck:
-                raise ChecksumError('tar_header_sum mismatch')
-            if f_size < 0:
-                raise ConstraintError('negative size')
-            f_data = mv[pos:pos + f_size] if _isb else bytes(mv[pos:pos + f_size])
-            pos += f_size
-            _obj = _new(Member)
-            _obj.mode = f_mode
-            _obj.uid = f_uid
-            _obj.gid = f_gid
-            _obj.mtime = f_mtime
-            _obj.typeflag = f_typeflag
-            _obj.linkname = f_linkname
-            _obj.magic = f_magic
-            _obj.uname = f_uname
-            _obj.gname = f_gname
-            _obj.devmajor = f_devmajor
-            _obj.devminor = f_devminor
-            _obj.prefix = f_prefix
-            _obj.atime = f_atime
-            _obj.ctime = f_ctime
-            _obj.data = f_data
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_member, 'member', mv, _rs, _end, (p_name_sum, ), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_member, 'member', mv, _rs, _end, (p_name_sum, ), _out)
-    return _out
-
 def _e_member(out, v, p_name_sum):
     if not (((v.magic == b'ustar\x0000') or (v.magic == b'ustar  \x00') or (sum(v.magic) == 0))):
         raise EncodeError('unknown tar header magic', path='magic')
@@ -1726,69 +1509,6 @@ def _e_member(out, v, p_name_sum):
     out[_at_size:_at_size + 12] = _ik_t_octal12.encode(_size_data)
     f_chksum = _ck_tar_header_sum(b''.join((memoryview(out)[_s_mode:_e_mtime], memoryview(out)[_atck_chksum:_e_chksum], memoryview(out)[_s_typeflag:_e_v7_unused],)), p_name_sum)
     out[_atck_chksum:_atck_chksum + 8] = _ik_t_header_checksum.encode(f_chksum)
-
-def _em_member(values, p_name_sum):
-    out = bytearray()
-    _S2_pack = _S2.pack
-    _S5_pack = _S5.pack
-    _S6_pack = _S6.pack
-    _S7_pack = _S7.pack
-    _S8_pack = _S8.pack
-    for v in values:
-        if not (v.magic == b'ustar\x0000' or v.magic == b'ustar  \x00' or sum(v.magic) == 0):
-            raise EncodeError('unknown tar header magic', path='magic')
-        _s_mode = len(out)
-        out += _ik_t_octal8.encode(v.mode)
-        out += _ik_t_octal8.encode(v.uid)
-        out += _ik_t_octal8.encode(v.gid)
-        _at_size = len(out)
-        out += bytes(12)
-        out += _ik_t_octal12.encode(v.mtime)
-        _e_mtime = len(out)
-        _atck_chksum = len(out)
-        out += _FB9
-        _e_chksum = len(out)
-        _s_typeflag = len(out)
-        if len(v.linkname) != 100:
-            raise EncodeError('expected 100 bytes, found ' + str(len(v.linkname)), path='linkname')
-        if len(v.magic) != 8:
-            raise EncodeError('expected 8 bytes, found ' + str(len(v.magic)), path='magic')
-        if len(v.uname) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.uname)), path='uname')
-        if len(v.gname) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(len(v.gname)), path='gname')
-        out += _S2_pack(v.typeflag, v.linkname, v.magic, v.uname, v.gname)
-        out += _ik_t_octal8_or_empty.encode(v.devmajor)
-        out += _ik_t_octal8_or_empty.encode(v.devminor)
-        if v.magic == b'ustar\x0000':
-            if len(v.prefix) != 155:
-                raise EncodeError('expected 155 bytes, found ' + str(len(v.prefix)), path='prefix')
-            out += _S5_pack(v.prefix)
-        elif v.prefix is not None and v.prefix != b'':
-            raise EncodeError('field is present but its condition is false', path='prefix')
-        if v.magic == b'ustar\x0000':
-            out += _S6_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        if v.magic == b'ustar  \x00':
-            out += _ik_t_octal12_or_empty.encode(v.atime)
-        elif v.atime is not None:
-            raise EncodeError('field is present but its condition is false', path='atime')
-        if v.magic == b'ustar  \x00':
-            out += _ik_t_octal12_or_empty.encode(v.ctime)
-        elif v.ctime is not None:
-            raise EncodeError('field is present but its condition is false', path='ctime')
-        if v.magic == b'ustar  \x00':
-            out += _S7_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        if sum(v.magic) == 0:
-            out += _S8_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        _e_v7_unused = len(out)
-        _ps = len(out)
-        _b = v.data
-        out += _b
-        _size_data = len(out) - _ps
-        out[_at_size:_at_size + 12] = _ik_t_octal12.encode(_size_data)
-        f_chksum = _ck_tar_header_sum(b''.join((memoryview(out)[_s_mode:_e_mtime], memoryview(out)[_atck_chksum:_e_chksum], memoryview(out)[_s_typeflag:_e_v7_unused])), p_name_sum)
-        out[_atck_chksum:_atck_chksum + 8] = _ik_t_header_checksum.encode(f_chksum)
-    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -1960,14 +1680,6 @@ def decode_member(buf, offset: int = 0, *, name_sum: int) -> tuple[Member, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_member(mv, offset, len(mv), name_sum)
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_member(mv, offset, len(mv), name_sum)
     except DecodeError as exc:
         raise exc.prefixed("member") from None
@@ -2001,8 +1713,7 @@ def iter_member(buf, offset: int = 0, end: int | None = None, *, name_sum: int):
 def decode_many_member(buf, offset: int = 0, end: int | None = None, *, name_sum: int) -> list[Member]:
     """Decode consecutive `member` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_member``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_member(mv, offset, len(mv) if end is None else end, name_sum)
+    return _decode_many(_d_member, "member", buf, offset, end, (name_sum,))
 
 
 def decode_prefix_member(buf, offset: int = 0, end: int | None = None, *, name_sum: int) -> tuple[list[Member], int]:
@@ -2010,19 +1721,11 @@ def decode_prefix_member(buf, offset: int = 0, end: int | None = None, *, name_s
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_member(mv, offset, end, name_sum, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_member, "member", buf, offset, end, (name_sum,))
 
 
 def encode_many_member(values, *, name_sum: int) -> bytes:
     """Encode consecutive `member` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_member(values, name_sum)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_member, "member", values, (name_sum,))
 
 
@@ -2660,7 +2363,7 @@ CONSTRUCT_ENCODERS = {"archive": construct_encode_archive, "block": construct_en
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVcjQAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDdGFylIwFdGl0bGWUjCd0YXIgYXJjaGl2ZSAoVVNUQVIsIEdOVSBhbmQgVjcgaGVhZGVycymUjARzcGVjlIxCUE9TSVguMSB1c3RhciBJbnRlcmNoYW5nZSBGb3JtYXQ7IEdOVSB0YXIgbWFudWFsLCBCYXNpYyBUYXIgRm9ybWF0lIwDZG9jlFhOAgAAQSBzZXF1ZW5jZSBvZiA1MTItYnl0ZSBibG9ja3MuIEVhY2ggbWVtYmVyIGlzIGEgaGVhZGVyIGJsb2NrLCB0aGVuIGl0cyBkYXRhIHBhZGRlZCB3aXRoIHplcm9zIHRv'
+    'gASVhjQAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDdGFylIwFdGl0bGWUjCd0YXIgYXJjaGl2ZSAoVVNUQVIsIEdOVSBhbmQgVjcgaGVhZGVycymUjARzcGVjlIxCUE9TSVguMSB1c3RhciBJbnRlcmNoYW5nZSBGb3JtYXQ7IEdOVSB0YXIgbWFudWFsLCBCYXNpYyBUYXIgRm9ybWF0lIwDZG9jlFhOAgAAQSBzZXF1ZW5jZSBvZiA1MTItYnl0ZSBibG9ja3MuIEVhY2ggbWVtYmVyIGlzIGEgaGVhZGVyIGJsb2NrLCB0aGVuIGl0cyBkYXRhIHBhZGRlZCB3aXRoIHplcm9zIHRv'
     'IGEgd2hvbGUgYmxvY2suIEhlYWRlciBudW1iZXJzIGFyZSBBU0NJSSBvY3RhbCwgTlVMLXRlcm1pbmF0ZWQ7IHRoZSBoZWFkZXIgY2hlY2tzdW0gaXMgdGhlIHVuc2lnbmVkIHN1bSBvZiB0aGUgaGVhZGVyJ3MgYnl0ZXMgd2l0aCBpdHMgb3duIGVpZ2h0IGJ5dGVzIGNvdW50ZWQgYXMgc3BhY2VzLCB3cml0dGVuIGFzIHNpeCBvY3RhbCBkaWdpdHMsIGEgTlVMIGFuZCBhIHNwYWNlLiBUaGUgYXJjaGl2ZSBlbmRzIHdpdGggdHdvIHplcm8gYmxvY2tzLCBhbmQgd3JpdGVycyBwYWQgaXQgd2l0aCB6ZXJvcyB0byBhIHdob2xlIHJl'
     'Y29yZCAoMjAgYmxvY2tzLCAxMDI0MCBieXRlcykuIFRoZSBtYWdpYyB0ZWxscyB0aGUgaGVhZGVyIHZhcmlhbnRzIGFwYXJ0OiBQT1NJWCB1c3RhciAoInVzdGFyXDAiICIwMCI6IGEgbmFtZSBwcmVmaXgpLCBHTlUgKCJ1c3RhciAgXDAiOiBhY2Nlc3MgYW5kIGNoYW5nZSB0aW1lcywgc3BhcnNlIG1hcHMpIGFuZCBWNyAobm8gbWFnaWMpLgqUjAZlbmRpYW6UjAJiZZSMBWZpbGVzlF2UjBBzY2hlbWFzL3Rhci55YW1slGGMBmRpZ2VzdJSMR3NoYTI1NjphMjBlYWRlN2VhZDUwZWFiM2NkNWE2YmIxNGM4MThmYmU4M2Y0MDlmMWU5'
     'MTI0ZGNiYmNjMzY3NjZmYjcxMzNilIwIdmVyc2lvbnOUTowFZW51bXOUfZSMCHR5cGVmbGFnlGgAjAdFbnVtRGVmlJOUKYGUfZQoaAVoF4wEYmFzZZRoAIwESW50VJSTlCmBlH2UKIwEYml0c5RLCIwGc2lnbmVklIloDWgOjAhnb3Zlcm5lZJSIdWKMB21lbWJlcnOUXZQoaACMCkVudW1NZW1iZXKUk5QpgZR9lChoBYwHUkVHVUxBUpSMBXZhbHVllEswaAuMECcwJyByZWd1bGFyIGZpbGWUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMClJFR1VMQVJfVjeUaCtLAGgLjBZOVUw6IHJlZ3VsYXIgZmlsZSAoVjcplGgt'
@@ -2672,37 +2375,37 @@ _IR = (
     'aKcpUpR9lChoqowFX2l0ZW2UaKxor2ixSwFosksEaLNLAWi0Swl1YowEYXR0cpRoBWisaK9osUsBaLJLBGizSwFotEsOdWJhjAhrZXl3b3Jkc5RdlGixSwFosksAaLNLAWi0Sw91YowDb3BzlF2UaJuMAkVxlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRom4wIQ29uc3RhbnSUk5QpUpR9lChoK0sAaHxOaLFLAWiySxNos0sBaLRLFHViYWixSwFosksAaLNLAWi0SxR1YowFbmFtZXOUjAhidWlsdGluc5SMCWZyb3plbnNldJSTlF2UaLxhhZRSlHVijA1zdG9wX29uX2Vycm9ylImMBmFic2VudJROdWKMBHZpZXeUTowKY29tcHJlc3Nl'
     'ZJROjAhjaGVja3N1bZROaCtOjAxkZXJpdmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoYIwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaGRLNIwEcGF0aJSMGXJlY29yZHMuYXJjaGl2ZS5maWVsZHNbMF2UaCEpjAZiaXRfb2aUTmjUTowEcGVla5SJdWJocymBlH2UKGgFjAllbmRfYmxvY2uUaHdoAIwGQnl0ZXNUlJOUKYGUfZQoaIlolSmBlH2UKGiYjAM1MTKUaJpoySlSlH2UKGgrTQACaHxOaLFLAWiySwBos0sBaLRLA3ViaMxo'
     'z12UhZRSlHViaJBOaJGJjAR0ZXh0lE6MCnRlcm1pbmF0b3KUTnViaAuMFXRoZSBzZWNvbmQgemVybyBibG9ja5RoCWhgaINOaIROaIVOaIZOaIeIaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEs4aOGMGXJlY29yZHMuYXJjaGl2ZS5maWVsZHNbMV2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjA5yZWNvcmRfcGFkZGluZ5Rod2gAjAhQYWRkaW5nVJSTlCmBlH2UKIwFYWxpZ26UTQAoaAWMB3BhZGRpbmeUjAlhcmJpdHJhcnmUiXViaAuMJ3plcm9zIHVwIHRvIGEgd2hvbGUgcmVj'
-    'b3JkIG9mIDIwIGJsb2Nrc5RoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEs5aOGMGXJlY29yZHMuYXJjaGl2ZS5maWVsZHNbMl2UaCEpaONOaNROaOSJdWJlaAuMEEEgd2hvbGUgYXJjaGl2ZS6UaAloYIwGcGFyYW1zlH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaHBocYwKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UaHZLAHOMBXNpemVzlH2UaOdNAAJz'
-    'aIFOdWJhaGRLMYwEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZRofYwIdmlydHVhbHOUXZSMB2xvY2F0ZWSUXZR1Ymh/aG0pgZR9lChoBWh/aHBdlChocymBlH2UKGgFaAVod2jpKYGUfZQoaIlolSmBlH2UKGiYjAMxMDCUaJpoySlSlH2UKGgrS2RofE5osUsBaLJLAGizSwFotEsDdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLjBdtZW1iZXIgbmFtZSwgTlVMLXBhZGRlZJRoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtA'
-    'aOGMF3JlY29yZHMuYmxvY2suZmllbGRzWzBdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBYwGbWVtYmVylGh3aHkpgZR9lChofGh9aH5qLwEAAGiAjAhuYW1lX3N1bZRolSmBlH2UKGiYjAlzdW0obmFtZSmUaJpooilSlH2UKGilaKcpUpR9lChoqmiraKxor2ixSwFosksAaLNLAWi0SwN1YmiAXZRopylSlH2UKGiqaAVorGivaLFLAWiySwRos0sBaLRLCHViYWi+XZRosUsBaLJLAGizSwFotEsJdWJozGjPXZRoBWGFlFKUdWKGlIWUaIFOdWJoC4wmVGhlIHJlc3Qgb2YgdGhlIGhlYWRlciwgdGhlbiB0aGUgZGF0YS6UaAloYGiDaJUp'
-    'gZR9lChomIwOc3VtKG5hbWUpICE9IDCUaJponSlSlH2UKGigaKIpUpR9lChopWinKVKUfZQoaKpoq2isaK9osUsBaLJLAGizSwFotEsDdWJogF2UaKcpUpR9lChoqmgFaKxor2ixSwFosksEaLNLAWi0Swh1YmFovl2UaLFLAWiySwBos0sBaLRLCXViaMBdlGibjAVOb3RFcZSTlClSlH2UYmFoxl2UaMkpUpR9lChoK0sAaHxOaLFLAWiySw1os0sBaLRLDnViYWixSwFosksAaLNLAWi0Sw51YmjMaM9dlGgFYYWUUpR1YmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBO'
-    'aGRLQWjhjBdyZWNvcmRzLmJsb2NrLmZpZWxkc1sxXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAWMBXplcm9zlGh3aOkpgZR9lChoiWiVKYGUfZQoaJiMAzQxMpRommjJKVKUfZQoaCtNnAFofE5osUsBaLJLAGizSwFotEsDdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLjBp0aGUgcmVzdCBvZiB0aGUgemVybyBibG9ja5RoCWhgaINolSmBlH2UKGiYjA5zdW0obmFtZSkgPT0gMJRommidKVKUfZQoaKBooilSlH2UKGilaKcpUpR9lChoqmiraKxor2ixSwFosksAaLNLAWi0SwN1YmiAXZRopylSlH2UKGiqaAVorGivaLFLAWiy'
-    'SwRos0sBaLRLCHViYWi+XZRosUsBaLJLAGizSwFotEsJdWJowF2UaMRhaMZdlGjJKVKUfZQoaCtLAGh8TmixSwFosksNaLNLAWi0Sw51YmFosUsBaLJLAGizSwFotEsOdWJozGjPXZRoBWGFlFKUdWJohE5ohU5ohk5oh4hoiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS0Zo4YwXcmVjb3Jkcy5ibG9jay5maWVsZHNbMl2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjAxkYXRhX3BhZGRpbmeUaHdo/CmBlH2UKGj/TQACaAVqAAEAAGoBAQAAiXViaAuMGXplcm9zIHVwIHRvIGEgd2hv'
-    'bGUgYmxvY2uUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLSGjhjBdyZWNvcmRzLmJsb2NrLmZpZWxkc1szXZRoISlo405o1E5o5Il1YmVoC4yUQSBtZW1iZXIsIG9yIHRoZSB6ZXJvIGJsb2NrIHRoYXQgZW5kcyB0aGUgYXJjaGl2ZS4gVGhlIGZpcnN0IDEwMCBieXRlcyBhcmUgdGhlIG1lbWJlciBuYW1lIChOVUwtcGFkZGVkKTsgYSBuYW1lIG9mIHplcm9zIGlzIHRoZSBlbmQgb2YgdGhlIGFyY2hpdmUuCpRoCWhgagUBAAB9lGoHAQAATmoI'
-    'AQAAiWoJAQAATmoKAQAAXZRqDQEAACmBlH2UKGgUTmhwah4BAABqEAEAAE5qEQEAAH2UKGgFSwBqLwEAAEtkdWoTAQAAfZRoBUtkc2iBTnViYWhkSztqFQEAAGgRaA1OahYBAAApahcBAABofWoYAQAAXZRqGgEAAF2UdWJqLwEAAGhtKYGUfZQoaAVqLwEAAGhwXZQoaHMpgZR9lChoBYwEbW9kZZRod2gAjAdWYXJpbnRUlJOUKYGUfZQojAltYXhfYnl0ZXOUSwhofIwFYXNjaWmUagUBAACMA2VuZJRDAQCUhpSMBXJhZGl4lEsIhpSMBXdpZHRolEsIhpSHlIwFYWxpYXOUjAZvY3RhbDiUjAlpc19zaWduZWSUiYwFZml4ZWSUSwh1YmgL'
-    'jA9wZXJtaXNzaW9uIGJpdHOUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLT2jhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbMF2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjAN1aWSUaHdqmAEAAGgLaGBoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtQaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1sxXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAWMA2dpZJRo'
-    'd2qYAQAAaAtoYGgJaGBog05ohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS1Fo4YwYcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzJdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWiJaHdqlwEAACmBlH2UKGqaAQAASwxofGqbAQAAagUBAABqnAEAAGqdAQAAhpRqnwEAAEsIhpRqoQEAAEsMhpSHlGqkAQAAjAdvY3RhbDEylGqmAQAAiWqnAQAASwx1YmgLjCZkYXRhIHNpemUgaW4gYnl0ZXMgKGRlcml2ZWQgZnJvbSBkYXRhKZRoCWhgaINOaIROaIVOaIZOaIeJaIhO'
-    'aIlOaIpOaNVOaNZOaNdOaCtOaNhoiYwEZGF0YZSGlGjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLUmjhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbM12UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjAVtdGltZZRod2q0AQAAaAuMJW1vZGlmaWNhdGlvbiB0aW1lLCBzZWNvbmRzIHNpbmNlIDE5NzCUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLU2jhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbNF2UaCEpaONOaNROaOSJdWJocymBlH2U'
-    'KGgFjAZjaGtzdW2UaHdqlwEAACmBlH2UKGqaAQAASwhofGqbAQAAagUBAABqnAEAAEMCACCUhpRqnwEAAEsIhpRqoQEAAEsIhpSHlGqkAQAAjA9oZWFkZXJfY2hlY2tzdW2UaqYBAACJaqcBAABLCHViaAuMhVN1bSBvZiB0aGUgaGVhZGVyIGJ5dGVzLCB0aGlzIGZpZWxkIGNvdW50ZWQgYXMgZWlnaHQgc3BhY2VzIChjb21wYXJlZCBhcyBhIG51bWJlcjogYW55IG9jdGFsIHNwZWxsaW5nIG9mIHRoZSByaWdodCBzdW0gaXMgYWNjZXB0ZWQpLgqUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXaACMCENoZWNrc3Vt'
-    'lJOUKYGUfZQojAlhbGdvcml0aG2UjA50YXJfaGVhZGVyX3N1bZSMBmNvdmVyc5QoapUBAABqrAEAAGqwAQAAaIlqwQEAAGrGAQAAaBeMCGxpbmtuYW1llIwFbWFnaWOUjAV1bmFtZZSMBWduYW1llIwIZGV2bWFqb3KUjAhkZXZtaW5vcpRokIwMdXN0YXJfdW51c2VklIwFYXRpbWWUjAVjdGltZZSMCmdudV9zcGFyc2WUjAl2N191bnVzZWSUdJSMCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJRolSmBlH2UKGiYajIBAABomminKVKUfZQoaKpqMgEAAGisaK9osUsBaLJLAGizSwFotEsIdWJozGjPXZRqMgEAAGGFlFKUdWJq'
-    'BQEAACloIUsgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaGCMBmZpbGxlcpRDCCAgICAgICAglGgPKYwFc3BhbnOUKXViaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtUaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1s1XZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVoF2h3aHkpgZR9lChofIwEZW51bZRofmgXaIApaIFOdWJoC2hgaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLW2jhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbNl2U'
-    'aCEpaONOaNROaOSJdWJocymBlH2UKGgFatcBAABod2jpKYGUfZQoaIlolSmBlH2UKGiYaiUBAABommjJKVKUfZQoaCtLZGh8TmixSwFosksAaLNLAWi0SwN1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMF2xpbmsgdGFyZ2V0LCBOVUwtcGFkZGVklGgJaGBog05ohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS1xo4YwYcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzddlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrYAQAAaHdo6SmBlH2UKGiJaJUpgZR9lCho'
-    'mIwBOJRommjJKVKUfZQoaCtLCGh8TmixSwFosksAaLNLAWi0SwF1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMUG1hZ2ljIGFuZCB2ZXJzaW9uOiB0aGUgaGVhZGVyIHZhcmlhbnQgKCJ1c3RhclwwIiAiMDAiLCBHTlUgInVzdGFyICBcMCIsIFY3IG5vbmUplGgJaGBog05ohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2WgAjAZBc3NlcnSUk5QpgZR9lCiMBWNoZWNrlGiVKYGUfZQoaJiMRW1hZ2ljID09IGIidXN0YXJceDAwMDAiIG9yIG1hZ2ljID09IGIidXN0YXIgIFx4MDAiIG9yIHN1bShtYWdpYykg'
-    'PT0gMJRommibjAZCb29sT3CUk5QpUpR9lCiMAm9wlGibjAJPcpSTlClSlH2UYowGdmFsdWVzlF2UKGidKVKUfZQoaKBopylSlH2UKGiqatgBAABorGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhcgAwMJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaJ0pUpR9lChooGinKVKUfZQoaKpq2AEAAGisaK9osUsBaLJLG2izSwFotEsgdWJowF2UaMRhaMZdlGjJKVKUfZQoaCtDCHVzdGFyICAAlGh8TmixSwFoskskaLNLAWi0SzJ1YmFosUsBaLJLG2izSwFotEsydWJonSlS'
-    'lH2UKGigaKIpUpR9lChopWinKVKUfZQoaKpoq2isaK9osUsBaLJLNmizSwFotEs5dWJogF2UaKcpUpR9lChoqmrYAQAAaKxor2ixSwFosks6aLNLAWi0Sz91YmFovl2UaLFLAWiySzZos0sBaLRLQHViaMBdlGjEYWjGXZRoySlSlH2UKGgrSwBofE5osUsBaLJLRGizSwFotEtFdWJhaLFLAWiySzZos0sBaLRLRXViZWixSwFosksAaLNLAWi0S0V1YmjMaM9dlGrYAQAAYYWUUpR1YowHbWVzc2FnZZSMGHVua25vd24gdGFyIGhlYWRlciBtYWdpY5SMBWVycm9ylIwKY29uc3RyYWludJRo4WhgdWKFlGjaTmjbTmjcTmjdSwBoDU5o3mhg'
-    'aN+JaOBOaGRLXWjhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbOF2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFatkBAABod2jpKYGUfZQoaIlolSmBlH2UKGiYjAIzMpRommjJKVKUfZQoaCtLIGh8TmixSwFosksAaLNLAWi0SwJ1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMFm93bmVyIG5hbWUsIE5VTC1wYWRkZWSUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLZGjhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbOV2UaCEpaONOaNROaOSJ'
-    'dWJocymBlH2UKGgFatoBAABod2jpKYGUfZQoaIlolSmBlH2UKGiYalUCAABommjJKVKUfZQoaCtLIGh8TmixSwFosksAaLNLAWi0SwJ1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMFmdyb3VwIG5hbWUsIE5VTC1wYWRkZWSUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLZWjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTBdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrbAQAAaHdqlwEAACmBlH2UKGqaAQAASwhofGqbAQAAagUBAAAo'
-    'jAVibGFua5Ro1IaUapwBAABqnQEAAIaUap8BAABLCIaUaqEBAABLCIaUdJRqpAEAAIwPb2N0YWw4X29yX2VtcHR5lGqmAQAAiWqnAQAASwh1YmgLjCFkZXZpY2UgbWFqb3IgbnVtYmVyIChOb25lOiBlbXB0eSmUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLZmjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTFdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrcAQAAaHdqbAIAAGgLaGBoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZO'
-    'aNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtnaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxMl2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFaJBod2jpKYGUfZQoaIlolSmBlH2UKGiYjAMxNTWUaJpoySlSlH2UKGgrS5tofE5osUsBaLJLAGizSwFotEsDdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLjFB1c3RhcjogcGF0aCBwcmVmaXggb2YgYSBsb25nIG5hbWUgKGpvaW5lZCB3aXRoICcvJyk7IGVtcHR5IGluIEdOVSBhbmQgVjcgaGVhZGVyc5RoCWhgaINolSmBlH2UKGiYjBdtYWdpYyA9PSBi'
-    'InVzdGFyXHgwMDAwIpRommidKVKUfZQoaKBopylSlH2UKGiqatgBAABorGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhcgAwMJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaMxoz12UatgBAABhhZRSlHViaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34ho4EMAlGhkS2lo4YwZcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzEzXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVq3QEAAGh3aOkpgZR9lChoiWiVKYGU'
-    'fZQoaJiMAjEylGiaaMkpUpR9lChoK0sMaHxOaLFLAWiySwBos0sBaLRLAnViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC2hgaAloYGiDaJUpgZR9lChomGqJAgAAaJponSlSlH2UKGigaKcpUpR9lChoqmrYAQAAaKxor2ixSwFosksAaLNLAWi0SwV1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0MIdXN0YXIAMDCUaHxOaLFLAWiySwlos0sBaLRLF3ViYWixSwFosksAaLNLAWi0Sxd1YmjMaM9dlGrYAQAAYYWUUpR1YmiETmiFTmiGTmiHiGiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBO'
-    'aGRLa2jhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTRdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWreAQAAaHdqlwEAACmBlH2UKGqaAQAASwxofGqbAQAAagUBAAAoam4CAABo1IaUapwBAABqnQEAAIaUap8BAABLCIaUaqEBAABLDIaUdJRqpAEAAIwQb2N0YWwxMl9vcl9lbXB0eZRqpgEAAIlqpwEAAEsMdWJoC4wxR05VOiBhY2Nlc3MgdGltZSAoaW5jcmVtZW50YWwgZHVtcHM7IE5vbmU6IGVtcHR5KZRoCWhgaINolSmBlH2UKGiYjBdtYWdpYyA9PSBiInVzdGFyICBceDAwIpRommidKVKUfZQoaKBopylSlH2UKGiqatgBAABo'
-    'rGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhciAgAJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaMxoz12UatgBAABhhZRSlHViaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtsaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxNV2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFat8BAABod2q1AgAAaAuMEEdOVTogY2hhbmdlIHRpbWWUaAloYGiDaJUpgZR9lChomGrAAgAAaJponSlSlH2UKGig'
-    'aKcpUpR9lChoqmrYAQAAaKxor2ixSwFosksAaLNLAWi0SwV1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0MIdXN0YXIgIACUaHxOaLFLAWiySwlos0sBaLRLF3ViYWixSwFosksAaLNLAWi0Sxd1YmjMaM9dlGrYAQAAYYWUUpR1YmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLbmjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTZdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrgAQAAaHdo6SmBlH2UKGiJaJUpgZR9lChomIwDMTQzlGiaaMkpUpR9lChoK0uPaHxO'
-    'aLFLAWiySwBos0sBaLRLA3ViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC4xNR05VOiBvZmZzZXQsIGxvbmduYW1lcywgc3BhcnNlIG1hcCwgaXNleHRlbmRlZCwgcmVhbHNpemUgKHplcm8gdW5sZXNzIHNwYXJzZSmUaAloYGiDaJUpgZR9lChomGrAAgAAaJponSlSlH2UKGigaKcpUpR9lChoqmrYAQAAaKxor2ixSwFosksAaLNLAWi0SwV1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0MIdXN0YXIgIACUaHxOaLFLAWiySwlos0sBaLRLF3ViYWixSwFosksAaLNLAWi0Sxd1YmjMaM9dlGrYAQAAYYWUUpR1YmiETmiFTmiGTmiHiGiI'
-    'TmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLb2jhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTddlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrhAQAAaHdo6SmBlH2UKGiJaJUpgZR9lChomIwDMTY3lGiaaMkpUpR9lChoK0unaHxOaLFLAWiySwBos0sBaLRLA3ViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC2hgaAloYGiDaJUpgZR9lChomIwPc3VtKG1hZ2ljKSA9PSAwlGiaaJ0pUpR9lChooGiiKVKUfZQoaKVopylSlH2UKGiqaKtorGivaLFLAWiySwBos0sBaLRLA3ViaIBd'
-    'lGinKVKUfZQoaKpq2AEAAGisaK9osUsBaLJLBGizSwFotEsJdWJhaL5dlGixSwFosksAaLNLAWi0Swp1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0sAaHxOaLFLAWiySw5os0sBaLRLD3ViYWixSwFosksAaLNLAWi0Sw91YmjMaM9dlGrYAQAAYYWUUpR1YmiETmiFTmiGTmiHiGiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLcWjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMThdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWq8AQAAaHdo6SmBlH2UKGiJaJUpgZR9lChomGiJaJpopylS'
-    'lH2UKGiqaIlorGivaLFLAWiySwBos0sBaLRLBHViaMxoz12UaIlhhZRSlHViaJBOaJGJaPROaPVOdWJoC2hgaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLcmjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTldlGghKWjjTmjUTmjkiXViZWgLjFBUaGUgaGVhZGVyIGFmdGVyIHRoZSBuYW1lIChieXRlcyAxMDAuLjUxMiBvZiB0aGUgYmxvY2spLCB0aGVuIHRoZSBtZW1iZXIncyBkYXRhLpRoCWhgagUBAAB9lGoyAQAAaACMBVBhcmFtlJOUKYGU'
-    'fZQoaAVqMgEAAGh3jANpbnSUaOBOaAuMPnN1bSBvZiB0aGUgbmFtZSdzIGJ5dGVzICh0aGUgY2hlY2tzdW0gY292ZXJzIHRoZSB3aG9sZSBoZWFkZXIplHVic2oHAQAATmoIAQAAiWoJAQAATmoKAQAAXZRqDQEAACmBlH2UKGgUTmhwapIBAABqEAEAAE5qEQEAAH2UKGqVAQAASwBqrAEAAEsIarABAABLEGiJSxhqwQEAAEskasYBAABLMGgXSzhq1wEAAEs5atgBAABLnWrZAQAAS6Vq2gEAAEvFatsBAABL5WrcAQAAS+1okEv1dWoTAQAAfZQoapUBAABLCGqsAQAASwhqsAEAAEsIaIlLDGrBAQAASwxqxgEAAEsIaBdLAWrXAQAAS2Rq'
-    '2AEAAEsIatkBAABLIGraAQAASyBq2wEAAEsIatwBAABLCHVogU51YmFoZEtKahUBAABoEWgNTmoWAQAAKWoXAQAAaH1qGAEAAF2UahoBAABdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwUdGFyX3BsdWdpbnM6cmVnaXN0ZXKUYYwGZGV0ZWN0lF2UaACMBkRldGVjdJSTlCmBlH2UKGh9aGtq2AEAAEMFdXN0YXKUjAJhdJRNAQFoiolqBQEAACmMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+    'b3JkIG9mIDIwIGJsb2Nrc5RoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEs5aOGMGXJlY29yZHMuYXJjaGl2ZS5maWVsZHNbMl2UaCEpaONOaNROaOSJdWJlaAuMEEEgd2hvbGUgYXJjaGl2ZS6UaAloYIwGcGFyYW1zlH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjARtYW55lE6MDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5ocGhxjApmaXhlZF9zaXpllE6MB29mZnNldHOUfZRodksAc4wFc2l6ZXOU'
+    'fZRo500AAnNogU51YmFoZEsxjARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllGh9jAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHViaH9obSmBlH2UKGgFaH9ocF2UKGhzKYGUfZQoaAVoBWh3aOkpgZR9lChoiWiVKYGUfZQoaJiMAzEwMJRommjJKVKUfZQoaCtLZGh8TmixSwFosksAaLNLAWi0SwN1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMF21lbWJlciBuYW1lLCBOVUwtcGFkZGVklGgJaGBog05ohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjf'
+    'iWjgTmhkS0Bo4YwXcmVjb3Jkcy5ibG9jay5maWVsZHNbMF2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjAZtZW1iZXKUaHdoeSmBlH2UKGh8aH1ofmowAQAAaICMCG5hbWVfc3VtlGiVKYGUfZQoaJiMCXN1bShuYW1lKZRommiiKVKUfZQoaKVopylSlH2UKGiqaKtorGivaLFLAWiySwBos0sBaLRLA3ViaIBdlGinKVKUfZQoaKpoBWisaK9osUsBaLJLBGizSwFotEsIdWJhaL5dlGixSwFosksAaLNLAWi0Swl1YmjMaM9dlGgFYYWUUpR1YoaUhZRogU51YmgLjCZUaGUgcmVzdCBvZiB0aGUgaGVhZGVyLCB0aGVuIHRoZSBkYXRhLpRo'
+    'CWhgaINolSmBlH2UKGiYjA5zdW0obmFtZSkgIT0gMJRommidKVKUfZQoaKBooilSlH2UKGilaKcpUpR9lChoqmiraKxor2ixSwFosksAaLNLAWi0SwN1YmiAXZRopylSlH2UKGiqaAVorGivaLFLAWiySwRos0sBaLRLCHViYWi+XZRosUsBaLJLAGizSwFotEsJdWJowF2UaJuMBU5vdEVxlJOUKVKUfZRiYWjGXZRoySlSlH2UKGgrSwBofE5osUsBaLJLDWizSwFotEsOdWJhaLFLAWiySwBos0sBaLRLDnViaMxoz12UaAVhhZRSlHViaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmje'
+    'aGBo34lo4E5oZEtBaOGMF3JlY29yZHMuYmxvY2suZmllbGRzWzFdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBYwFemVyb3OUaHdo6SmBlH2UKGiJaJUpgZR9lChomIwDNDEylGiaaMkpUpR9lChoK02cAWh8TmixSwFosksAaLNLAWi0SwN1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMGnRoZSByZXN0IG9mIHRoZSB6ZXJvIGJsb2NrlGgJaGBog2iVKYGUfZQoaJiMDnN1bShuYW1lKSA9PSAwlGiaaJ0pUpR9lChooGiiKVKUfZQoaKVopylSlH2UKGiqaKtorGivaLFLAWiySwBos0sBaLRLA3ViaIBdlGinKVKUfZQoaKpoBWis'
+    'aK9osUsBaLJLBGizSwFotEsIdWJhaL5dlGixSwFosksAaLNLAWi0Swl1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0sAaHxOaLFLAWiySw1os0sBaLRLDnViYWixSwFosksAaLNLAWi0Sw51YmjMaM9dlGgFYYWUUpR1YmiETmiFTmiGTmiHiGiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLRmjhjBdyZWNvcmRzLmJsb2NrLmZpZWxkc1syXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAWMDGRhdGFfcGFkZGluZ5Rod2j8KYGUfZQoaP9NAAJoBWoAAQAAagEBAACJdWJoC4wZemVyb3MgdXAg'
+    'dG8gYSB3aG9sZSBibG9ja5RoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtIaOGMF3JlY29yZHMuYmxvY2suZmllbGRzWzNdlGghKWjjTmjUTmjkiXViZWgLjJRBIG1lbWJlciwgb3IgdGhlIHplcm8gYmxvY2sgdGhhdCBlbmRzIHRoZSBhcmNoaXZlLiBUaGUgZmlyc3QgMTAwIGJ5dGVzIGFyZSB0aGUgbWVtYmVyIG5hbWUgKE5VTC1wYWRkZWQpOyBhIG5hbWUgb2YgemVyb3MgaXMgdGhlIGVuZCBvZiB0aGUgYXJjaGl2ZS4KlGgJaGBqBQEAAH2U'
+    'agcBAABOaggBAACJagkBAABOagoBAABOagsBAABdlGoOAQAAKYGUfZQoaBROaHBqHwEAAGoRAQAATmoSAQAAfZQoaAVLAGowAQAAS2R1ahQBAAB9lGgFS2RzaIFOdWJhaGRLO2oWAQAAaBFoDU5qFwEAAClqGAEAAGh9ahkBAABdlGobAQAAXZR1YmowAQAAaG0pgZR9lChoBWowAQAAaHBdlChocymBlH2UKGgFjARtb2RllGh3aACMB1ZhcmludFSUk5QpgZR9lCiMCW1heF9ieXRlc5RLCGh8jAVhc2NpaZRqBQEAAIwDZW5klEMBAJSGlIwFcmFkaXiUSwiGlIwFd2lkdGiUSwiGlIeUjAVhbGlhc5SMBm9jdGFsOJSMCWlzX3NpZ25lZJSJ'
+    'jAVmaXhlZJRLCHViaAuMD3Blcm1pc3Npb24gYml0c5RoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtPaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1swXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAWMA3VpZJRod2qZAQAAaAtoYGgJaGBog05ohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS1Bo4YwYcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzFdlGghKWjjTmjUTmjkiXViaHMp'
+    'gZR9lChoBYwDZ2lklGh3apkBAABoC2hgaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLUWjhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbMl2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFaIlod2qYAQAAKYGUfZQoapsBAABLDGh8apwBAABqBQEAAGqdAQAAap4BAACGlGqgAQAASwiGlGqiAQAASwyGlIeUaqUBAACMB29jdGFsMTKUaqcBAACJaqgBAABLDHViaAuMJmRhdGEgc2l6ZSBpbiBieXRlcyAoZGVyaXZlZCBmcm9tIGRhdGEplGgJaGBog05o'
+    'hE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2GiJjARkYXRhlIaUaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtSaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1szXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAWMBW10aW1llGh3arUBAABoC4wlbW9kaWZpY2F0aW9uIHRpbWUsIHNlY29uZHMgc2luY2UgMTk3MJRoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtTaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1s0XZRoISlo405o'
+    '1E5o5Il1YmhzKYGUfZQoaAWMBmNoa3N1bZRod2qYAQAAKYGUfZQoapsBAABLCGh8apwBAABqBQEAAGqdAQAAQwIAIJSGlGqgAQAASwiGlGqiAQAASwiGlIeUaqUBAACMD2hlYWRlcl9jaGVja3N1bZRqpwEAAIlqqAEAAEsIdWJoC4yFU3VtIG9mIHRoZSBoZWFkZXIgYnl0ZXMsIHRoaXMgZmllbGQgY291bnRlZCBhcyBlaWdodCBzcGFjZXMgKGNvbXBhcmVkIGFzIGEgbnVtYmVyOiBhbnkgb2N0YWwgc3BlbGxpbmcgb2YgdGhlIHJpZ2h0IHN1bSBpcyBhY2NlcHRlZCkuCpRoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZO'
+    'aNdoAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMDnRhcl9oZWFkZXJfc3VtlIwGY292ZXJzlChqlgEAAGqtAQAAarEBAABoiWrCAQAAascBAABoF4wIbGlua25hbWWUjAVtYWdpY5SMBXVuYW1llIwFZ25hbWWUjAhkZXZtYWpvcpSMCGRldm1pbm9ylGiQjAx1c3Rhcl91bnVzZWSUjAVhdGltZZSMBWN0aW1llIwKZ251X3NwYXJzZZSMCXY3X3VudXNlZJR0lIwIZXhjbHVkZWSUKYwKc3RvcmVfYml0c5ROjARzZWVklGiVKYGUfZQoaJhqMwEAAGiaaKcpUpR9lChoqmozAQAAaKxor2ixSwFosksAaLNLAWi0Swh1YmjMaM9d'
+    'lGozAQAAYYWUUpR1YmoFAQAAKWghSyBoEomMBnJhbmdlc5QpjAVzY29wZZRoYIwGZmlsbGVylEMIICAgICAgICCUaA8pjAVzcGFuc5QpdWJoK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS1Ro4YwYcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzVdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWgXaHdoeSmBlH2UKGh8jARlbnVtlGh+aBdogClogU51YmgLaGBoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtbaOGMGHJlY29yZHMubWVt'
+    'YmVyLmZpZWxkc1s2XZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVq2AEAAGh3aOkpgZR9lChoiWiVKYGUfZQoaJhqJgEAAGiaaMkpUpR9lChoK0tkaHxOaLFLAWiySwBos0sBaLRLA3ViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC4wXbGluayB0YXJnZXQsIE5VTC1wYWRkZWSUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLXGjhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbN12UaCEpaONOaNROaOSJdWJocymBlH2UKGgFatkBAABod2jpKYGU'
+    'fZQoaIlolSmBlH2UKGiYjAE4lGiaaMkpUpR9lChoK0sIaHxOaLFLAWiySwBos0sBaLRLAXViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC4xQbWFnaWMgYW5kIHZlcnNpb246IHRoZSBoZWFkZXIgdmFyaWFudCAoInVzdGFyXDAiICIwMCIsIEdOVSAidXN0YXIgIFwwIiwgVjcgbm9uZSmUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZaACMBkFzc2VydJSTlCmBlH2UKIwFY2hlY2uUaJUpgZR9lChomIxFbWFnaWMgPT0gYiJ1c3Rhclx4MDAwMCIgb3IgbWFnaWMgPT0gYiJ1c3RhciAgXHgwMCIg'
+    'b3Igc3VtKG1hZ2ljKSA9PSAwlGiaaJuMBkJvb2xPcJSTlClSlH2UKIwCb3CUaJuMAk9ylJOUKVKUfZRijAZ2YWx1ZXOUXZQoaJ0pUpR9lChooGinKVKUfZQoaKpq2QEAAGisaK9osUsBaLJLAGizSwFotEsFdWJowF2UaMRhaMZdlGjJKVKUfZQoaCtDCHVzdGFyADAwlGh8TmixSwFosksJaLNLAWi0Sxd1YmFosUsBaLJLAGizSwFotEsXdWJonSlSlH2UKGigaKcpUpR9lChoqmrZAQAAaKxor2ixSwFosksbaLNLAWi0SyB1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0MIdXN0YXIgIACUaHxOaLFLAWiySyRos0sBaLRLMnViYWixSwFosksb'
+    'aLNLAWi0SzJ1YmidKVKUfZQoaKBooilSlH2UKGilaKcpUpR9lChoqmiraKxor2ixSwFosks2aLNLAWi0Szl1YmiAXZRopylSlH2UKGiqatkBAABorGivaLFLAWiySzpos0sBaLRLP3ViYWi+XZRosUsBaLJLNmizSwFotEtAdWJowF2UaMRhaMZdlGjJKVKUfZQoaCtLAGh8TmixSwFosktEaLNLAWi0S0V1YmFosUsBaLJLNmizSwFotEtFdWJlaLFLAWiySwBos0sBaLRLRXViaMxoz12UatkBAABhhZRSlHVijAdtZXNzYWdllIwYdW5rbm93biB0YXIgaGVhZGVyIG1hZ2ljlIwFZXJyb3KUjApjb25zdHJhaW50lGjhaGB1YoWUaNpOaNtO'
+    'aNxOaN1LAGgNTmjeaGBo34lo4E5oZEtdaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1s4XZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVq2gEAAGh3aOkpgZR9lChoiWiVKYGUfZQoaJiMAjMylGiaaMkpUpR9lChoK0sgaHxOaLFLAWiySwBos0sBaLRLAnViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC4wWb3duZXIgbmFtZSwgTlVMLXBhZGRlZJRoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtkaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1s5'
+    'XZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVq2wEAAGh3aOkpgZR9lChoiWiVKYGUfZQoaJhqVgIAAGiaaMkpUpR9lChoK0sgaHxOaLFLAWiySwBos0sBaLRLAnViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC4wWZ3JvdXAgbmFtZSwgTlVMLXBhZGRlZJRoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtlaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxMF2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFatwBAABod2qYAQAAKYGUfZQoapsBAABL'
+    'CGh8apwBAABqBQEAACiMBWJsYW5rlGjUhpRqnQEAAGqeAQAAhpRqoAEAAEsIhpRqogEAAEsIhpR0lGqlAQAAjA9vY3RhbDhfb3JfZW1wdHmUaqcBAACJaqgBAABLCHViaAuMIWRldmljZSBtYWpvciBudW1iZXIgKE5vbmU6IGVtcHR5KZRoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtmaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxMV2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFat0BAABod2ptAgAAaAtoYGgJaGBog05ohE5ohU5ohk5oh4lo'
+    'iE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS2do4YwZcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzEyXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVokGh3aOkpgZR9lChoiWiVKYGUfZQoaJiMAzE1NZRommjJKVKUfZQoaCtLm2h8TmixSwFosksAaLNLAWi0SwN1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMUHVzdGFyOiBwYXRoIHByZWZpeCBvZiBhIGxvbmcgbmFtZSAoam9pbmVkIHdpdGggJy8nKTsgZW1wdHkgaW4gR05VIGFuZCBWNyBoZWFkZXJzlGgJaGBog2iVKYGUfZQo'
+    'aJiMF21hZ2ljID09IGIidXN0YXJceDAwMDAilGiaaJ0pUpR9lChooGinKVKUfZQoaKpq2QEAAGisaK9osUsBaLJLAGizSwFotEsFdWJowF2UaMRhaMZdlGjJKVKUfZQoaCtDCHVzdGFyADAwlGh8TmixSwFosksJaLNLAWi0Sxd1YmFosUsBaLJLAGizSwFotEsXdWJozGjPXZRq2QEAAGGFlFKUdWJohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiGjgQwCUaGRLaWjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTNdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWreAQAAaHdo'
+    '6SmBlH2UKGiJaJUpgZR9lChomIwCMTKUaJpoySlSlH2UKGgrSwxofE5osUsBaLJLAGizSwFotEsCdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLaGBoCWhgaINolSmBlH2UKGiYaooCAABommidKVKUfZQoaKBopylSlH2UKGiqatkBAABorGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhcgAwMJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaMxoz12UatkBAABhhZRSlHViaIROaIVOaIZOaIeIaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1L'
+    'AGgNTmjeaGBo34lo4E5oZEtraOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxNF2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFat8BAABod2qYAQAAKYGUfZQoapsBAABLDGh8apwBAABqBQEAAChqbwIAAGjUhpRqnQEAAGqeAQAAhpRqoAEAAEsIhpRqogEAAEsMhpR0lGqlAQAAjBBvY3RhbDEyX29yX2VtcHR5lGqnAQAAiWqoAQAASwx1YmgLjDFHTlU6IGFjY2VzcyB0aW1lIChpbmNyZW1lbnRhbCBkdW1wczsgTm9uZTogZW1wdHkplGgJaGBog2iVKYGUfZQoaJiMF21hZ2ljID09IGIidXN0YXIgIFx4MDAilGiaaJ0pUpR9lChooGin'
+    'KVKUfZQoaKpq2QEAAGisaK9osUsBaLJLAGizSwFotEsFdWJowF2UaMRhaMZdlGjJKVKUfZQoaCtDCHVzdGFyICAAlGh8TmixSwFosksJaLNLAWi0Sxd1YmFosUsBaLJLAGizSwFotEsXdWJozGjPXZRq2QEAAGGFlFKUdWJohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS2xo4YwZcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzE1XZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVq4AEAAGh3arYCAABoC4wQR05VOiBjaGFuZ2UgdGltZZRoCWhgaINolSmBlH2UKGiYasEC'
+    'AABommidKVKUfZQoaKBopylSlH2UKGiqatkBAABorGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhciAgAJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaMxoz12UatkBAABhhZRSlHViaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtuaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxNl2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFauEBAABod2jpKYGUfZQoaIlolSmBlH2UKGiYjAMxNDOUaJpo'
+    'ySlSlH2UKGgrS49ofE5osUsBaLJLAGizSwFotEsDdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLjE1HTlU6IG9mZnNldCwgbG9uZ25hbWVzLCBzcGFyc2UgbWFwLCBpc2V4dGVuZGVkLCByZWFsc2l6ZSAoemVybyB1bmxlc3Mgc3BhcnNlKZRoCWhgaINolSmBlH2UKGiYasECAABommidKVKUfZQoaKBopylSlH2UKGiqatkBAABorGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhciAgAJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaMxoz12UatkBAABhhZRSlHVi'
+    'aIROaIVOaIZOaIeIaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtvaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxN12UaCEpaONOaNROaOSJdWJocymBlH2UKGgFauIBAABod2jpKYGUfZQoaIlolSmBlH2UKGiYjAMxNjeUaJpoySlSlH2UKGgrS6dofE5osUsBaLJLAGizSwFotEsDdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLaGBoCWhgaINolSmBlH2UKGiYjA9zdW0obWFnaWMpID09IDCUaJponSlSlH2UKGigaKIpUpR9lChopWinKVKUfZQoaKpoq2isaK9osUsBaLJL'
+    'AGizSwFotEsDdWJogF2UaKcpUpR9lChoqmrZAQAAaKxor2ixSwFosksEaLNLAWi0Swl1YmFovl2UaLFLAWiySwBos0sBaLRLCnViaMBdlGjEYWjGXZRoySlSlH2UKGgrSwBofE5osUsBaLJLDmizSwFotEsPdWJhaLFLAWiySwBos0sBaLRLD3ViaMxoz12UatkBAABhhZRSlHViaIROaIVOaIZOaIeIaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtxaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxOF2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFar0BAABod2jpKYGUfZQoaIlolSmB'
+    'lH2UKGiYaIlomminKVKUfZQoaKpoiWisaK9osUsBaLJLAGizSwFotEsEdWJozGjPXZRoiWGFlFKUdWJokE5okYlo9E5o9U51YmgLaGBoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtyaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxOV2UaCEpaONOaNROaOSJdWJlaAuMUFRoZSBoZWFkZXIgYWZ0ZXIgdGhlIG5hbWUgKGJ5dGVzIDEwMC4uNTEyIG9mIHRoZSBibG9jayksIHRoZW4gdGhlIG1lbWJlcidzIGRhdGEulGgJaGBqBQEAAH2UajMBAABo'
+    'AIwFUGFyYW2Uk5QpgZR9lChoBWozAQAAaHeMA2ludJRo4E5oC4w+c3VtIG9mIHRoZSBuYW1lJ3MgYnl0ZXMgKHRoZSBjaGVja3N1bSBjb3ZlcnMgdGhlIHdob2xlIGhlYWRlcimUdWJzagcBAABOaggBAACJagkBAABOagoBAABOagsBAABdlGoOAQAAKYGUfZQoaBROaHBqkwEAAGoRAQAATmoSAQAAfZQoapYBAABLAGqtAQAASwhqsQEAAEsQaIlLGGrCAQAASyRqxwEAAEswaBdLOGrYAQAASzlq2QEAAEudatoBAABLpWrbAQAAS8Vq3AEAAEvlat0BAABL7WiQS/V1ahQBAAB9lChqlgEAAEsIaq0BAABLCGqxAQAASwhoiUsMasIBAABL'
+    'DGrHAQAASwhoF0sBatgBAABLZGrZAQAASwhq2gEAAEsgatsBAABLIGrcAQAASwhq3QEAAEsIdWiBTnViYWhkS0pqFgEAAGgRaA1OahcBAAApahgBAABofWoZAQAAXZRqGwEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjBR0YXJfcGx1Z2luczpyZWdpc3RlcpRhjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoaH1oa2rZAQAAQwV1c3RhcpSMAmF0lE0BAWiKiWoFAQAAKYwEdGhlbpROjAR0YWdzlE51YmGMC2VuZGlhbl9leHBylE51Yi4='
 )

@@ -184,28 +184,28 @@ class ExtraField:
 
 # -- fast path: constants -------------------------------------------------------------
 _new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
-_S0 = struct.Struct('<4sH')
-_T1 = (('signature', 0, 4), ('version_needed', 4, 2))
-_S2 = struct.Struct('<H')
-_T3 = (('method', 0, 2),)
-_S4 = struct.Struct('<IIIHH')
-_T5 = (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2))
-_S6 = struct.Struct('<HH')
-_T7 = (('header_id', 0, 2), ('data_size', 2, 2))
-_CODECS8 = {'STORED': 'zip_stored', 'DEFLATED': 'deflate', 0: 'zip_stored', 8: 'deflate'}
+_S0 = struct.Struct('<HH')
+_T1 = (('header_id', 0, 2), ('data_size', 2, 2))
+_S2 = struct.Struct('<4s')
+_T3 = (('signature', 0, 4),)
+_S4 = struct.Struct('<H')
+_T5 = (('version_needed', 0, 2),)
+_T6 = (('method', 0, 2),)
+_S7 = struct.Struct('<IIIHHHHH')
+_T8 = (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2), ('comment_length', 16, 2), ('disk_start', 18, 2), ('internal_attrs', 20, 2))
 _S9 = struct.Struct('<I')
-_FB10 = b'\x00\x00\x00\x00'
-_S11 = struct.Struct('<IIHH')
-_S12 = struct.Struct('<4sHH')
-_S13 = struct.Struct('<4sHHH')
-_S14 = struct.Struct('<4sHHHH')
-_S15 = struct.Struct('<4sHHHHH')
-_S16 = struct.Struct('<4s')
-_T17 = (('signature', 0, 4),)
-_T18 = (('version_needed', 0, 2),)
-_S19 = struct.Struct('<IIIHHHHH')
-_T20 = (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2), ('comment_length', 16, 2), ('disk_start', 18, 2), ('internal_attrs', 20, 2))
-_T21 = (('local_offset', 0, 4),)
+_T10 = (('local_offset', 0, 4),)
+_S11 = struct.Struct('<4sH')
+_T12 = (('signature', 0, 4), ('version_needed', 4, 2))
+_S13 = struct.Struct('<IIIHH')
+_T14 = (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2))
+_CODECS15 = {'STORED': 'zip_stored', 'DEFLATED': 'deflate', 0: 'zip_stored', 8: 'deflate'}
+_FB16 = b'\x00\x00\x00\x00'
+_S17 = struct.Struct('<IIHH')
+_S18 = struct.Struct('<4sHH')
+_S19 = struct.Struct('<4sHHH')
+_S20 = struct.Struct('<4sHHHH')
+_S21 = struct.Struct('<4sHHHHH')
 _S22 = struct.Struct('<4s2xH2xH4xIIIHHHHH4xI')
 _BD23 = bytes.decode
 _S24 = struct.Struct('<4sHHHHHH')
@@ -258,16 +258,16 @@ def _em_zip_file(values):
 
 def _d_local_file(mv, pos, end):
     if pos + 6 > end:
-        raise _short(pos, end, _T1)
-    f_signature, f_version_needed = _S0.unpack_from(mv, pos)
-    _r0 = pos
+        raise _short(pos, end, _T12)
+    f_signature, f_version_needed = _S11.unpack_from(mv, pos)
+    _r11 = pos
     pos += 6
     if not (f_signature == b'PK\x03\x04'):
-        raise ConstraintError('not a local file header (PK\\3\\4)', offset=_r0, path='signature', expected="signature == b'PK\\x03\\x04'", found=f_signature)
+        raise ConstraintError('not a local file header (PK\\3\\4)', offset=_r11, path='signature', expected="signature == b'PK\\x03\\x04'", found=f_signature)
     _a_flags = pos
     if pos + 2 > end:
         raise TruncatedError('field truncated', offset=pos, path='flags', expected=2, found=end - pos)
-    f_flags = _S2.unpack_from(mv, pos)[0]
+    f_flags = _S4.unpack_from(mv, pos)[0]
     _at = pos
     pos += 2
     if not ((f_flags & 63481) == 0):
@@ -275,18 +275,18 @@ def _d_local_file(mv, pos, end):
     f_deflate_option = f_flags >> 1 & 3
     f_utf8_name = bool(f_flags >> 11 & 1)
     if pos + 2 > end:
-        raise _short(pos, end, _T3)
-    f_method, = _S2.unpack_from(mv, pos)
-    _r2 = pos
+        raise _short(pos, end, _T6)
+    f_method, = _S4.unpack_from(mv, pos)
+    _r4 = pos
     pos += 2
     _v = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
     if _v is None:
-        raise ConstraintError('unknown compression_method value', offset=_r2, path='method', expected=[0, 8], found=f_method)
+        raise ConstraintError('unknown compression_method value', offset=_r4, path='method', expected=[0, 8], found=f_method)
     f_method = _v
     _a_mod_time = pos
     if pos + 2 > end:
         raise TruncatedError('field truncated', offset=pos, path='mod_time', expected=2, found=end - pos)
-    f_mod_time = _S2.unpack_from(mv, pos)[0]
+    f_mod_time = _S4.unpack_from(mv, pos)[0]
     _at = pos
     pos += 2
     if not (((f_mod_time >> 11) & 31) <= 23):
@@ -301,7 +301,7 @@ def _d_local_file(mv, pos, end):
     _a_mod_date = pos
     if pos + 2 > end:
         raise TruncatedError('field truncated', offset=pos, path='mod_date', expected=2, found=end - pos)
-    f_mod_date = _S2.unpack_from(mv, pos)[0]
+    f_mod_date = _S4.unpack_from(mv, pos)[0]
     _at = pos
     pos += 2
     if not ((((f_mod_date >> 5) & 15) >= 1) and (((f_mod_date >> 5) & 15) <= 12)):
@@ -312,11 +312,11 @@ def _d_local_file(mv, pos, end):
     f_month = f_mod_date >> 5 & 15
     f_day = f_mod_date & 31
     if pos + 16 > end:
-        raise _short(pos, end, _T5)
-    f_crc32, f_compressed_size, f_uncompressed_size, f_name_length, f_extra_length = _S4.unpack_from(mv, pos)
-    _r4 = pos
+        raise _short(pos, end, _T14)
+    f_crc32, f_compressed_size, f_uncompressed_size, f_name_length, f_extra_length = _S13.unpack_from(mv, pos)
+    _r13 = pos
     pos += 16
-    _s_crc32 = _r4
+    _s_crc32 = _r13
     _n = f_name_length
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_n)
@@ -344,8 +344,8 @@ def _d_local_file(mv, pos, end):
             _ip = pos
             try:
                 if pos + 4 > end:
-                    raise _short(pos, end, _T7)
-                _extra_field__f_header_id, _extra_field__f_data_size = _S6.unpack_from(mv, pos)
+                    raise _short(pos, end, _T1)
+                _extra_field__f_header_id, _extra_field__f_data_size = _S0.unpack_from(mv, pos)
                 pos += 4
                 _extra_field___n = _extra_field__f_data_size
                 if _extra_field___n < 0:
@@ -372,7 +372,7 @@ def _d_local_file(mv, pos, end):
     _clen = f_compressed_size
     if _clen < 0 or pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='data', expected=_clen, found=end - pos)
-    _plain = _decompress(f_method, mv[pos:pos + _clen], f_uncompressed_size, expected_size=None, offset=pos, path='data', codecs=_CODECS8)
+    _plain = _decompress(f_method, mv[pos:pos + _clen], f_uncompressed_size, expected_size=None, offset=pos, path='data', codecs=_CODECS15)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -437,42 +437,42 @@ def _e_local_file(out, v):
         raise EncodeError('value out of range', path='mod_date')
     if not (((((((_bp_year_from_1980 << 9) | (_bp_month << 5)) | _bp_day) & 31) >= 1) and (((((_bp_year_from_1980 << 9) | (_bp_month << 5)) | _bp_day) & 31) <= 31))):
         raise EncodeError('value out of range', path='mod_date')
-    out += _S0.pack(b'PK\x03\x04', v.version_needed)
-    out += _S2.pack(((_bp_deflate_option << 1) | (_bp_utf8_name << 11)))
-    out += _S2.pack(_COMPRESSIONMETHOD_BY_VALUE[v.method])
-    out += _S2.pack((((_bp_hour << 11) | (_bp_minute << 5)) | _bp_second_half))
-    out += _S2.pack((((_bp_year_from_1980 << 9) | (_bp_month << 5)) | _bp_day))
+    out += _S11.pack(b'PK\x03\x04', v.version_needed)
+    out += _S4.pack(((_bp_deflate_option << 1) | (_bp_utf8_name << 11)))
+    out += _S4.pack(_COMPRESSIONMETHOD_BY_VALUE[v.method])
+    out += _S4.pack((((_bp_hour << 11) | (_bp_minute << 5)) | _bp_second_half))
+    out += _S4.pack((((_bp_year_from_1980 << 9) | (_bp_month << 5)) | _bp_day))
     _s_crc32 = len(out)
     _atck_crc32 = len(out)
-    out += _FB10
+    out += _FB16
     _at_compressed_size = len(out) + 0
     _at_uncompressed_size = len(out) + 4
     _at_name_length = len(out) + 8
     _at_extra_length = len(out) + 10
-    out += _S11.pack(0, 0, 0, 0)
+    out += _S17.pack(0, 0, 0, 0)
     _ps = len(out)
     _b = v.name.encode()
     out += _b
     _size_name = len(out) - _ps
-    _S2.pack_into(out, _at_name_length, _size_name)
+    _S4.pack_into(out, _at_name_length, _size_name)
     _ps = len(out)
     for _x in v.extra:
         _extra_field___at_data_size = len(out) + 2
-        out += _S6.pack(_x.header_id, 0)
+        out += _S0.pack(_x.header_id, 0)
         _extra_field___ps = len(out)
         _extra_field___b = _x.data
         out += _extra_field___b
         _extra_field___size_data = len(out) - _extra_field___ps
-        _S2.pack_into(out, _extra_field___at_data_size, _extra_field___size_data)
+        _S4.pack_into(out, _extra_field___at_data_size, _extra_field___size_data)
     _size_extra = len(out) - _ps
-    _S2.pack_into(out, _at_extra_length, _size_extra)
+    _S4.pack_into(out, _at_extra_length, _size_extra)
     _outer = out
     out = bytearray()
     _b = v.data
     out += _b
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(v.method, _plain, path='data', codecs=_CODECS8)
+    _frame = _compress(v.method, _plain, path='data', codecs=_CODECS15)
     out += _frame
     _stored_data = len(_frame)
     _S9.pack_into(out, _at_compressed_size, _stored_data)
@@ -484,9 +484,9 @@ def _e_local_file(out, v):
 
 def _em_local_file(values):
     out = bytearray()
-    _S11_pack = _S11.pack
-    _S15_pack = _S15.pack
-    _S6_pack = _S6.pack
+    _S0_pack = _S0.pack
+    _S17_pack = _S17.pack
+    _S21_pack = _S21.pack
     for v in values:
         _bp_deflate_option = _bit_part(v.deflate_option, 2, 'deflate_option')
         _bp_utf8_name = _bit_part(v.utf8_name, 1, 'utf8_name')
@@ -510,37 +510,37 @@ def _em_local_file(values):
             raise EncodeError('value out of range', path='mod_date')
         if not ((_bp_year_from_1980 << 9 | _bp_month << 5 | _bp_day) & 31 >= 1 and (_bp_year_from_1980 << 9 | _bp_month << 5 | _bp_day) & 31 <= 31):
             raise EncodeError('value out of range', path='mod_date')
-        out += _S15_pack(b'PK\x03\x04', v.version_needed, _bp_deflate_option << 1 | _bp_utf8_name << 11, _COMPRESSIONMETHOD_BY_VALUE[v.method], _bp_hour << 11 | _bp_minute << 5 | _bp_second_half, _bp_year_from_1980 << 9 | _bp_month << 5 | _bp_day)
+        out += _S21_pack(b'PK\x03\x04', v.version_needed, _bp_deflate_option << 1 | _bp_utf8_name << 11, _COMPRESSIONMETHOD_BY_VALUE[v.method], _bp_hour << 11 | _bp_minute << 5 | _bp_second_half, _bp_year_from_1980 << 9 | _bp_month << 5 | _bp_day)
         _atck_crc32 = len(out)
-        out += _FB10
+        out += _FB16
         _at_compressed_size = len(out) + 0
         _at_uncompressed_size = len(out) + 4
         _at_name_length = len(out) + 8
         _at_extra_length = len(out) + 10
-        out += _S11_pack(0, 0, 0, 0)
+        out += _S17_pack(0, 0, 0, 0)
         _ps = len(out)
         _b = v.name.encode()
         out += _b
         _size_name = len(out) - _ps
-        _S2.pack_into(out, _at_name_length, _size_name)
+        _S4.pack_into(out, _at_name_length, _size_name)
         _ps = len(out)
         for _x in v.extra:
             _extra_field___at_data_size = len(out) + 2
-            out += _S6_pack(_x.header_id, 0)
+            out += _S0_pack(_x.header_id, 0)
             _extra_field___ps = len(out)
             _extra_field___b = _x.data
             out += _extra_field___b
             _extra_field___size_data = len(out) - _extra_field___ps
-            _S2.pack_into(out, _extra_field___at_data_size, _extra_field___size_data)
+            _S4.pack_into(out, _extra_field___at_data_size, _extra_field___size_data)
         _size_extra = len(out) - _ps
-        _S2.pack_into(out, _at_extra_length, _size_extra)
+        _S4.pack_into(out, _at_extra_length, _size_extra)
         _outer = out
         out = bytearray()
         _b = v.data
         out += _b
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(v.method, _plain, path='data', codecs=_CODECS8)
+        _frame = _compress(v.method, _plain, path='data', codecs=_CODECS15)
         out += _frame
         _stored_data = len(_frame)
         _S9.pack_into(out, _at_compressed_size, _stored_data)
@@ -553,28 +553,28 @@ def _em_local_file(values):
 
 def _d_central_entry(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T17)
-    f_signature, = _S16.unpack_from(mv, pos)
-    _r16 = pos
+        raise _short(pos, end, _T3)
+    f_signature, = _S2.unpack_from(mv, pos)
+    _r2 = pos
     pos += 4
     if not (f_signature == b'PK\x01\x02'):
-        raise ConstraintError('not a central directory entry (PK\\1\\2)', offset=_r16, path='signature', expected="signature == b'PK\\x01\\x02'", found=f_signature)
+        raise ConstraintError('not a central directory entry (PK\\1\\2)', offset=_r2, path='signature', expected="signature == b'PK\\x01\\x02'", found=f_signature)
     if pos + 2 > end:
         raise TruncatedError('field truncated', offset=pos, path='made_by', expected=2, found=end - pos)
-    f_made_by = _S2.unpack_from(mv, pos)[0]
+    f_made_by = _S4.unpack_from(mv, pos)[0]
     _at = pos
     pos += 2
     f_zip_version = f_made_by & 255
     _bx = f_made_by >> 8 & 255
     f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
     if pos + 2 > end:
-        raise _short(pos, end, _T18)
-    f_version_needed, = _S2.unpack_from(mv, pos)
+        raise _short(pos, end, _T5)
+    f_version_needed, = _S4.unpack_from(mv, pos)
     pos += 2
     _a_flags = pos
     if pos + 2 > end:
         raise TruncatedError('field truncated', offset=pos, path='flags', expected=2, found=end - pos)
-    f_flags = _S2.unpack_from(mv, pos)[0]
+    f_flags = _S4.unpack_from(mv, pos)[0]
     _at = pos
     pos += 2
     if not ((f_flags & 63481) == 0):
@@ -582,18 +582,18 @@ def _d_central_entry(mv, pos, end):
     f_deflate_option = f_flags >> 1 & 3
     f_utf8_name = bool(f_flags >> 11 & 1)
     if pos + 2 > end:
-        raise _short(pos, end, _T3)
-    f_method, = _S2.unpack_from(mv, pos)
-    _r2 = pos
+        raise _short(pos, end, _T6)
+    f_method, = _S4.unpack_from(mv, pos)
+    _r4 = pos
     pos += 2
     _v = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
     if _v is None:
-        raise ConstraintError('unknown compression_method value', offset=_r2, path='method', expected=[0, 8], found=f_method)
+        raise ConstraintError('unknown compression_method value', offset=_r4, path='method', expected=[0, 8], found=f_method)
     f_method = _v
     _a_mod_time = pos
     if pos + 2 > end:
         raise TruncatedError('field truncated', offset=pos, path='mod_time', expected=2, found=end - pos)
-    f_mod_time = _S2.unpack_from(mv, pos)[0]
+    f_mod_time = _S4.unpack_from(mv, pos)[0]
     _at = pos
     pos += 2
     if not (((f_mod_time >> 11) & 31) <= 23):
@@ -608,7 +608,7 @@ def _d_central_entry(mv, pos, end):
     _a_mod_date = pos
     if pos + 2 > end:
         raise TruncatedError('field truncated', offset=pos, path='mod_date', expected=2, found=end - pos)
-    f_mod_date = _S2.unpack_from(mv, pos)[0]
+    f_mod_date = _S4.unpack_from(mv, pos)[0]
     _at = pos
     pos += 2
     if not ((((f_mod_date >> 5) & 15) >= 1) and (((f_mod_date >> 5) & 15) <= 12)):
@@ -619,12 +619,12 @@ def _d_central_entry(mv, pos, end):
     f_month = f_mod_date >> 5 & 15
     f_day = f_mod_date & 31
     if pos + 22 > end:
-        raise _short(pos, end, _T20)
-    f_crc32, f_compressed_size, f_uncompressed_size, f_name_length, f_extra_length, f_comment_length, f_disk_start, f_internal_attrs = _S19.unpack_from(mv, pos)
-    _r19 = pos
+        raise _short(pos, end, _T8)
+    f_crc32, f_compressed_size, f_uncompressed_size, f_name_length, f_extra_length, f_comment_length, f_disk_start, f_internal_attrs = _S7.unpack_from(mv, pos)
+    _r7 = pos
     pos += 22
     if f_disk_start > 0:
-        raise ConstraintError('value out of range', offset=_r19 + 18, path='disk_start', expected='None..0', found=f_disk_start)
+        raise ConstraintError('value out of range', offset=_r7 + 18, path='disk_start', expected='None..0', found=f_disk_start)
     if pos + 4 > end:
         raise TruncatedError('field truncated', offset=pos, path='external_attrs', expected=4, found=end - pos)
     f_external_attrs = _S9.unpack_from(mv, pos)[0]
@@ -633,7 +633,7 @@ def _d_central_entry(mv, pos, end):
     f_dos_attrs = f_external_attrs & 65535
     f_unix_mode = f_external_attrs >> 16 & 65535
     if pos + 4 > end:
-        raise _short(pos, end, _T21)
+        raise _short(pos, end, _T10)
     f_local_offset, = _S9.unpack_from(mv, pos)
     pos += 4
     _n = f_name_length
@@ -663,8 +663,8 @@ def _d_central_entry(mv, pos, end):
             _ip = pos
             try:
                 if pos + 4 > end:
-                    raise _short(pos, end, _T7)
-                _extra_field__f_header_id, _extra_field__f_data_size = _S6.unpack_from(mv, pos)
+                    raise _short(pos, end, _T1)
+                _extra_field__f_header_id, _extra_field__f_data_size = _S0.unpack_from(mv, pos)
                 pos += 4
                 _extra_field___n = _extra_field__f_data_size
                 if _extra_field___n < 0:
@@ -728,13 +728,13 @@ def _u_central_entry(mv, pos, end):
     pos += 4
     if not f_signature == b'PK\x01\x02':
         raise ConstraintError('not a central directory entry (PK\\1\\2)')
-    f_made_by = _S2.unpack_from(mv, pos)[0]
+    f_made_by = _S4.unpack_from(mv, pos)[0]
     pos += 2
     f_zip_version = f_made_by & 255
     _bx = f_made_by >> 8 & 255
     f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
     pos += 2
-    f_flags = _S2.unpack_from(mv, pos)[0]
+    f_flags = _S4.unpack_from(mv, pos)[0]
     pos += 2
     if not f_flags & 63481 == 0:
         raise ConstraintError('undefined bits set')
@@ -742,7 +742,7 @@ def _u_central_entry(mv, pos, end):
     f_utf8_name = bool(f_flags >> 11 & 1)
     pos += 2
     f_method = _COMPRESSIONMETHOD_BY_VALUE[f_method]
-    f_mod_time = _S2.unpack_from(mv, pos)[0]
+    f_mod_time = _S4.unpack_from(mv, pos)[0]
     pos += 2
     if not f_mod_time >> 11 & 31 <= 23:
         raise ConstraintError('value out of range')
@@ -753,7 +753,7 @@ def _u_central_entry(mv, pos, end):
     f_hour = f_mod_time >> 11 & 31
     f_minute = f_mod_time >> 5 & 63
     f_second_half = f_mod_time & 31
-    f_mod_date = _S2.unpack_from(mv, pos)[0]
+    f_mod_date = _S4.unpack_from(mv, pos)[0]
     pos += 2
     if not (f_mod_date >> 5 & 15 >= 1 and f_mod_date >> 5 & 15 <= 12):
         raise ConstraintError('value out of range')
@@ -783,7 +783,7 @@ def _u_central_entry(mv, pos, end):
         if pos >= end:
             break
         _ip = pos
-        _extra_field__f_header_id, _extra_field__f_data_size = _S6.unpack_from(mv, pos)
+        _extra_field__f_header_id, _extra_field__f_data_size = _S0.unpack_from(mv, pos)
         pos += 4
         _extra_field__f_data = mv[pos:pos + _extra_field__f_data_size] if _isb else bytes(mv[pos:pos + _extra_field__f_data_size])
         pos += _extra_field__f_data_size
@@ -832,9 +832,9 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S2_unpack_from = _S2.unpack_from
+    _S0_unpack_from = _S0.unpack_from
     _S22_unpack_from = _S22.unpack_from
-    _S6_unpack_from = _S6.unpack_from
+    _S4_unpack_from = _S4.unpack_from
     _S9_unpack_from = _S9.unpack_from
     try:
         while True:
@@ -845,13 +845,13 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
             pos += 4
             if not f_signature == b'PK\x01\x02':
                 raise ConstraintError('not a central directory entry (PK\\1\\2)')
-            f_made_by = _S2_unpack_from(mv, pos)[0]
+            f_made_by = _S4_unpack_from(mv, pos)[0]
             pos += 2
             f_zip_version = f_made_by & 255
             _bx = f_made_by >> 8 & 255
             f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
             pos += 2
-            f_flags = _S2_unpack_from(mv, pos)[0]
+            f_flags = _S4_unpack_from(mv, pos)[0]
             pos += 2
             if not f_flags & 63481 == 0:
                 raise ConstraintError('undefined bits set')
@@ -859,7 +859,7 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
             f_utf8_name = bool(f_flags >> 11 & 1)
             pos += 2
             f_method = _COMPRESSIONMETHOD_BY_VALUE[f_method]
-            f_mod_time = _S2_unpack_from(mv, pos)[0]
+            f_mod_time = _S4_unpack_from(mv, pos)[0]
             pos += 2
             if not f_mod_time >> 11 & 31 <= 23:
                 raise ConstraintError('value out of range')
@@ -870,7 +870,7 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
             f_hour = f_mod_time >> 11 & 31
             f_minute = f_mod_time >> 5 & 63
             f_second_half = f_mod_time & 31
-            f_mod_date = _S2_unpack_from(mv, pos)[0]
+            f_mod_date = _S4_unpack_from(mv, pos)[0]
             pos += 2
             if not (f_mod_date >> 5 & 15 >= 1 and f_mod_date >> 5 & 15 <= 12):
                 raise ConstraintError('value out of range')
@@ -900,7 +900,7 @@ def _m_central_entry(mv, pos, end, _rest=_decode_many):
                 if pos >= end:
                     break
                 _ip = pos
-                _extra_field__f_header_id, _extra_field__f_data_size = _S6_unpack_from(mv, pos)
+                _extra_field__f_header_id, _extra_field__f_data_size = _S0_unpack_from(mv, pos)
                 pos += 4
                 _extra_field__f_data = mv[pos:pos + _extra_field__f_data_size] if _isb else bytes(mv[pos:pos + _extra_field__f_data_size])
                 pos += _extra_field__f_data_size
@@ -977,48 +977,48 @@ def _e_central_entry(out, v):
         raise EncodeError('value out of range', path='mod_date')
     if not (((((((_bp_year_from_1980 << 9) | (_bp_month << 5)) | _bp_day) & 31) >= 1) and (((((_bp_year_from_1980 << 9) | (_bp_month << 5)) | _bp_day) & 31) <= 31))):
         raise EncodeError('value out of range', path='mod_date')
-    out += _S16.pack(b'PK\x01\x02')
-    out += _S2.pack((_bp_zip_version | (_bp_host << 8)))
-    out += _S2.pack(v.version_needed)
-    out += _S2.pack(((_bp_deflate_option << 1) | (_bp_utf8_name << 11)))
-    out += _S2.pack(_COMPRESSIONMETHOD_BY_VALUE[v.method])
-    out += _S2.pack((((_bp_hour << 11) | (_bp_minute << 5)) | _bp_second_half))
-    out += _S2.pack((((_bp_year_from_1980 << 9) | (_bp_month << 5)) | _bp_day))
+    out += _S2.pack(b'PK\x01\x02')
+    out += _S4.pack((_bp_zip_version | (_bp_host << 8)))
+    out += _S4.pack(v.version_needed)
+    out += _S4.pack(((_bp_deflate_option << 1) | (_bp_utf8_name << 11)))
+    out += _S4.pack(_COMPRESSIONMETHOD_BY_VALUE[v.method])
+    out += _S4.pack((((_bp_hour << 11) | (_bp_minute << 5)) | _bp_second_half))
+    out += _S4.pack((((_bp_year_from_1980 << 9) | (_bp_month << 5)) | _bp_day))
     _at_name_length = len(out) + 12
     _at_extra_length = len(out) + 14
     _at_comment_length = len(out) + 16
     if v.disk_start > 0:
         raise EncodeError('value ' + repr(v.disk_start) + ' out of range None..0', path='disk_start')
-    out += _S19.pack(v.crc32, v.compressed_size, v.uncompressed_size, 0, 0, 0, v.disk_start, v.internal_attrs)
+    out += _S7.pack(v.crc32, v.compressed_size, v.uncompressed_size, 0, 0, 0, v.disk_start, v.internal_attrs)
     out += _S9.pack((_bp_dos_attrs | (_bp_unix_mode << 16)))
     out += _S9.pack(v.local_offset)
     _ps = len(out)
     _b = v.name.encode()
     out += _b
     _size_name = len(out) - _ps
-    _S2.pack_into(out, _at_name_length, _size_name)
+    _S4.pack_into(out, _at_name_length, _size_name)
     _ps = len(out)
     for _x in v.extra:
         _extra_field___at_data_size = len(out) + 2
-        out += _S6.pack(_x.header_id, 0)
+        out += _S0.pack(_x.header_id, 0)
         _extra_field___ps = len(out)
         _extra_field___b = _x.data
         out += _extra_field___b
         _extra_field___size_data = len(out) - _extra_field___ps
-        _S2.pack_into(out, _extra_field___at_data_size, _extra_field___size_data)
+        _S4.pack_into(out, _extra_field___at_data_size, _extra_field___size_data)
     _size_extra = len(out) - _ps
-    _S2.pack_into(out, _at_extra_length, _size_extra)
+    _S4.pack_into(out, _at_extra_length, _size_extra)
     _ps = len(out)
     _b = v.comment
     out += _b
     _size_comment = len(out) - _ps
-    _S2.pack_into(out, _at_comment_length, _size_comment)
+    _S4.pack_into(out, _at_comment_length, _size_comment)
 
 def _em_central_entry(values):
     out = bytearray()
+    _S0_pack = _S0.pack
     _S24_pack = _S24.pack
     _S26_pack = _S26.pack
-    _S6_pack = _S6.pack
     for v in values:
         _bp_zip_version = _bit_part(v.zip_version, 8, 'zip_version')
         _bp_host = _bit_part(v.host, 8, 'host')
@@ -1057,23 +1057,23 @@ def _em_central_entry(values):
         _b = v.name.encode()
         out += _b
         _size_name = len(out) - _ps
-        _S2.pack_into(out, _at_name_length, _size_name)
+        _S4.pack_into(out, _at_name_length, _size_name)
         _ps = len(out)
         for _x in v.extra:
             _extra_field___at_data_size = len(out) + 2
-            out += _S6_pack(_x.header_id, 0)
+            out += _S0_pack(_x.header_id, 0)
             _extra_field___ps = len(out)
             _extra_field___b = _x.data
             out += _extra_field___b
             _extra_field___size_data = len(out) - _extra_field___ps
-            _S2.pack_into(out, _extra_field___at_data_size, _extra_field___size_data)
+            _S4.pack_into(out, _extra_field___at_data_size, _extra_field___size_data)
         _size_extra = len(out) - _ps
-        _S2.pack_into(out, _at_extra_length, _size_extra)
+        _S4.pack_into(out, _at_extra_length, _size_extra)
         _ps = len(out)
         _b = v.comment
         out += _b
         _size_comment = len(out) - _ps
-        _S2.pack_into(out, _at_comment_length, _size_comment)
+        _S4.pack_into(out, _at_comment_length, _size_comment)
     return bytes(out)
 
 def _d_end_of_central_directory(mv, pos, end):
@@ -1106,69 +1106,6 @@ def _d_end_of_central_directory(mv, pos, end):
     _obj.cd_offset = f_cd_offset
     return _obj, pos
 
-def _u_end_of_central_directory(mv, pos, end):
-    _isb = mv.__class__ is bytes
-    f_signature, f_disk_number, f_cd_disk, f_disk_entries, f_total_entries, f_cd_size, f_cd_offset, f_comment_length = _S27.unpack_from(mv, pos)
-    pos += 22
-    if not f_signature == b'PK\x05\x06':
-        raise ConstraintError('not an end of central directory record (PK\\5\\6)')
-    if f_disk_number > 0:
-        raise ConstraintError('value out of range')
-    if f_cd_disk > 0:
-        raise ConstraintError('value out of range')
-    if not f_total_entries == f_disk_entries:
-        raise ConstraintError('entries on this disk differ from the total')
-    f_comment = mv[pos:pos + f_comment_length] if _isb else bytes(mv[pos:pos + f_comment_length])
-    pos += f_comment_length
-    _obj = _new(EndOfCentralDirectory)
-    _obj.disk_number = f_disk_number
-    _obj.cd_disk = f_cd_disk
-    _obj.comment = f_comment
-    _obj.total_entries = f_total_entries
-    _obj.cd_size = f_cd_size
-    _obj.cd_offset = f_cd_offset
-    return (_obj, pos)
-
-def _m_end_of_central_directory(mv, pos, end, _rest=_decode_many):
-    _out = []
-    _append = _out.append
-    _p0 = _rs = pos
-    _end = end
-    _isb = mv.__class__ is bytes
-    _S27_unpack_from = _S27.unpack_from
-    try:
-        while True:
-            if pos >= end:
-                break
-            _rs = pos
-            f_signature, f_disk_number, f_cd_disk, f_disk_entries, f_total_entries, f_cd_size, f_cd_offset, f_comment_length = _S27_unpack_from(mv, pos)
-            pos += 22
-            if not f_signature == b'PK\x05\x06':
-                raise ConstraintError('not an end of central directory record (PK\\5\\6)')
-            if f_disk_number > 0:
-                raise ConstraintError('value out of range')
-            if f_cd_disk > 0:
-                raise ConstraintError('value out of range')
-            if not f_total_entries == f_disk_entries:
-                raise ConstraintError('entries on this disk differ from the total')
-            f_comment = mv[pos:pos + f_comment_length] if _isb else bytes(mv[pos:pos + f_comment_length])
-            pos += f_comment_length
-            _obj = _new(EndOfCentralDirectory)
-            _obj.disk_number = f_disk_number
-            _obj.cd_disk = f_cd_disk
-            _obj.comment = f_comment
-            _obj.total_entries = f_total_entries
-            _obj.cd_size = f_cd_size
-            _obj.cd_offset = f_cd_offset
-            _append(_obj)
-    except Exception:
-        # the checked decoder re-reads the failing record: its error (or value)
-        return _rest(_d_end_of_central_directory, 'end_of_central_directory', mv, _rs, _end, (), _out)
-    if pos > end and pos != _p0:  # the last record ran past the end
-        _out.pop()
-        return _rest(_d_end_of_central_directory, 'end_of_central_directory', mv, _rs, _end, (), _out)
-    return _out
-
 def _e_end_of_central_directory(out, v):
     if not ((b'PK\x05\x06' == b'PK\x05\x06')):
         raise EncodeError('not an end of central directory record (PK\\5\\6)', path='signature')
@@ -1184,33 +1121,12 @@ def _e_end_of_central_directory(out, v):
     _b = v.comment
     out += _b
     _size_comment = len(out) - _ps
-    _S2.pack_into(out, _at_comment_length, _size_comment)
-
-def _em_end_of_central_directory(values):
-    out = bytearray()
-    _S27_pack = _S27.pack
-    for v in values:
-        if not b'PK\x05\x06' == b'PK\x05\x06':
-            raise EncodeError('not an end of central directory record (PK\\5\\6)', path='signature')
-        if not v.total_entries == v.total_entries:
-            raise EncodeError('entries on this disk differ from the total', path='total_entries')
-        _at_comment_length = len(out) + 20
-        if v.disk_number > 0:
-            raise EncodeError('value ' + repr(v.disk_number) + ' out of range None..0', path='disk_number')
-        if v.cd_disk > 0:
-            raise EncodeError('value ' + repr(v.cd_disk) + ' out of range None..0', path='cd_disk')
-        out += _S27_pack(b'PK\x05\x06', v.disk_number, v.cd_disk, v.total_entries, v.total_entries, v.cd_size, v.cd_offset, 0)
-        _ps = len(out)
-        _b = v.comment
-        out += _b
-        _size_comment = len(out) - _ps
-        _S2.pack_into(out, _at_comment_length, _size_comment)
-    return bytes(out)
+    _S4.pack_into(out, _at_comment_length, _size_comment)
 
 def _d_extra_field(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T7)
-    f_header_id, f_data_size = _S6.unpack_from(mv, pos)
+        raise _short(pos, end, _T1)
+    f_header_id, f_data_size = _S0.unpack_from(mv, pos)
     pos += 4
     _n = f_data_size
     if _n < 0:
@@ -1226,7 +1142,7 @@ def _d_extra_field(mv, pos, end):
 
 def _u_extra_field(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_header_id, f_data_size = _S6.unpack_from(mv, pos)
+    f_header_id, f_data_size = _S0.unpack_from(mv, pos)
     pos += 4
     f_data = mv[pos:pos + f_data_size] if _isb else bytes(mv[pos:pos + f_data_size])
     pos += f_data_size
@@ -1241,13 +1157,13 @@ def _m_extra_field(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S6_unpack_from = _S6.unpack_from
+    _S0_unpack_from = _S0.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_header_id, f_data_size = _S6_unpack_from(mv, pos)
+            f_header_id, f_data_size = _S0_unpack_from(mv, pos)
             pos += 4
             f_data = mv[pos:pos + f_data_size] if _isb else bytes(mv[pos:pos + f_data_size])
             pos += f_data_size
@@ -1265,24 +1181,24 @@ def _m_extra_field(mv, pos, end, _rest=_decode_many):
 
 def _e_extra_field(out, v):
     _at_data_size = len(out) + 2
-    out += _S6.pack(v.header_id, 0)
+    out += _S0.pack(v.header_id, 0)
     _ps = len(out)
     _b = v.data
     out += _b
     _size_data = len(out) - _ps
-    _S2.pack_into(out, _at_data_size, _size_data)
+    _S4.pack_into(out, _at_data_size, _size_data)
 
 def _em_extra_field(values):
     out = bytearray()
-    _S6_pack = _S6.pack
+    _S0_pack = _S0.pack
     for v in values:
         _at_data_size = len(out) + 2
-        out += _S6_pack(v.header_id, 0)
+        out += _S0_pack(v.header_id, 0)
         _ps = len(out)
         _b = v.data
         out += _b
         _size_data = len(out) - _ps
-        _S2.pack_into(out, _at_data_size, _size_data)
+        _S4.pack_into(out, _at_data_size, _size_data)
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
@@ -1524,14 +1440,6 @@ def decode_end_of_central_directory(buf, offset: int = 0) -> tuple[EndOfCentralD
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
-        # optimistic first (no per-read bounds tests); anything unusual is re-read by
-        # the checked decoder, whose error is the one raised
-        value = _u_end_of_central_directory(mv, offset, len(mv))
-        if value[1] <= len(mv):
-            return value
-    except Exception:
-        pass
-    try:
         return _d_end_of_central_directory(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("end_of_central_directory") from None
@@ -1565,8 +1473,7 @@ def iter_end_of_central_directory(buf, offset: int = 0, end: int | None = None):
 def decode_many_end_of_central_directory(buf, offset: int = 0, end: int | None = None) -> list[EndOfCentralDirectory]:
     """Decode consecutive `end_of_central_directory` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_end_of_central_directory``, in one loop: for logs read whole)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    return _m_end_of_central_directory(mv, offset, len(mv) if end is None else end)
+    return _decode_many(_d_end_of_central_directory, "end_of_central_directory", buf, offset, end, ())
 
 
 def decode_prefix_end_of_central_directory(buf, offset: int = 0, end: int | None = None) -> tuple[list[EndOfCentralDirectory], int]:
@@ -1574,19 +1481,11 @@ def decode_prefix_end_of_central_directory(buf, offset: int = 0, end: int | None
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    out = _m_end_of_central_directory(mv, offset, end, _rest=_decode_prefix)
-    return out if out.__class__ is tuple else (out, max(offset, end))
+    return _decode_prefix(_d_end_of_central_directory, "end_of_central_directory", buf, offset, end, ())
 
 
 def encode_many_end_of_central_directory(values) -> bytes:
     """Encode consecutive `end_of_central_directory` records (a log) into one buffer."""
-    if values.__class__ is list or values.__class__ is tuple:
-        try:
-            return _em_end_of_central_directory(values)
-        except Exception:
-            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_end_of_central_directory, "end_of_central_directory", values, ())
 
 
@@ -2733,122 +2632,123 @@ CONSTRUCT_ENCODERS = {"zip_file": construct_encode_zip_file, "local_file": const
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'gASVh4kAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDemlwlIwFdGl0bGWUjD9aSVAgYXJjaGl2ZSAoZW5kIHJlY29yZCwgY2VudHJhbCBkaXJlY3RvcnksIGxvY2FsIGZpbGUgaGVhZGVycymUjARzcGVjlIwfUEtXQVJFIEFQUE5PVEUuVFhUIDYuMy4xMCDCpzQuM5SMA2RvY5RYIAIAAFRoZSBlbmQtb2YtY2VudHJhbC1kaXJlY3RvcnkgcmVjb3JkIGlzIGZvdW5kIGJ5IHNlYXJjaGluZyBiYWNrIGZyb20gdGhlIGVuZCBvZiB0aGUgZmlsZSBmb3IgaXRzIHNpZ25hdHVyZSAo'
+    'gASVcIoAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDemlwlIwFdGl0bGWUjD9aSVAgYXJjaGl2ZSAoZW5kIHJlY29yZCwgY2VudHJhbCBkaXJlY3RvcnksIGxvY2FsIGZpbGUgaGVhZGVycymUjARzcGVjlIwfUEtXQVJFIEFQUE5PVEUuVFhUIDYuMy4xMCDCpzQuM5SMA2RvY5RYIAIAAFRoZSBlbmQtb2YtY2VudHJhbC1kaXJlY3RvcnkgcmVjb3JkIGlzIGZvdW5kIGJ5IHNlYXJjaGluZyBiYWNrIGZyb20gdGhlIGVuZCBvZiB0aGUgZmlsZSBmb3IgaXRzIHNpZ25hdHVyZSAo'
     'YSBjb21tZW50IG9mIHVwIHRvIDY1NTM1IGJ5dGVzIG1heSBmb2xsb3cgaXQpOyBpdCBnaXZlcyB0aGUgb2Zmc2V0LCBzaXplIGFuZCBlbnRyeSBjb3VudCBvZiB0aGUgY2VudHJhbCBkaXJlY3RvcnksIHdob3NlIGVudHJpZXMgZ2l2ZSB0aGUgb2Zmc2V0IG9mIGVhY2ggbWVtYmVyJ3MgbG9jYWwgZmlsZSBoZWFkZXIuIEEgbG9jYWwgaGVhZGVyIGNhcnJpZXMgdGhlIENSQy0zMiBvZiB0aGUgbWVtYmVyJ3MgdW5jb21wcmVzc2VkIGRhdGEgYW5kIGJvdGggc2l6ZXMgQkVGT1JFIHRoZSBkYXRhLiBNZW1iZXJzIGFyZSBzdG9yZWQg'
     'KG1ldGhvZCAwKSBvciBkZWZsYXRlZCAobWV0aG9kIDgpOyBaSVA2NCwgZW5jcnlwdGlvbiwgZGF0YSBkZXNjcmlwdG9ycyBhbmQgbXVsdGktZGlzayBhcmNoaXZlcyBhcmUgb3V0c2lkZSB0aGlzIGRlc2NyaXB0aW9uIGFuZCByZWZ1c2VkLgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UKIwQc2NoZW1hcy96aXAueWFtbJSME3NjaGVtYXMvcGt3YXJlLnlhbWyUZYwGZGlnZXN0lIxHc2hhMjU2OmVlYTc3NWM2YTcyNDBlNGQ5M2U5NDIyNDkzNzU1NGI0ZGM3NTMxYjI5OWM2MjA3OGQ5MTkyZGQ3M2Y0ZjNlZjWUjAh2ZXJzaW9uc5RO'
     'jAVlbnVtc5R9lCiMC2hvc3Rfc3lzdGVtlGgAjAdFbnVtRGVmlJOUKYGUfZQoaAVoGIwEYmFzZZRoAIwESW50VJSTlCmBlH2UKIwEYml0c5RLCIwGc2lnbmVklIloDWgOjAhnb3Zlcm5lZJSIdWKMB21lbWJlcnOUXZQoaACMCkVudW1NZW1iZXKUk5QpgZR9lChoBYwFTVNET1OUjAV2YWx1ZZRLAGgLjACUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgoKYGUfZQoaAWMBFVOSViUaCxLA2gLaC1oLk5oL051YmgoKYGUfZQoaAWMBE5URlOUaCxLCmgLaC1oLk5oL051YmgoKYGUfZQoaAWMA09TWJRoLEsTaAtoLWguTmgvTnViZWgLjEFU'
     'aGUgc3lzdGVtIHRoYXQgbWFkZSB0aGUgZW50cnkgKHVwcGVyIGJ5dGUgb2YgInZlcnNpb24gbWFkZSBieSIpLpRoCYwHwqc0LjQuMpSMBG9wZW6UiIwHcmV0aXJlZJRdlIwEbGluZZRLFnVijBJjb21wcmVzc2lvbl9tZXRob2SUaBopgZR9lChoBWg/aB1oHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoJV2UKGgoKYGUfZQoaAWMBlNUT1JFRJRoLEsAaAuMDm5vdCBjb21wcmVzc2VklGguTmgvTnViaCgpgZR9lChoBYwIREVGTEFURUSUaCxLCGgLjBZyYXcgZGVmbGF0ZSAoUkZDIDE5NTEplGguTmgvTnViZWgLjCJIb3cgYSBtZW1iZXIn'
-    'cyBkYXRhIGlzIGNvbXByZXNzZWQulGgJjAfCpzQuNC41lGg7iWg8XZRoPksJdWJ1jAVmbGFnc5R9lIwHYWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMCHppcF9maWxllGgAjAZSZWNvcmSUk5QpgZR9lChoBWhWjAZmaWVsZHOUXZRoC4wmQSB3aG9sZSBhcmNoaXZlLCByZWFjaGVkIGZyb20gaXRzIGVuZC6UaAmMB8KnNC4zLjaUjAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFU5oW2hcjApmaXhlZF9zaXpllEsAjAdvZmZzZXRzlH2U'
-    'jAVzaXplc5R9lIwFb3JkZXKUTnViYWg+Sx6MBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUjAZyZWNvcmSUjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlChoAIwHTG9jYXRlZJSTlCmBlH2UKGgFjARlb2NklIwGdGFyZ2V0lIwYZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5lIwDaG93lIwJZmluZF9sYXN0lIwFd2hlcmWUTmgdTowKYmFzZV9zaGlmdJRLAIwJc2lnbmF0dXJllEMEUEsFBpSMBndpdGhpbpRKFQABAIwEZWFjaJROjAtlYWNoX29mZnNldJROjAVjb3VudJROjANlb3OUiYwEc2l6ZZROjARsYXp5lIiMBGNv'
-    'bmSUTmgLjDpUaGUgbGFzdCBlbmQgcmVjb3JkIHN0YXJ0aW5nIGluIHRoZSBsYXN0IDIyICsgNjU1MzUgYnl0ZXMulIwFZmlsbHOUKWg+SyKMBHBhdGiUjBpyZWNvcmRzLnppcF9maWxlLmZpZWxkc1swXZR1Ymh5KYGUfZQoaAWMB2VudHJpZXOUaH2MDWNlbnRyYWxfZW50cnmUaH+MAmF0lGiBjBlieXRld3JpZ2h0LmdlbmVyYXRvci5leHBylIwERXhwcpSTlCmBlH2UKIwGc291cmNllIwOZW9jZC5jZF9vZmZzZXSUjAR0cmVllIwDYXN0lIwJQXR0cmlidXRllJOUKVKUfZQoaCxonowETmFtZZSTlClSlH2UKIwCaWSUaHyMA2N0eJRo'
-    'nowETG9hZJSTlClSlH2UYowGbGluZW5vlEsBjApjb2xfb2Zmc2V0lEsAjAplbmRfbGluZW5vlEsBjA5lbmRfY29sX29mZnNldJRLBHVijARhdHRylIwJY2Rfb2Zmc2V0lGioaKtorUsBaK5LAGivSwFosEsOdWKMBW5hbWVzlIwIYnVpbHRpbnOUjAlmcm96ZW5zZXSUk5RdlGh8YYWUUpR1YmgdTmiCSwBog0MAlGiFSwBohk5oh05oiGiYKYGUfZQoaJuMEmVvY2QudG90YWxfZW50cmllc5RonWigKVKUfZQoaCxopClSlH2UKGinaHxoqGiraK1LAWiuSwBor0sBaLBLBHViaLGMDXRvdGFsX2VudHJpZXOUaKhoq2itSwForksAaK9LAWiw'
-    'SxJ1YmizaLZdlGh8YYWUUpR1YmiJiWiKaJgpgZR9lChom4wMZW9jZC5jZF9zaXpllGidaKApUpR9lChoLGikKVKUfZQoaKdofGioaKtorUsBaK5LAGivSwFosEsEdWJosYwHY2Rfc2l6ZZRoqGiraK1LAWiuSwBor0sBaLBLDHViaLNotl2UaHxhhZRSlHViaIuIaIxOaAuMFlRoZSBjZW50cmFsIGRpcmVjdG9yeS6UaI6MBm9mZnNldJRofGiyhpSGlGiIaHxowoaUhpRoimh8aM2GlIaUh5RoPksmaI+MGnJlY29yZHMuemlwX2ZpbGUuZmllbGRzWzFdlHViaHkpgZR9lChoBWglaH2MCmxvY2FsX2ZpbGWUaH9ohmiBaJgpgZR9lChom4wM'
-    'bG9jYWxfb2Zmc2V0lGidaKQpUpR9lChop2jgaKhoq2itSwForksAaK9LAWiwSwx1YmizaLZdlGjgYYWUUpR1YmgdTmiCSwBog2i6aIVLAGiGaJNoh2jgaIhOaImJaIpOaIuIaIxOaAuMP09uZSBsb2NhbCBmaWxlIGhlYWRlciBhbmQgaXRzIGRhdGEgcGVyIGNlbnRyYWwgZGlyZWN0b3J5IGVudHJ5LpRojmjSaJOMASqUaOCHlIaUhZRoPkssaI+MGnJlY29yZHMuemlwX2ZpbGUuZmllbGRzWzJdlHViZXViaN1oWCmBlH2UKGgFaN1oW12UKGgAjAVGaWVsZJSTlCmBlH2UKGgFaIOMBHR5cGWUaACMBkJ5dGVzVJSTlCmBlH2UKGiKaJgp'
-    'gZR9lChom4wBNJRonWiejAhDb25zdGFudJSTlClSlH2UKGgsSwSMBGtpbmSUTmitSwForksAaK9LAWiwSwF1YmizaLZdlIWUUpR1YowGcHJlZml4lE5oiYmMBHRleHSUTowKdGVybWluYXRvcpROdWJoC2gtaAloLWiMTowFc2luY2WUTowFdW50aWyUTowFY29uc3SUTowIcmVzZXJ2ZWSUiYwFdmFsaWSUTmiKTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZROaCxomCmBlH2UKGibjA1iJ1BLXHgwM1x4MDQnlGidaPwpUpR9lChoLEMEUEsDBJRo/05orUsBaK5LAGivSwFosEsNdWJos2i2XZSFlFKUdWKM'
-    'DGRlcml2ZWRfZnJvbZROjAdhc3NlcnRzlGgAjAZBc3NlcnSUk5QpgZR9lCiMBWNoZWNrlGiYKYGUfZQoaJuMGnNpZ25hdHVyZSA9PSBiJ1BLXHgwM1x4MDQnlGidaJ6MB0NvbXBhcmWUk5QpUpR9lCiMBGxlZnSUaKQpUpR9lChop2iDaKhoq2itSwForksAaK9LAWiwSwl1YowDb3BzlF2UaJ6MAkVxlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRo/ClSlH2UKGgsQwRQSwMElGj/TmitSwForksNaK9LAWiwSxp1YmForUsBaK5LAGivSwFosEsadWJos2i2XZRog2GFlFKUdWKMB21lc3NhZ2WUjCBub3QgYSBsb2NhbCBmaWxlIGhlYWRl'
-    'ciAoUEtcM1w0KZSMBWVycm9ylIwKY29uc3RyYWludJRoj2gtdWKFlIwHY29udmVydJROjAVjaGFpbpROjAdmcmFtaW5nlE6MDmRlcml2ZWRfb2Zmc2V0lEsAaA1OjAZmaWxsZWSUaC2MC2hhc19kZWZhdWx0lImMB2RlZmF1bHSUTmg+SzVoj4wccmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1swXZRoIimMBmJpdF9vZpROjAZhYnNlbnSUTowEcGVla5SJdWJo8CmBlH2UKGgFjA52ZXJzaW9uX25lZWRlZJRo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLjCR2ZXJzaW9uIG5lZWRlZCB0byBleHRyYWN0ICgyMCA9IDIuMCmUaAloLWiM'
-    'TmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LOmiPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzFdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWhQaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC4xZR2VuZXJhbCBwdXJwb3NlIGJpdHM7IHRoZSBvbmVzIG5vdCBuYW1lZCAoZW5jcnlwdGlvbiwgZGF0YSBkZXNjcmlwdG9yLCAuLi4pIG11'
-    'c3QgYmUgemVyby6UaAmMB8KnNC40LjSUaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibjCkoZGVmbGF0ZV9vcHRpb24gPDwgMSkgfCAodXRmOF9uYW1lIDw8IDExKZRonWiejAVCaW5PcJSTlClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMDmRlZmxhdGVfb3B0aW9ulGioaKtorUsBaK5LAWivSwFosEsPdWKMAm9wlGiejAZMU2hpZnSUk5QpUpR9lGKMBXJpZ2h0lGj8KVKUfZQoaCxLAWj/TmitSwForksTaK9LAWiwSxR1YmitSwFo'
-    'rksBaK9LAWiwSxR1YmpgAQAAaJ6MBUJpdE9ylJOUKVKUfZRiamUBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop4wJdXRmOF9uYW1llGioaKtorUsBaK5LGWivSwFosEsidWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwto/05orUsBaK5LJmivSwFosEsodWJorUsBaK5LGWivSwFosEsodWJorUsBaK5LAGivSwFosEspdWJos2i2XZQoal8BAABqcAEAAGWFlFKUdWJqGAEAAE5qGQEAAGobAQAAKYGUfZQoah4BAABomCmBlH2UKGibjBJmbGFncyAmIDYzNDgxID09IDCUaJ1qIwEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEA'
-    'AGikKVKUfZQoaKdoUGioaKtorUsBaK5LAGivSwFosEsFdWJqYAEAAGiejAZCaXRBbmSUk5QpUpR9lGJqZQEAAGj8KVKUfZQoaCxN+fdo/05orUsBaK5LCGivSwFosEsNdWJorUsBaK5LAGivSwFosEsNdWJqKQEAAF2Uai0BAABhai8BAABdlGj8KVKUfZQoaCxLAGj/TmitSwForksRaK9LAWiwSxJ1YmForUsBaK5LAGivSwFosEsSdWJos2i2XZRoUGGFlFKUdWJqNwEAAIwSdW5kZWZpbmVkIGJpdHMgc2V0lGo5AQAAajoBAABoj2hQdWKFlGo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LO2iP'
-    'jBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzJdlGgiaACMB0JpdFBhcnSUk5QpgZR9lChoBWpfAQAAjAJsb5RLAYwFd2lkdGiUSwKMBGVudW2UTowHYm9vbGVhbpSJagoBAABOaggBAABOjAVmaWVsZJRo8CmBlH2UKGgFal8BAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLjDJkZWZsYXRlOiAwIG5vcm1hbCwgMSBtYXhpbXVtLCAyIGZhc3QsIDMgc3VwZXIgZmFzdJRoCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0B'
-    'AABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktAaI+MMHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMl0uYml0cy5kZWZsYXRlX29wdGlvbpRoIilqRAEAAGhQakUBAABOakYBAACJdWJoLE51YmqSAQAAKYGUfZQoaAVqcAEAAGqVAQAASwtqlgEAAEsBapcBAABOapgBAACIagoBAABOaggBAABOapkBAABo8CmBlH2UKGgFanABAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLjBF0aGUgbmFtZSBpcyBVVEYtOJRoCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABO'
-    'ag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktBaI+MK3JlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMl0uYml0cy51dGY4X25hbWWUaCIpakQBAABoUGpFAQAATmpGAQAAiXViaCxOdWKGlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwGbWV0aG9klGjzaACMBFJlZlSUk5QpgZR9lCho/2qXAQAAaH1oP4wEYXJnc5QpaG9OdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAA'
-    'TmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LQmiPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzNdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwIbW9kX3RpbWWUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC4wMTVMtRE9TIHRpbWUulGgJjAfCpzQuNC42lGiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsaJgpgZR9lChom4wqKGhvdXIgPDwgMTEpIHwgKG1pbnV0'
-    'ZSA8PCA1KSB8IHNlY29uZF9oYWxmlGidalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop4wEaG91cpRoqGiraK1LAWiuSwFor0sBaLBLBXViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsLaP9OaK1LAWiuSwlor0sBaLBLC3ViaK1LAWiuSwFor0sBaLBLC3ViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMBm1pbnV0ZZRoqGiraK1LAWiuSxBor0sBaLBLFnViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsFaP9OaK1LAWiuSxpor0sBaLBLG3ViaK1L'
-    'AWiuSxBor0sBaLBLG3ViaK1LAWiuSwBor0sBaLBLHHViamABAABqagEAAGplAQAAaKQpUpR9lChop4wLc2Vjb25kX2hhbGaUaKhoq2itSwForksfaK9LAWiwSyp1YmitSwForksAaK9LAWiwSyp1YmizaLZdlChqxAEAAGrLAQAAatABAABlhZRSlHViahgBAABOahkBAABqGwEAACmBlH2UKGoeAQAAaJgpgZR9lChom4wbKG1vZF90aW1lID4+IDExICYgMzEpIDw9IDIzlGidaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2q0AQAAaKhoq2itSwForksBaK9LAWiwSwl1YmpgAQAA'
-    'aJ6MBlJTaGlmdJSTlClSlH2UYmplAQAAaPwpUpR9lChoLEsLaP9OaK1LAWiuSw1or0sBaLBLD3ViaK1LAWiuSwFor0sBaLBLD3ViamABAABqgwEAAGplAQAAaPwpUpR9lChoLEsfaP9OaK1LAWiuSxJor0sBaLBLFHViaK1LAWiuSwFor0sBaLBLFHViaikBAABdlGiejANMdEWUk5QpUpR9lGJhai8BAABdlGj8KVKUfZQoaCxLF2j/TmitSwForksZaK9LAWiwSxt1YmForUsBaK5LAGivSwFosEsbdWJos2i2XZRqtAEAAGGFlFKUdWJqNwEAAIwSdmFsdWUgb3V0IG9mIHJhbmdllGo5AQAAajoBAABoj2rEAQAAdWJqGwEAACmBlH2UKGoe'
-    'AQAAaJgpgZR9lChom4waKG1vZF90aW1lID4+IDUgJiA2MykgPD0gNTmUaJ1qIwEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinarQBAABoqGiraK1LAWiuSwFor0sBaLBLCXViamABAABq4wEAAGplAQAAaPwpUpR9lChoLEsFaP9OaK1LAWiuSw1or0sBaLBLDnViaK1LAWiuSwFor0sBaLBLDnViamABAABqgwEAAGplAQAAaPwpUpR9lChoLEs/aP9OaK1LAWiuSxFor0sBaLBLE3ViaK1LAWiuSwFor0sBaLBLE3ViaikBAABdlGrsAQAAYWovAQAAXZRo/ClSlH2UKGgsSzto/05orUsB'
-    'aK5LGGivSwFosEsadWJhaK1LAWiuSwBor0sBaLBLGnViaLNotl2UarQBAABhhZRSlHViajcBAABq9AEAAGo5AQAAajoBAABoj2rLAQAAdWJqGwEAACmBlH2UKGoeAQAAaJgpgZR9lChom4wVKG1vZF90aW1lICYgMzEpIDw9IDI5lGidaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinarQBAABoqGiraK1LAWiuSwFor0sBaLBLCXViamABAABqgwEAAGplAQAAaPwpUpR9lChoLEsfaP9OaK1LAWiuSwxor0sBaLBLDnViaK1LAWiuSwFor0sBaLBLDnViaikBAABdlGrsAQAAYWovAQAAXZRo/ClSlH2UKGgsSx1o'
-    '/05orUsBaK5LE2ivSwFosEsVdWJhaK1LAWiuSwBor0sBaLBLFXViaLNotl2UarQBAABhhZRSlHViajcBAABq9AEAAGo5AQAAajoBAABoj2rQAQAAdWKHlGo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LQ2iPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzRdlGgiapIBAAApgZR9lChoBWrEAQAAapUBAABLC2qWAQAASwVqlwEAAE5qmAEAAIlqCgEAAE5LF4aUaggBAABOapkBAABo8CmBlH2UKGgFasQBAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcB'
-    'AABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktIaI+MJnJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNF0uYml0cy5ob3VylGgiKWpEAQAAarQBAABqRQEAAE5qRgEAAIl1YmgsTnViapIBAAApgZR9lChoBWrLAQAAapUBAABLBWqWAQAASwZqlwEAAE5qmAEAAIlqCgEAAE5LO4aUaggBAABOapkBAABo8CmBlH2UKGgFassBAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1o'
-    'CWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktJaI+MKHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNF0uYml0cy5taW51dGWUaCIpakQBAABqtAEAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFatABAABqlQEAAEsAapYBAABLBWqXAQAATmqYAQAAiWoKAQAATksdhpRqCAEAAE5qmQEAAGjwKYGUfZQoaAVq0AEAAGjzaB8pgZR9lChoIksI'
-    'aCOJaA1oDmgkiXViaAuMC3NlY29uZHMgLyAylGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S0poj4wtcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s0XS5iaXRzLnNlY29uZF9oYWxmlGgiKWpEAQAAarQBAABqRQEAAE5qRgEAAIl1YmgsTnVih5RqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMCG1vZF9kYXRllGjzaB8pgZR9lChoIksQaCOJ'
-    'aA1oDmgkiHViaAuMDE1TLURPUyBkYXRlLpRoCWq4AQAAaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibjCooeWVhcl9mcm9tXzE5ODAgPDwgOSkgfCAobW9udGggPDwgNSkgfCBkYXmUaJ1qWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinjA55ZWFyX2Zyb21fMTk4MJRoqGiraK1LAWiuSwFor0sBaLBLD3ViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsJaP9OaK1LAWiuSxNor0sBaLBLFHViaK1L'
-    'AWiuSwFor0sBaLBLFHViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMBW1vbnRolGioaKtorUsBaK5LGWivSwFosEsedWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwVo/05orUsBaK5LImivSwFosEsjdWJorUsBaK5LGWivSwFosEsjdWJorUsBaK5LAGivSwFosEskdWJqYAEAAGpqAQAAamUBAABopClSlH2UKGinjANkYXmUaKhoq2itSwForksnaK9LAWiwSyp1YmitSwForksAaK9LAWiwSyp1YmizaLZdlChqWgIAAGpVAgAAak4CAABlhZRSlHViahgBAABOahkBAABqGwEAACmBlH2UKGoeAQAAaJgp'
-    'gZR9lChom4w4KG1vZF9kYXRlID4+IDUgJiAxNSkgPj0gMSBhbmQgKG1vZF9kYXRlID4+IDUgJiAxNSkgPD0gMTKUaJ1onowGQm9vbE9wlJOUKVKUfZQoamABAABonowDQW5klJOUKVKUfZRijAZ2YWx1ZXOUXZQoaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2o/AgAAaKhoq2itSwForksBaK9LAWiwSwl1YmpgAQAAauMBAABqZQEAAGj8KVKUfZQoaCxLBWj/TmitSwForksNaK9LAWiwSw51YmitSwForksBaK9LAWiwSw51YmpgAQAAaoMBAABqZQEAAGj8KVKUfZQoaCxLD2j/'
-    'TmitSwForksRaK9LAWiwSxN1YmitSwForksBaK9LAWiwSxN1YmopAQAAXZRonowDR3RFlJOUKVKUfZRiYWovAQAAXZRo/ClSlH2UKGgsSwFo/05orUsBaK5LGGivSwFosEsZdWJhaK1LAWiuSwBor0sBaLBLGXViaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2o/AgAAaKhoq2itSwForksfaK9LAWiwSyd1YmpgAQAAauMBAABqZQEAAGj8KVKUfZQoaCxLBWj/TmitSwForksraK9LAWiwSyx1YmitSwForksfaK9LAWiwSyx1YmpgAQAAaoMBAABqZQEAAGj8KVKUfZQoaCxLD2j/'
-    'TmitSwForksvaK9LAWiwSzF1YmitSwForksfaK9LAWiwSzF1YmopAQAAXZRq7AEAAGFqLwEAAF2UaPwpUpR9lChoLEsMaP9OaK1LAWiuSzZor0sBaLBLOHViYWitSwForkseaK9LAWiwSzh1YmVorUsBaK5LAGivSwFosEs4dWJos2i2XZRqPwIAAGGFlFKUdWJqNwEAAGr0AQAAajkBAABqOgEAAGiPalUCAAB1YmobAQAAKYGUfZQoah4BAABomCmBlH2UKGibjC4obW9kX2RhdGUgJiAzMSkgPj0gMSBhbmQgKG1vZF9kYXRlICYgMzEpIDw9IDMxlGidamQCAAApUpR9lChqYAEAAGppAgAAamsCAABdlChqIwEAAClSlH2UKGomAQAAalgB'
-    'AAApUpR9lChqJgEAAGikKVKUfZQoaKdqPwIAAGioaKtorUsBaK5LAWivSwFosEsJdWJqYAEAAGqDAQAAamUBAABo/ClSlH2UKGgsSx9o/05orUsBaK5LDGivSwFosEsOdWJorUsBaK5LAWivSwFosEsOdWJqKQEAAF2UanwCAABhai8BAABdlGj8KVKUfZQoaCxLAWj/TmitSwForksTaK9LAWiwSxR1YmForUsBaK5LAGivSwFosEsUdWJqIwEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqPwIAAGioaKtorUsBaK5LGmivSwFosEsidWJqYAEAAGqDAQAAamUBAABo/ClSlH2UKGgsSx9o/05orUsBaK5LJWivSwFo'
-    'sEsndWJorUsBaK5LGmivSwFosEsndWJqKQEAAF2UauwBAABhai8BAABdlGj8KVKUfZQoaCxLH2j/TmitSwForkssaK9LAWiwSy51YmForUsBaK5LGWivSwFosEsudWJlaK1LAWiuSwBor0sBaLBLLnViaLNotl2Uaj8CAABhhZRSlHViajcBAABq9AEAAGo5AQAAajoBAABoj2paAgAAdWKGlGo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LS2iPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzVdlGgiapIBAAApgZR9lChoBWpOAgAAapUBAABLCWqWAQAASwdqlwEAAE5qmAEAAIlqCgEAAE5q'
-    'CAEAAE5qmQEAAE5oLGiYKYGUfZQoaJuMC3llYXIgLSAxOTgwlGidalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMBHllYXKUaKhoq2itSwForksAaK9LAWiwSwR1YmpgAQAAaJ6MA1N1YpSTlClSlH2UYmplAQAAaPwpUpR9lChoLE28B2j/TmitSwForksHaK9LAWiwSwt1YmitSwForksAaK9LAWiwSwt1YmizaLZdlGrCAgAAYYWUUpR1YnViapIBAAApgZR9lChoBWpVAgAAapUBAABLBWqWAQAASwRqlwEAAE5qmAEAAIlqCgEAAEsBSwyGlGoIAQAATmqZAQAAaPApgZR9lChoBWpVAgAAaPNoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJo'
-    'C2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LUWiPjCdyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzVdLmJpdHMubW9udGiUaCIpakQBAABqPwIAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFaloCAABqlQEAAEsAapYBAABLBWqXAQAATmqYAQAAiWoKAQAASwFLH4aUaggBAABOapkBAABo8CmBlH2UKGgFaloCAABo82gfKYGUfZQo'
-    'aCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktSaI+MJXJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNV0uYml0cy5kYXmUaCIpakQBAABqPwIAAGpFAQAATmpGAQAAiXViaCxOdWKHlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwFY3JjMzKUaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4wyQ1JDLTMy'
-    'IG9mIHRoZSBVTkNPTVBSRVNTRUQgZGF0YSwgc3RvcmVkIGJlZm9yZSBpdC6UaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAAaACMCENoZWNrc3VtlJOUKYGUfZQojAlhbGdvcml0aG2Uat8CAACMBmNvdmVyc5SMBGRhdGGUhZSMCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJROaF8paCJLIGgTiYwGcmFuZ2VzlCmMBXNjb3BllGgtjAZmaWxsZXKUSwBoDymMBXNwYW5zlCl1YmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEA'
-    'AGgtakEBAACJakIBAABOaD5LU2iPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzZdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwPY29tcHJlc3NlZF9zaXpllGjzaB8pgZR9lChoIksgaCOJaA1oDmgkiHViaAuMF2J5dGVzIG9mIGRhdGEgYXMgc3RvcmVklGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAIwGc3RvcmVklGrpAgAAhpRqGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+'
-    'S1doj4wccmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s3XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMEXVuY29tcHJlc3NlZF9zaXpllGjzaB8pgZR9lChoIksgaCOJaA1oDmgkiHViaAuMH2J5dGVzIG9mIGRhdGEgb25jZSBkZWNvbXByZXNzZWSUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIpq6QIAAIaUahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktYaI+MHHJlY29yZHMu'
-    'bG9jYWxfZmlsZS5maWVsZHNbOF2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjAtuYW1lX2xlbmd0aJRo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABoimgFhpRqGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S1loj4wccmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s5XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWM'
-    'DGV4dHJhX2xlbmd0aJRo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABoiowFZXh0cmGUhpRqGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S1poj4wdcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1sxMF2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaAVo82j1KYGUfZQoaIpomCmBlH2UKGibagYDAABonWikKVKUfZQoaKdqBgMAAGio'
-    'aKtorUsBaK5LAGivSwFosEsLdWJos2i2XZRqBgMAAGGFlFKUdWJqAwEAAE5oiYlqBAEAAIwFdXRmLTiUagUBAABOdWJoC4wncGF0aCBpbnNpZGUgdGhlIGFyY2hpdmUgKCcvJyBzZXBhcmF0ZWQplGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S1toj4wdcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1sxMV2UaCIpakQBAABOakUBAABOakYBAACJdWJo'
-    '8CmBlH2UKGgFahADAABo82qtAQAAKYGUfZQoaP9oc2h9jAtleHRyYV9maWVsZJRqsAEAAClob051YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpomCmBlH2UKGibag0DAABonWikKVKUfZQoaKdqDQMAAGioaKtorUsBaK5LAGivSwFosEsMdWJos2i2XZRqDQMAAGGFlFKUdWJqCwEAAGgAjAZSZXBlYXSUk5QpgZR9lChoiE5qAwEAAE5oiYhqBwEAAE6MCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJakUBAABOdWJqDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5q'
-    'PgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S1xoj4wdcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1sxMl2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaukCAABo82j1KYGUfZQoaIpomCmBlH2UKGibav4CAABonWikKVKUfZQoaKdq/gIAAGioaKtorUsBaK5LAGivSwFosEsRdWJos2i2XZRq/gIAAGGFlFKUdWJqAwEAAE5oiYlqBAEAAE5qBQEAAE51YmgLjDRUaGUgbWVtYmVyJ3MgZGF0YSAodGhlIG1vZGVsIGhvbGRzIGl0IHVuY29tcHJlc3NlZCkulGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5q'
-    'CQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAGgAjApDb21wcmVzc2VklJOUKYGUfZQoaucCAABomCmBlH2UKGibaqsBAABonWikKVKUfZQoaKdqqwEAAGioaKtorUsBaK5LAGivSwFosEsGdWJos2i2XZRqqwEAAGGFlFKUdWKMBmxlbmd0aJROjAR3aGVulE6MBWxpbWl0lGiYKYGUfZQoaJtq/gIAAGidaKQpUpR9lChop2r+AgAAaKhoq2itSwForksAaK9LAWiwSxF1YmizaLZdlGr+AgAAYYWUUpR1YowGY29kZWNzlGhHjAp6aXBfc3RvcmVklIaUaEuMB2RlZmxhdGWUhpSGlGr5AgAAavUCAAB1YmoOAQAATmgsTmoYAQAATmoZ'
-    'AQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LXWiPjB1yZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzEzXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmVoC4w5QSBsb2NhbCBmaWxlIGhlYWRlciwgdGhlbiB0aGUgbWVtYmVyJ3MgKGNvbXByZXNzZWQpIGRhdGEulGgJjAfCpzQuMy43lGhffZRoYU5oYoloY05oZF2UaGcpgZR9lChoFU5oW2juaGpOaGt9lChog0sAakkBAABLBGhQSwZqqwEAAEsIarQBAABLCmo/AgAASwxq3wIAAEsOavUCAABLEmr+AgAASxZqBgMAAEsaag0DAABLHGgF'
-    'Sx51aG19lChog0sEakkBAABLAmhQSwJqqwEAAEsCarQBAABLAmo/AgAASwJq3wIAAEsEavUCAABLBGr+AgAASwRqBgMAAEsCag0DAABLAnVob051YmFoPksxaHBoEWgNTmhxKWhyaHNodF2UaPApgZR9lChoBWrCAgAAaPNoHymBlH2UKGgiS0BoI4hoDWgOaCSJdWJoC4wqdGhlIHllYXIgKDE5ODAuLjIxMDcpOiBubyBieXRlcyBvZiBpdHMgb3dulGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLGiYKYGUfZQoaJuMFXllYXJfZnJvbV8xOTgwICsgMTk4MJRonWpY'
-    'AQAAKVKUfZQoaiYBAABopClSlH2UKGinak4CAABoqGiraK1LAWiuSwBor0sBaLBLDnViamABAABonowDQWRklJOUKVKUfZRiamUBAABo/ClSlH2UKGgsTbwHaP9OaK1LAWiuSxFor0sBaLBLFXViaK1LAWiuSwBor0sBaLBLFXViaLNotl2Uak4CAABhhZRSlHViahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktlaI+MHXJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMTRdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViYWh2XZR1YmiUaFgpgZR9lChoBWiUaFtdlCho8CmBlH2U'
-    'KGgFaINo82j1KYGUfZQoaIpomCmBlH2UKGibaPponWj8KVKUfZQoaCxLBGj/TmitSwForksAaK9LAWiwSwF1YmizaLZdlIWUUpR1YmoDAQAATmiJiWoEAQAATmoFAQAATnViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLGiYKYGUfZQoaJuMDWInUEtceDAxXHgwMieUaJ1o/ClSlH2UKGgsQwRQSwEClGj/TmitSwForksAaK9LAWiwSw11YmizaLZdlIWUUpR1YmoYAQAATmoZAQAAahsBAAApgZR9lChqHgEAAGiYKYGUfZQoaJuMGnNpZ25hdHVyZSA9PSBi'
-    'J1BLXHgwMVx4MDInlGidaiMBAAApUpR9lChqJgEAAGikKVKUfZQoaKdog2ioaKtorUsBaK5LAGivSwFosEsJdWJqKQEAAF2Uai0BAABhai8BAABdlGj8KVKUfZQoaCxDBFBLAQKUaP9OaK1LAWiuSw1or0sBaLBLGnViYWitSwForksAaK9LAWiwSxp1YmizaLZdlGiDYYWUUpR1Ymo3AQAAjCZub3QgYSBjZW50cmFsIGRpcmVjdG9yeSBlbnRyeSAoUEtcMVwyKZRqOQEAAGo6AQAAaI9oLXVihZRqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S2toj4wfcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZp'
-    'ZWxkc1swXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMB21hZGVfYnmUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloOmiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsaJgpgZR9lChom4wZemlwX3ZlcnNpb24gfCAoaG9zdCA8PCA4KZRonWpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinjAt6aXBfdmVyc2lvbpRoqGiraK1LAWiuSwBor0sBaLBLC3ViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMBGhvc3SUaKho'
-    'q2itSwForksPaK9LAWiwSxN1YmpgAQAAamMBAABqZQEAAGj8KVKUfZQoaCxLCGj/TmitSwForksXaK9LAWiwSxh1YmitSwForksPaK9LAWiwSxh1YmitSwForksAaK9LAWiwSxl1YmizaLZdlChquAMAAGqzAwAAZYWUUpR1YmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LcGiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzFdlGgiapIBAAApgZR9lChoBWqzAwAAapUBAABLAGqWAQAASwhqlwEAAE5qmAEAAIlqCgEAAE5qCAEAAE5qmQEAAGjwKYGUfZQoaAVq'
-    'swMAAGjzaB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAuMH0FQUE5PVEUgdmVyc2lvbiB4IDEwICgzMCA9IDMuMCmUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LdGiPjDByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzFdLmJpdHMuemlwX3ZlcnNpb26UaCIpakQBAABqqQMAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFargDAABq'
-    'lQEAAEsIapYBAABLCGqXAQAAaBhqmAEAAIlqCgEAAE5qCAEAAE5qmQEAAGjwKYGUfZQoaAVquAMAAGjzaq0BAAApgZR9lCho/2qXAQAAaH1oGGqwAQAAKWhvTnViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S3Voj4wpcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxXS5iaXRzLmhvc3SUaCIpakQBAABqqQMAAGpFAQAATmpGAQAAiXVi'
-    'aCxOdWKGlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWpJAQAAaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LdmiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzJdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWhQaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJo'
-    'C2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsaJgpgZR9lChom2pWAQAAaJ1qWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqXwEAAGioaKtorUsBaK5LAWivSwFosEsPdWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwFo/05orUsBaK5LE2ivSwFosEsUdWJorUsBaK5LAWivSwFosEsUdWJqYAEAAGpqAQAAamUBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2pwAQAAaKhoq2itSwForksZaK9LAWiwSyJ1YmpgAQAAamMBAABq'
-    'ZQEAAGj8KVKUfZQoaCxLC2j/TmitSwForksmaK9LAWiwSyh1YmitSwForksZaK9LAWiwSyh1YmitSwForksAaK9LAWiwSyl1YmizaLZdlChqXwEAAGpwAQAAZYWUUpR1YmoYAQAATmoZAQAAahsBAAApgZR9lChqHgEAAGiYKYGUfZQoaJtqegEAAGidaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinaFBoqGiraK1LAWiuSwBor0sBaLBLBXViamABAABqgwEAAGplAQAAaPwpUpR9lChoLE3592j/TmitSwForksIaK9LAWiwSw11YmitSwForksAaK9LAWiwSw11YmopAQAAXZRqLQEAAGFqLwEAAF2UaPwpUpR9'
-    'lChoLEsAaP9OaK1LAWiuSxFor0sBaLBLEnViYWitSwForksAaK9LAWiwSxJ1YmizaLZdlGhQYYWUUpR1Ymo3AQAAao4BAABqOQEAAGo6AQAAaI9oUHVihZRqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S3doj4wfcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1szXZRoImqSAQAAKYGUfZQoaAVqXwEAAGqVAQAASwFqlgEAAEsCapcBAABOapgBAACJagoBAABOaggBAABOapkBAABo8CmBlH2UKGgFal8BAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcB'
-    'AABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkt6aI+MM3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbM10uYml0cy5kZWZsYXRlX29wdGlvbpRoIilqRAEAAGhQakUBAABOakYBAACJdWJoLE51YmqSAQAAKYGUfZQoaAVqcAEAAGqVAQAASwtqlgEAAEsBapcBAABOapgBAACIagoBAABOaggBAABOapkBAABo8CmBlH2UKGgFanABAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1'
-    'YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkt7aI+MLnJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbM10uYml0cy51dGY4X25hbWWUaCIpakQBAABoUGpFAQAATmpGAQAAiXViaCxOdWKGlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWqrAQAAaPNqrQEAACmBlH2UKGj/apcBAABofWg/arABAAApaG9OdWJoC2gtaAloLWiMTmoG'
-    'AQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LfGiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzRdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWq0AQAAaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsaJgpgZR9lCho'
-    'm2q7AQAAaJ1qWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinasQBAABoqGiraK1LAWiuSwFor0sBaLBLBXViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsLaP9OaK1LAWiuSwlor0sBaLBLC3ViaK1LAWiuSwFor0sBaLBLC3ViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqywEAAGioaKtorUsBaK5LEGivSwFosEsWdWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwVo/05orUsBaK5LGmivSwFosEsbdWJorUsBaK5LEGivSwFosEsbdWJorUsBaK5L'
-    'AGivSwFosEscdWJqYAEAAGpqAQAAamUBAABopClSlH2UKGinatABAABoqGiraK1LAWiuSx9or0sBaLBLKnViaK1LAWiuSwBor0sBaLBLKnViaLNotl2UKGrEAQAAassBAABq0AEAAGWFlFKUdWJqGAEAAE5qGQEAAGobAQAAKYGUfZQoah4BAABomCmBlH2UKGibatgBAABonWojAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqtAEAAGioaKtorUsBaK5LAWivSwFosEsJdWJqYAEAAGrjAQAAamUBAABo/ClSlH2UKGgsSwto/05orUsBaK5LDWivSwFosEsPdWJorUsBaK5LAWivSwFo'
-    'sEsPdWJqYAEAAGqDAQAAamUBAABo/ClSlH2UKGgsSx9o/05orUsBaK5LEmivSwFosEsUdWJorUsBaK5LAWivSwFosEsUdWJqKQEAAF2UauwBAABhai8BAABdlGj8KVKUfZQoaCxLF2j/TmitSwForksZaK9LAWiwSxt1YmForUsBaK5LAGivSwFosEsbdWJos2i2XZRqtAEAAGGFlFKUdWJqNwEAAGr0AQAAajkBAABqOgEAAGiPasQBAAB1YmobAQAAKYGUfZQoah4BAABomCmBlH2UKGibavkBAABonWojAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqtAEAAGioaKtorUsBaK5LAWiv'
-    'SwFosEsJdWJqYAEAAGrjAQAAamUBAABo/ClSlH2UKGgsSwVo/05orUsBaK5LDWivSwFosEsOdWJorUsBaK5LAWivSwFosEsOdWJqYAEAAGqDAQAAamUBAABo/ClSlH2UKGgsSz9o/05orUsBaK5LEWivSwFosEsTdWJorUsBaK5LAWivSwFosEsTdWJqKQEAAF2UauwBAABhai8BAABdlGj8KVKUfZQoaCxLO2j/TmitSwForksYaK9LAWiwSxp1YmForUsBaK5LAGivSwFosEsadWJos2i2XZRqtAEAAGGFlFKUdWJqNwEAAGr0AQAAajkBAABqOgEAAGiPassBAAB1YmobAQAAKYGUfZQoah4BAABomCmBlH2UKGibahECAABonWojAQAAKVKU'
-    'fZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2q0AQAAaKhoq2itSwForksBaK9LAWiwSwl1YmpgAQAAaoMBAABqZQEAAGj8KVKUfZQoaCxLH2j/TmitSwForksMaK9LAWiwSw51YmitSwForksBaK9LAWiwSw51YmopAQAAXZRq7AEAAGFqLwEAAF2UaPwpUpR9lChoLEsdaP9OaK1LAWiuSxNor0sBaLBLFXViYWitSwForksAaK9LAWiwSxV1YmizaLZdlGq0AQAAYYWUUpR1Ymo3AQAAavQBAABqOQEAAGo6AQAAaI9q0AEAAHVih5RqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S31o'
-    'j4wfcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1s1XZRoImqSAQAAKYGUfZQoaAVqxAEAAGqVAQAASwtqlgEAAEsFapcBAABOapgBAACJagoBAABOSxeGlGoIAQAATmqZAQAAaPApgZR9lChoBWrEAQAAaPNoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LgGiPjClyZWNvcmRzLmNlbnRyYWxfZW50'
-    'cnkuZmllbGRzWzVdLmJpdHMuaG91cpRoIilqRAEAAGq0AQAAakUBAABOakYBAACJdWJoLE51YmqSAQAAKYGUfZQoaAVqywEAAGqVAQAASwVqlgEAAEsGapcBAABOapgBAACJagoBAABOSzuGlGoIAQAATmqZAQAAaPApgZR9lChoBWrLAQAAaPNoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LgWiPjCty'
-    'ZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzVdLmJpdHMubWludXRllGgiKWpEAQAAarQBAABqRQEAAE5qRgEAAIl1YmgsTnViapIBAAApgZR9lChoBWrQAQAAapUBAABLAGqWAQAASwVqlwEAAE5qmAEAAIlqCgEAAE5LHYaUaggBAABOapkBAABo8CmBlH2UKGgFatABAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1q'
-    'QQEAAIlqQgEAAE5oPkuCaI+MMHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbNV0uYml0cy5zZWNvbmRfaGFsZpRoIilqRAEAAGq0AQAAakUBAABOakYBAACJdWJoLE51YoeUakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaj8CAABo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibakUCAABonWpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGik'
-    'KVKUfZQoaKdqTgIAAGioaKtorUsBaK5LAWivSwFosEsPdWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwlo/05orUsBaK5LE2ivSwFosEsUdWJorUsBaK5LAWivSwFosEsUdWJqYAEAAGpqAQAAamUBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2pVAgAAaKhoq2itSwForksZaK9LAWiwSx51YmpgAQAAamMBAABqZQEAAGj8KVKUfZQoaCxLBWj/TmitSwForksiaK9LAWiwSyN1YmitSwForksZaK9LAWiwSyN1YmitSwForksAaK9LAWiwSyR1YmpgAQAAamoBAABqZQEAAGikKVKUfZQoaKdqWgIAAGioaKtorUsBaK5LJ2ivSwFo'
-    'sEsqdWJorUsBaK5LAGivSwFosEsqdWJos2i2XZQoaloCAABqVQIAAGpOAgAAZYWUUpR1YmoYAQAATmoZAQAAahsBAAApgZR9lChqHgEAAGiYKYGUfZQoaJtqYgIAAGidamQCAAApUpR9lChqYAEAAGppAgAAamsCAABdlChqIwEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinaj8CAABoqGiraK1LAWiuSwFor0sBaLBLCXViamABAABq4wEAAGplAQAAaPwpUpR9lChoLEsFaP9OaK1LAWiuSw1or0sBaLBLDnViaK1LAWiuSwFor0sBaLBLDnViamABAABqgwEAAGplAQAAaPwpUpR9lCho'
-    'LEsPaP9OaK1LAWiuSxFor0sBaLBLE3ViaK1LAWiuSwFor0sBaLBLE3ViaikBAABdlGp8AgAAYWovAQAAXZRo/ClSlH2UKGgsSwFo/05orUsBaK5LGGivSwFosEsZdWJhaK1LAWiuSwBor0sBaLBLGXViaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2o/AgAAaKhoq2itSwForksfaK9LAWiwSyd1YmpgAQAAauMBAABqZQEAAGj8KVKUfZQoaCxLBWj/TmitSwForksraK9LAWiwSyx1YmitSwForksfaK9LAWiwSyx1YmpgAQAAaoMBAABqZQEAAGj8KVKUfZQoaCxLD2j/TmitSwFo'
-    'rksvaK9LAWiwSzF1YmitSwForksfaK9LAWiwSzF1YmopAQAAXZRq7AEAAGFqLwEAAF2UaPwpUpR9lChoLEsMaP9OaK1LAWiuSzZor0sBaLBLOHViYWitSwForkseaK9LAWiwSzh1YmVorUsBaK5LAGivSwFosEs4dWJos2i2XZRqPwIAAGGFlFKUdWJqNwEAAGr0AQAAajkBAABqOgEAAGiPalUCAAB1YmobAQAAKYGUfZQoah4BAABomCmBlH2UKGibapgCAABonWpkAgAAKVKUfZQoamABAABqaQIAAGprAgAAXZQoaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinaj8CAABoqGiraK1LAWiuSwFor0sBaLBLCXVi'
-    'amABAABqgwEAAGplAQAAaPwpUpR9lChoLEsfaP9OaK1LAWiuSwxor0sBaLBLDnViaK1LAWiuSwFor0sBaLBLDnViaikBAABdlGp8AgAAYWovAQAAXZRo/ClSlH2UKGgsSwFo/05orUsBaK5LE2ivSwFosEsUdWJhaK1LAWiuSwBor0sBaLBLFHViaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinaj8CAABoqGiraK1LAWiuSxpor0sBaLBLInViamABAABqgwEAAGplAQAAaPwpUpR9lChoLEsfaP9OaK1LAWiuSyVor0sBaLBLJ3ViaK1LAWiuSxpor0sBaLBLJ3ViaikBAABdlGrsAQAAYWovAQAAXZRo/ClSlH2U'
-    'KGgsSx9o/05orUsBaK5LLGivSwFosEsudWJhaK1LAWiuSxlor0sBaLBLLnViZWitSwForksAaK9LAWiwSy51YmizaLZdlGo/AgAAYYWUUpR1Ymo3AQAAavQBAABqOQEAAGo6AQAAaI9qWgIAAHVihpRqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S4Noj4wfcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1s2XZRoImqSAQAAKYGUfZQoaAVqTgIAAGqVAQAASwlqlgEAAEsHapcBAABOapgBAACJagoBAABOaggBAABOapkBAABOaCxomCmBlH2UKGibar0CAABonWpYAQAAKVKUfZQoaiYBAABo'
-    'pClSlH2UKGinasICAABoqGiraK1LAWiuSwBor0sBaLBLBHViamABAABqxQIAAGplAQAAaPwpUpR9lChoLE28B2j/TmitSwForksHaK9LAWiwSwt1YmitSwForksAaK9LAWiwSwt1YmizaLZdlGrCAgAAYYWUUpR1YnViapIBAAApgZR9lChoBWpVAgAAapUBAABLBWqWAQAASwRqlwEAAE5qmAEAAIlqCgEAAEsBSwyGlGoIAQAATmqZAQAAaPApgZR9lChoBWpVAgAAaPNoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgs'
-    'TmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5Lh2iPjCpyZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzZdLmJpdHMubW9udGiUaCIpakQBAABqPwIAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFaloCAABqlQEAAEsAapYBAABLBWqXAQAATmqYAQAAiWoKAQAASwFLH4aUaggBAABOapkBAABo8CmBlH2UKGgFaloCAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABO'
-    'agwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuIaI+MKHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbNl0uYml0cy5kYXmUaCIpakQBAABqPwIAAGpFAQAATmpGAQAAiXViaCxOdWKHlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWrfAgAAaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4wjdGhlIGxvY2FsIGhlYWRlcidzIENSQy0zMiwgcmVwZWF0ZWSUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAA'
-    'TmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LiWiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzddlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWr1AgAAaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAA'
-    'SwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LimiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzhdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWr+AgAAaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5Li2iPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzldlGgi'
-    'KWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWoGAwAAaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIpoBYaUahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuMaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTBdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWoNAwAAaPNoHymBlH2UKGgiSxBoI4loDWgOaCSI'
-    'dWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIpqEAMAAIaUahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuNaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTFdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwOY29tbWVudF9sZW5ndGiUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiK'
-    'TmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIqMB2NvbW1lbnSUhpRqGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S45oj4wgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxMl2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjApkaXNrX3N0YXJ0lGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAuMGXNpbmdsZS1kaXNrIGFyY2hpdmVzIG9ubHmUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATksAhpRoik5qCwEAAE5qDAEAAE5q'
-    'DQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S49oj4wgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxM12UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjA5pbnRlcm5hbF9hdHRyc5Ro82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLjBBiaXQgMDogdGV4dCBmaWxllGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEA'
-    'AE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S5Boj4wgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxNF2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjA5leHRlcm5hbF9hdHRyc5Ro82gfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLjD1Ib3N0IGF0dHJpYnV0ZXM7IGEgVU5JWCBob3N0IGtlZXBzIHN0X21vZGUgaW4gdGhlIHVwcGVyIGhhbGYulGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLGiYKYGUfZQoaJuMHWRv'
-    'c19hdHRycyB8ICh1bml4X21vZGUgPDwgMTYplGidalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMCWRvc19hdHRyc5RoqGiraK1LAWiuSwBor0sBaLBLCXViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMCXVuaXhfbW9kZZRoqGiraK1LAWiuSw1or0sBaLBLFnViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsQaP9OaK1LAWiuSxpor0sBaLBLHHViaK1LAWiuSw1or0sBaLBLHHViaK1LAWiuSwBor0sBaLBLHXViaLNotl2UKGpSBQAAalcFAABlhZRSlHViahgBAABOahkBAAApajwBAABOaj0BAABOaj4B'
-    'AABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuRaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTVdlGgiapIBAAApgZR9lChoBWpSBQAAapUBAABLAGqWAQAASxBqlwEAAE5qmAEAAIlqCgEAAE5qCAEAAE5qmQEAAGjwKYGUfZQoaAVqUgUAAGjzaB8pgZR9lChoIktAaCOJaA1oDmgkiXViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAA'
-    'iWpCAQAATmg+S5Voj4wvcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxNV0uYml0cy5kb3NfYXR0cnOUaCIpakQBAABqRwUAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFalcFAABqlQEAAEsQapYBAABLEGqXAQAATmqYAQAAiWoKAQAATmoIAQAATmqZAQAAaPApgZR9lChoBWpXBQAAaPNoHymBlH2UKGgiS0BoI4loDWgOaCSJdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/'
-    'AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LlmiPjC9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzE1XS5iaXRzLnVuaXhfbW9kZZRoIilqRAEAAGpHBQAAakUBAABOakYBAACJdWJoLE51YoaUakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaOBo82gfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLjDNvZmZzZXQgb2YgdGhlIGxvY2FsIGZpbGUgaGVhZGVyIChkZXJpdmVkIG9uIGVuY29kZSmUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoY'
-    'AQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAIwab2Zmc2V0IG9mIHppcF9maWxlLm1lbWJlcnOUakEBAACJakIBAABOaD5Ll2iPjCByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzE2XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAVoBWjzaPUpgZR9lChoimiYKYGUfZQoaJtqBgMAAGidaKQpUpR9lChop2oGAwAAaKhoq2itSwForksAaK9LAWiwSwt1YmizaLZdlGoGAwAAYYWUUpR1YmoDAQAATmiJiWoEAQAAah4DAABqBQEAAE51YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABO'
-    'agkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuYaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTddlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWoQAwAAaPNqrQEAACmBlH2UKGj/aHNofWolAwAAarABAAApaG9OdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKaJgpgZR9lChom2oNAwAAaJ1opClSlH2UKGinag0DAABoqGiraK1LAWiu'
-    'SwBor0sBaLBLDHViaLNotl2Uag0DAABhhZRSlHViagsBAABqLgMAACmBlH2UKGiITmoDAQAATmiJiGoHAQAATmoxAwAATmoyAwAAiWpFAQAATnViagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuZaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMThdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWozBQAAaPNo9SmBlH2UKGiKaJgpgZR9lChom2owBQAAaJ1opClSlH2UKGinajAFAABoqGiraK1LAWiuSwBo'
-    'r0sBaLBLDnViaLNotl2UajAFAABhhZRSlHViagMBAABOaImJagQBAABOagUBAABOdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LmmiPjCByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzE5XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmVoC4wcT25lIGNlbnRyYWwgZGlyZWN0b3J5IGVudHJ5LpRoCYwIwqc0LjMuMTKUaF99lGhhTmhi'
-    'iWhjTmhkXZRoZymBlH2UKGgVTmhban4DAABoak5oa32UKGiDSwBqqQMAAEsEakkBAABLBmhQSwhqqwEAAEsKarQBAABLDGo/AgAASw5q3wIAAEsQavUCAABLFGr+AgAASxhqBgMAAEscag0DAABLHmowBQAASyBqOAUAAEsiakAFAABLJGpHBQAASyZo4EsqaAVLLnVobX2UKGiDSwRqqQMAAEsCakkBAABLAmhQSwJqqwEAAEsCarQBAABLAmo/AgAASwJq3wIAAEsEavUCAABLBGr+AgAASwRqBgMAAEsCag0DAABLAmowBQAASwJqOAUAAEsCakAFAABLAmpHBQAASwRo4EsEdWhvTnViYWg+S2docGgRaA1OaHEpaHJoc2h0XZRo8CmBlH2U'
-    'KGgFasICAABo82gfKYGUfZQoaCJLQGgjiGgNaA5oJIl1YmgLamkDAABoCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibamwDAABonWpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinak4CAABoqGiraK1LAWiuSwBor0sBaLBLDnViamABAABqcwMAAGplAQAAaPwpUpR9lChoLE28B2j/TmitSwForksRaK9LAWiwSxV1YmitSwForksAaK9LAWiwSxV1YmizaLZdlGpOAgAAYYWUUpR1YmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBo'
-    'DU5qQAEAAGgtakEBAACJakIBAABOaD5Lm2iPjCByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzIwXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmFodl2UdWJofmhYKYGUfZQoaAVofmhbXZQoaPApgZR9lChoBWiDaPNo9SmBlH2UKGiKaJgpgZR9lChom2j6aJ1o/ClSlH2UKGgsSwRo/05orUsBaK5LAGivSwFosEsBdWJos2i2XZSFlFKUdWJqAwEAAE5oiYlqBAEAAE5qBQEAAE51YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibjA1i'
-    'J1BLXHgwNVx4MDYnlGidaPwpUpR9lChoLEMEUEsFBpRo/05orUsBaK5LAGivSwFosEsNdWJos2i2XZSFlFKUdWJqGAEAAE5qGQEAAGobAQAAKYGUfZQoah4BAABomCmBlH2UKGibjBpzaWduYXR1cmUgPT0gYidQS1x4MDVceDA2J5RonWojAQAAKVKUfZQoaiYBAABopClSlH2UKGinaINoqGiraK1LAWiuSwBor0sBaLBLCXViaikBAABdlGotAQAAYWovAQAAXZRo/ClSlH2UKGgsQwRQSwUGlGj/TmitSwForksNaK9LAWiwSxp1YmForUsBaK5LAGivSwFosEsadWJos2i2XZRog2GFlFKUdWJqNwEAAIwvbm90IGFuIGVuZCBvZiBjZW50'
-    'cmFsIGRpcmVjdG9yeSByZWNvcmQgKFBLXDVcNimUajkBAABqOgEAAGiPaC11YoWUajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuhaI+MKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1swXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMC2Rpc2tfbnVtYmVylGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5LAIaUaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABO'
-    'ahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkumaI+MKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1sxXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMB2NkX2Rpc2uUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATksAhpRoik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAA'
-    'iWpCAQAATmg+S6doj4wqcmVjb3Jkcy5lbmRfb2ZfY2VudHJhbF9kaXJlY3RvcnkuZmllbGRzWzJdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwMZGlza19lbnRyaWVzlGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAuMOGVudHJpZXMgb24gdGhpcyBkaXNrOiBhbGwgb2YgdGhlbSAod3JpdHRlbiBhcyB0aGUgdG90YWwplGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLGiYKYGUfZQoaJtowmidaKQpUpR9lChop2jCaKhoq2itSwForksAaK9L'
-    'AWiwSw11YmizaLZdlGjCYYWUUpR1YmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LqGiPjCpyZWNvcmRzLmVuZF9vZl9jZW50cmFsX2RpcmVjdG9yeS5maWVsZHNbM12UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaMJo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLjDRlbnRyaWVzIGluIHRoZSBjZW50cmFsIGRpcmVjdG9yeSAoZGVyaXZlZCBvbiBlbmNvZGUplGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEA'
-    'AE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAGobAQAAKYGUfZQoah4BAABomCmBlH2UKGibjB10b3RhbF9lbnRyaWVzID09IGRpc2tfZW50cmllc5RonWojAQAAKVKUfZQoaiYBAABopClSlH2UKGinaMJoqGiraK1LAWiuSwBor0sBaLBLDXViaikBAABdlGotAQAAYWovAQAAXZRopClSlH2UKGinau8FAABoqGiraK1LAWiuSxFor0sBaLBLHXViYWitSwForksAaK9LAWiwSx11YmizaLZdlChq7wUAAGjCZYWUUpR1Ymo3AQAAjCplbnRyaWVzIG9uIHRoaXMgZGlzayBkaWZmZXIgZnJvbSB0aGUgdG90YWyUajkBAABqOgEAAGiPaC11'
-    'YoWUajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAjBljb3VudCBvZiB6aXBfZmlsZS5lbnRyaWVzlGpBAQAAiWpCAQAATmg+S6loj4wqcmVjb3Jkcy5lbmRfb2ZfY2VudHJhbF9kaXJlY3RvcnkuZmllbGRzWzRdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWjNaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4w2Ynl0ZSBzaXplIG9mIHRoZSBjZW50cmFsIGRpcmVjdG9yeSAoZGVyaXZlZCBvbiBlbmNvZGUplGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5q'
-    'DQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAACMGHNpemUgb2YgemlwX2ZpbGUuZW50cmllc5RqQQEAAIlqQgEAAE5oPkutaI+MKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1s1XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAVosmjzaB8pgZR9lChoIksgaCOJaA1oDmgkiHViaAuMM29mZnNldCBvZiB0aGUgY2VudHJhbCBkaXJlY3RvcnkgKGRlcml2ZWQgb24gZW5jb2RlKZRoCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoB'
-    'AABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAjBpvZmZzZXQgb2YgemlwX2ZpbGUuZW50cmllc5RqQQEAAIlqQgEAAE5oPkuuaI+MKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1s2XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAVqMAUAAGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEA'
-    'AE5oLE5qGAEAAGiKajMFAACGlGoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5Lr2iPjCpyZWNvcmRzLmVuZF9vZl9jZW50cmFsX2RpcmVjdG9yeS5maWVsZHNbN12UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFajMFAABo82j1KYGUfZQoaIpomCmBlH2UKGibajAFAABonWikKVKUfZQoaKdqMAUAAGioaKtorUsBaK5LAGivSwFosEsOdWJos2i2XZRqMAUAAGGFlFKUdWJqAwEAAE5oiYlqBAEAAE5qBQEAAE51YmgLjA9hcmNoaXZlIGNvbW1lbnSUaAloLWiMTmoGAQAA'
-    'TmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LsGiPjCpyZWNvcmRzLmVuZF9vZl9jZW50cmFsX2RpcmVjdG9yeS5maWVsZHNbOF2UaCIpakQBAABOakUBAABOakYBAACJdWJlaAuMJFRoZSBlbmQgb2YgY2VudHJhbCBkaXJlY3RvcnkgcmVjb3JkLpRoCYwIwqc0LjMuMTaUaF99lGhhTmhiiWhjTmhkXZRoZymBlH2UKGgVTmhbarYFAABoak5oa32UKGiDSwBq4QUAAEsEaugF'
-    'AABLBmrvBQAASwhowksKaM1LDGiySxBqMAUAAEsUajMFAABLFnVobX2UKGiDSwRq4QUAAEsCaugFAABLAmrvBQAASwJowksCaM1LBGiySwRqMAUAAEsCdWhvTnViYWg+S51ocGgRaA1OaHEpaHJoc2h0XZRodl2UdWJqJQMAAGhYKYGUfZQoaAVqJQMAAGhbXZQoaPApgZR9lChoBYwJaGVhZGVyX2lklGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEA'
-    'AEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+SxVoj4wdcmVjb3Jkcy5leHRyYV9maWVsZC5maWVsZHNbMF2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjAlkYXRhX3NpemWUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIpq6QIAAIaUahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPksWaI+MHXJlY29yZHMuZXh0cmFfZmllbGQu'
-    'ZmllbGRzWzFdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWrpAgAAaPNo9SmBlH2UKGiKaJgpgZR9lChom2pKBgAAaJ1opClSlH2UKGinakoGAABoqGiraK1LAWiuSwBor0sBaLBLCXViaLNotl2UakoGAABhhZRSlHViagMBAABOaImJagQBAABOagUBAABOdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LF2iPjB1yZWNvcmRz'
-    'LmV4dHJhX2ZpZWxkLmZpZWxkc1syXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmVoC4xWT25lIGV4dHJhIGZpZWxkIChpZCwgc2l6ZSwgZGF0YSksIGUuZy4gMHg1NDU1IGV4dGVuZGVkIHRpbWVzdGFtcCwgMHg3ODc1IFVOSVggdWlkL2dpZC6UaAmMBcKnNC41lGhffZRoYU5oYoloY05oZF2UaGcpgZR9lChoFU5oW2pBBgAAaGpOaGt9lChqRAYAAEsAakoGAABLAmrpAgAASwR1aG19lChqRAYAAEsCakoGAABLAnVob051YmFoPksRaHBoEmgNTmhxKWhyaHNodF2UaHZdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwUemlw'
-    'X3BsdWdpbnM6cmVnaXN0ZXKUYYwGZGV0ZWN0lF2UaACMBkRldGVjdJSTlCmBlH2UKGhzaFaMBW1hZ2ljlEMEUEsDBJRolUsAagsBAACJaF8pjAR0aGVulE6MBHRhZ3OUTnViYYwLZW5kaWFuX2V4cHKUTnViLg=='
+    'cyBkYXRhIGlzIGNvbXByZXNzZWQulGgJjAfCpzQuNC41lGg7iWg8XZRoPksJdWJ1jAVmbGFnc5R9lIwHYWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMCHppcF9maWxllGgAjAZSZWNvcmSUk5QpgZR9lChoBWhWjAZmaWVsZHOUXZRoC4wmQSB3aG9sZSBhcmNoaXZlLCByZWFjaGVkIGZyb20gaXRzIGVuZC6UaAmMB8KnNC4zLjaUjAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMBG1hbnmUTowNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgVTmhbaFyMCmZpeGVkX3NpemWUSwCMB29m'
+    'ZnNldHOUfZSMBXNpemVzlH2UjAVvcmRlcpROdWJhaD5LHowEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZSMBnJlY29yZJSMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UKGgAjAdMb2NhdGVklJOUKYGUfZQoaAWMBGVvY2SUjAZ0YXJnZXSUjBhlbmRfb2ZfY2VudHJhbF9kaXJlY3RvcnmUjANob3eUjAlmaW5kX2xhc3SUjAV3aGVyZZROaB1OjApiYXNlX3NoaWZ0lEsAjAlzaWduYXR1cmWUQwRQSwUGlIwGd2l0aGlulEoVAAEAjARlYWNolE6MC2VhY2hfb2Zmc2V0lE6MBWNvdW50lE6MA2Vvc5SJjARzaXpllE6MBGxh'
+    'enmUiIwEY29uZJROaAuMOlRoZSBsYXN0IGVuZCByZWNvcmQgc3RhcnRpbmcgaW4gdGhlIGxhc3QgMjIgKyA2NTUzNSBieXRlcy6UjAVmaWxsc5QpaD5LIowEcGF0aJSMGnJlY29yZHMuemlwX2ZpbGUuZmllbGRzWzBdlHViaHopgZR9lChoBYwHZW50cmllc5RofowNY2VudHJhbF9lbnRyeZRogIwCYXSUaIKMGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WUjA5lb2NkLmNkX29mZnNldJSMBHRyZWWUjANhc3SUjAlBdHRyaWJ1dGWUk5QpUpR9lChoLGifjAROYW1llJOUKVKUfZQojAJpZJRo'
+    'fYwDY3R4lGifjARMb2FklJOUKVKUfZRijAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsEdWKMBGF0dHKUjAljZF9vZmZzZXSUaKlorGiuSwFor0sAaLBLAWixSw51YowFbmFtZXOUjAhidWlsdGluc5SMCWZyb3plbnNldJSTlF2UaH1hhZRSlHViaB1OaINLAGiEQwCUaIZLAGiHTmiITmiJaJkpgZR9lChonIwSZW9jZC50b3RhbF9lbnRyaWVzlGieaKEpUpR9lChoLGilKVKUfZQoaKhofWipaKxorksBaK9LAGiwSwFosUsEdWJosowNdG90YWxfZW50cmllc5RoqWisaK5LAWiv'
+    'SwBosEsBaLFLEnViaLRot12UaH1hhZRSlHViaIqJaItomSmBlH2UKGicjAxlb2NkLmNkX3NpemWUaJ5ooSlSlH2UKGgsaKUpUpR9lChoqGh9aKlorGiuSwFor0sAaLBLAWixSwR1YmiyjAdjZF9zaXpllGipaKxorksBaK9LAGiwSwFosUsMdWJotGi3XZRofWGFlFKUdWJojIhojU5oC4wWVGhlIGNlbnRyYWwgZGlyZWN0b3J5LpRoj4wGb2Zmc2V0lGh9aLOGlIaUaIlofWjDhpSGlGiLaH1ozoaUhpSHlGg+SyZokIwacmVjb3Jkcy56aXBfZmlsZS5maWVsZHNbMV2UdWJoeimBlH2UKGgFaCVofowKbG9jYWxfZmlsZZRogGiHaIJomSmB'
+    'lH2UKGicjAxsb2NhbF9vZmZzZXSUaJ5opSlSlH2UKGioaOFoqWisaK5LAWivSwBosEsBaLFLDHViaLRot12UaOFhhZRSlHViaB1OaINLAGiEaLtohksAaIdolGiIaOFoiU5oioloi05ojIhojU5oC4w/T25lIGxvY2FsIGZpbGUgaGVhZGVyIGFuZCBpdHMgZGF0YSBwZXIgY2VudHJhbCBkaXJlY3RvcnkgZW50cnkulGiPaNNolIwBKpRo4YeUhpSFlGg+SyxokIwacmVjb3Jkcy56aXBfZmlsZS5maWVsZHNbMl2UdWJldWJo3mhYKYGUfZQoaAVo3mhbXZQoaACMBUZpZWxklJOUKYGUfZQoaAVohIwEdHlwZZRoAIwGQnl0ZXNUlJOUKYGU'
+    'fZQoaItomSmBlH2UKGicjAE0lGieaJ+MCENvbnN0YW50lJOUKVKUfZQoaCxLBIwEa2luZJROaK5LAWivSwBosEsBaLFLAXViaLRot12UhZRSlHVijAZwcmVmaXiUTmiKiYwEdGV4dJROjAp0ZXJtaW5hdG9ylE51YmgLaC1oCWgtaI1OjAVzaW5jZZROjAV1bnRpbJROjAVjb25zdJROjAhyZXNlcnZlZJSJjAV2YWxpZJROaItOjAZyZXBlYXSUTowEdmlld5ROjApjb21wcmVzc2VklE6MCGNoZWNrc3VtlE5oLGiZKYGUfZQoaJyMDWInUEtceDAzXHgwNCeUaJ5o/SlSlH2UKGgsQwRQSwMElGoAAQAATmiuSwFor0sAaLBLAWixSw11Ymi0'
+    'aLddlIWUUpR1YowMZGVyaXZlZF9mcm9tlE6MB2Fzc2VydHOUaACMBkFzc2VydJSTlCmBlH2UKIwFY2hlY2uUaJkpgZR9lChonIwac2lnbmF0dXJlID09IGInUEtceDAzXHgwNCeUaJ5on4wHQ29tcGFyZZSTlClSlH2UKIwEbGVmdJRopSlSlH2UKGioaIRoqWisaK5LAWivSwBosEsBaLFLCXVijANvcHOUXZRon4wCRXGUk5QpUpR9lGJhjAtjb21wYXJhdG9yc5RdlGj9KVKUfZQoaCxDBFBLAwSUagABAABOaK5LAWivSw1osEsBaLFLGnViYWiuSwFor0sAaLBLAWixSxp1Ymi0aLddlGiEYYWUUpR1YowHbWVzc2FnZZSMIG5vdCBhIGxv'
+    'Y2FsIGZpbGUgaGVhZGVyIChQS1wzXDQplIwFZXJyb3KUjApjb25zdHJhaW50lGiQaC11YoWUjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoLYwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaD5LNWiQjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzBdlGgiKYwGYml0X29mlE6MBmFic2VudJROjARwZWVrlIl1YmjxKYGUfZQoaAWMDnZlcnNpb25fbmVlZGVklGj0aB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAuMJHZlcnNpb24gbmVlZGVkIHRvIGV4dHJhY3QgKDIw'
+    'ID0gMi4wKZRoCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPks6aJCMHHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMV2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFaFBo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLjFlHZW5lcmFsIHB1cnBvc2UgYml0czsgdGhlIG9uZXMgbm90IG5hbWVkIChlbmNyeXB0aW9uLCBkYXRhIGRlc2Ny'
+    'aXB0b3IsIC4uLikgbXVzdCBiZSB6ZXJvLpRoCYwHwqc0LjQuNJRojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLGiZKYGUfZQoaJyMKShkZWZsYXRlX29wdGlvbiA8PCAxKSB8ICh1dGY4X25hbWUgPDwgMTEplGieaJ+MBUJpbk9wlJOUKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqIwOZGVmbGF0ZV9vcHRpb26UaKlorGiuSwFor0sBaLBLAWixSw91YowCb3CUaJ+MBkxTaGlmdJSTlClSlH2UYowFcmlnaHSUaP0pUpR9lChoLEsBagABAABOaK5LAWiv'
+    'SxNosEsBaLFLFHViaK5LAWivSwFosEsBaLFLFHViamEBAABon4wFQml0T3KUk5QpUpR9lGJqZgEAAGpZAQAAKVKUfZQoaicBAABopSlSlH2UKGiojAl1dGY4X25hbWWUaKlorGiuSwFor0sZaLBLAWixSyJ1YmphAQAAamQBAABqZgEAAGj9KVKUfZQoaCxLC2oAAQAATmiuSwFor0smaLBLAWixSyh1YmiuSwFor0sZaLBLAWixSyh1YmiuSwFor0sAaLBLAWixSyl1Ymi0aLddlChqYAEAAGpxAQAAZYWUUpR1YmoZAQAATmoaAQAAahwBAAApgZR9lChqHwEAAGiZKYGUfZQoaJyMEmZsYWdzICYgNjM0ODEgPT0gMJRonmokAQAAKVKUfZQo'
+    'aicBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqGhQaKlorGiuSwFor0sAaLBLAWixSwV1YmphAQAAaJ+MBkJpdEFuZJSTlClSlH2UYmpmAQAAaP0pUpR9lChoLE3592oAAQAATmiuSwFor0sIaLBLAWixSw11YmiuSwFor0sAaLBLAWixSw11YmoqAQAAXZRqLgEAAGFqMAEAAF2UaP0pUpR9lChoLEsAagABAABOaK5LAWivSxFosEsBaLFLEnViYWiuSwFor0sAaLBLAWixSxJ1Ymi0aLddlGhQYYWUUpR1Ymo4AQAAjBJ1bmRlZmluZWQgYml0cyBzZXSUajoBAABqOwEAAGiQaFB1YoWUaj0BAABOaj4BAABOaj8BAABOakABAABLAGgN'
+    'TmpBAQAAaC1qQgEAAIlqQwEAAE5oPks7aJCMHHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMl2UaCJoAIwHQml0UGFydJSTlCmBlH2UKGgFamABAACMAmxvlEsBjAV3aWR0aJRLAowEZW51bZROjAdib29sZWFulIlqCwEAAE5qCQEAAE6MBWZpZWxklGjxKYGUfZQoaAVqYAEAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAuMMmRlZmxhdGU6IDAgbm9ybWFsLCAxIG1heGltdW0sIDIgZmFzdCwgMyBzdXBlciBmYXN0lGgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEA'
+    'AE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S0BokIwwcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1syXS5iaXRzLmRlZmxhdGVfb3B0aW9ulGgiKWpFAQAAaFBqRgEAAE5qRwEAAIl1YmgsTnViapMBAAApgZR9lChoBWpxAQAAapYBAABLC2qXAQAASwFqmAEAAE5qmQEAAIhqCwEAAE5qCQEAAE5qmgEAAGjxKYGUfZQoaAVqcQEAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAuMEXRoZSBuYW1lIGlzIFVURi04lGgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5q'
+    'CgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S0FokIwrcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1syXS5iaXRzLnV0ZjhfbmFtZZRoIilqRQEAAGhQakYBAABOakcBAACJdWJoLE51YoaUakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFjAZtZXRob2SUaPRoAIwEUmVmVJSTlCmBlH2UKGoAAQAAapgBAABofmg/jARhcmdzlClocE51YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoB'
+    'AACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPktCaJCMHHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbM12UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFjAhtb2RfdGltZZRo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLjAxNUy1ET1MgdGltZS6UaAmMB8KnNC40LjaUaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxomSmB'
+    'lH2UKGicjCooaG91ciA8PCAxMSkgfCAobWludXRlIDw8IDUpIHwgc2Vjb25kX2hhbGaUaJ5qWQEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABopSlSlH2UKGiojARob3VylGipaKxorksBaK9LAWiwSwFosUsFdWJqYQEAAGpkAQAAamYBAABo/SlSlH2UKGgsSwtqAAEAAE5orksBaK9LCWiwSwFosUsLdWJorksBaK9LAWiwSwFosUsLdWJqYQEAAGprAQAAamYBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqIwGbWludXRllGipaKxorksBaK9LEGiwSwFosUsWdWJqYQEAAGpkAQAAamYBAABo/SlS'
+    'lH2UKGgsSwVqAAEAAE5orksBaK9LGmiwSwFosUsbdWJorksBaK9LEGiwSwFosUsbdWJorksBaK9LAGiwSwFosUscdWJqYQEAAGprAQAAamYBAABopSlSlH2UKGiojAtzZWNvbmRfaGFsZpRoqWisaK5LAWivSx9osEsBaLFLKnViaK5LAWivSwBosEsBaLFLKnViaLRot12UKGrFAQAAaswBAABq0QEAAGWFlFKUdWJqGQEAAE5qGgEAAGocAQAAKYGUfZQoah8BAABomSmBlH2UKGicjBsobW9kX3RpbWUgPj4gMTEgJiAzMSkgPD0gMjOUaJ5qJAEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABopSlSlH2U'
+    'KGioarUBAABoqWisaK5LAWivSwFosEsBaLFLCXViamEBAABon4wGUlNoaWZ0lJOUKVKUfZRiamYBAABo/SlSlH2UKGgsSwtqAAEAAE5orksBaK9LDWiwSwFosUsPdWJorksBaK9LAWiwSwFosUsPdWJqYQEAAGqEAQAAamYBAABo/SlSlH2UKGgsSx9qAAEAAE5orksBaK9LEmiwSwFosUsUdWJorksBaK9LAWiwSwFosUsUdWJqKgEAAF2UaJ+MA0x0RZSTlClSlH2UYmFqMAEAAF2UaP0pUpR9lChoLEsXagABAABOaK5LAWivSxlosEsBaLFLG3ViYWiuSwFor0sAaLBLAWixSxt1Ymi0aLddlGq1AQAAYYWUUpR1Ymo4AQAAjBJ2YWx1ZSBv'
+    'dXQgb2YgcmFuZ2WUajoBAABqOwEAAGiQasUBAAB1YmocAQAAKYGUfZQoah8BAABomSmBlH2UKGicjBoobW9kX3RpbWUgPj4gNSAmIDYzKSA8PSA1OZRonmokAQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqtQEAAGipaKxorksBaK9LAWiwSwFosUsJdWJqYQEAAGrkAQAAamYBAABo/SlSlH2UKGgsSwVqAAEAAE5orksBaK9LDWiwSwFosUsOdWJorksBaK9LAWiwSwFosUsOdWJqYQEAAGqEAQAAamYBAABo/SlSlH2UKGgsSz9qAAEAAE5orksBaK9LEWiwSwFosUsTdWJorksBaK9L'
+    'AWiwSwFosUsTdWJqKgEAAF2Uau0BAABhajABAABdlGj9KVKUfZQoaCxLO2oAAQAATmiuSwFor0sYaLBLAWixSxp1YmForksBaK9LAGiwSwFosUsadWJotGi3XZRqtQEAAGGFlFKUdWJqOAEAAGr1AQAAajoBAABqOwEAAGiQaswBAAB1YmocAQAAKYGUfZQoah8BAABomSmBlH2UKGicjBUobW9kX3RpbWUgJiAzMSkgPD0gMjmUaJ5qJAEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqtQEAAGipaKxorksBaK9LAWiwSwFosUsJdWJqYQEAAGqEAQAAamYBAABo/SlSlH2UKGgsSx9qAAEAAE5orksBaK9LDGiwSwFo'
+    'sUsOdWJorksBaK9LAWiwSwFosUsOdWJqKgEAAF2Uau0BAABhajABAABdlGj9KVKUfZQoaCxLHWoAAQAATmiuSwFor0sTaLBLAWixSxV1YmForksBaK9LAGiwSwFosUsVdWJotGi3XZRqtQEAAGGFlFKUdWJqOAEAAGr1AQAAajoBAABqOwEAAGiQatEBAAB1YoeUaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPktDaJCMHHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNF2UaCJqkwEAACmBlH2UKGgFasUBAABqlgEAAEsLapcBAABLBWqYAQAATmqZAQAAiWoLAQAATksXhpRqCQEAAE5qmgEAAGjx'
+    'KYGUfZQoaAVqxQEAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S0hokIwmcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s0XS5iaXRzLmhvdXKUaCIpakUBAABqtQEAAGpGAQAATmpHAQAAiXViaCxOdWJqkwEAACmBlH2UKGgFaswBAABqlgEAAEsFapcBAABLBmqYAQAATmqZAQAAiWoLAQAATks7'
+    'hpRqCQEAAE5qmgEAAGjxKYGUfZQoaAVqzAEAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S0lokIwocmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s0XS5iaXRzLm1pbnV0ZZRoIilqRQEAAGq1AQAAakYBAABOakcBAACJdWJoLE51YmqTAQAAKYGUfZQoaAVq0QEAAGqWAQAASwBqlwEAAEsFapgB'
+    'AABOapkBAACJagsBAABOSx2GlGoJAQAATmqaAQAAaPEpgZR9lChoBWrRAQAAaPRoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJoC4wLc2Vjb25kcyAvIDKUaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LSmiQjC1yZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzRdLmJpdHMuc2Vjb25kX2hhbGaUaCIpakUBAABqtQEAAGpGAQAATmpHAQAAiXViaCxOdWKH'
+    'lGpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBYwIbW9kX2RhdGWUaPRoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC4wMTVMtRE9TIGRhdGUulGgJarkBAABojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLGiZKYGUfZQoaJyMKih5ZWFyX2Zyb21fMTk4MCA8PCA5KSB8IChtb250aCA8PCA1KSB8IGRheZRonmpZAQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGilKVKUfZQoaKiMDnllYXJfZnJvbV8xOTgwlGipaKxorksBaK9LAWiw'
+    'SwFosUsPdWJqYQEAAGpkAQAAamYBAABo/SlSlH2UKGgsSwlqAAEAAE5orksBaK9LE2iwSwFosUsUdWJorksBaK9LAWiwSwFosUsUdWJqYQEAAGprAQAAamYBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqIwFbW9udGiUaKlorGiuSwFor0sZaLBLAWixSx51YmphAQAAamQBAABqZgEAAGj9KVKUfZQoaCxLBWoAAQAATmiuSwFor0siaLBLAWixSyN1YmiuSwFor0sZaLBLAWixSyN1YmiuSwFor0sAaLBLAWixSyR1YmphAQAAamsBAABqZgEAAGilKVKUfZQoaKiMA2RheZRoqWisaK5LAWivSydosEsBaLFLKnViaK5LAWivSwBosEsB'
+    'aLFLKnViaLRot12UKGpbAgAAalYCAABqTwIAAGWFlFKUdWJqGQEAAE5qGgEAAGocAQAAKYGUfZQoah8BAABomSmBlH2UKGicjDgobW9kX2RhdGUgPj4gNSAmIDE1KSA+PSAxIGFuZCAobW9kX2RhdGUgPj4gNSAmIDE1KSA8PSAxMpRonmifjAZCb29sT3CUk5QpUpR9lChqYQEAAGifjANBbmSUk5QpUpR9lGKMBnZhbHVlc5RdlChqJAEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABopSlSlH2UKGioakACAABoqWisaK5LAWivSwFosEsBaLFLCXViamEBAABq5AEAAGpmAQAAaP0pUpR9lChoLEsFagAB'
+    'AABOaK5LAWivSw1osEsBaLFLDnViaK5LAWivSwFosEsBaLFLDnViamEBAABqhAEAAGpmAQAAaP0pUpR9lChoLEsPagABAABOaK5LAWivSxFosEsBaLFLE3ViaK5LAWivSwFosEsBaLFLE3ViaioBAABdlGifjANHdEWUk5QpUpR9lGJhajABAABdlGj9KVKUfZQoaCxLAWoAAQAATmiuSwFor0sYaLBLAWixSxl1YmForksBaK9LAGiwSwFosUsZdWJqJAEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABopSlSlH2UKGioakACAABoqWisaK5LAWivSx9osEsBaLFLJ3ViamEBAABq5AEAAGpmAQAAaP0pUpR9'
+    'lChoLEsFagABAABOaK5LAWivSytosEsBaLFLLHViaK5LAWivSx9osEsBaLFLLHViamEBAABqhAEAAGpmAQAAaP0pUpR9lChoLEsPagABAABOaK5LAWivSy9osEsBaLFLMXViaK5LAWivSx9osEsBaLFLMXViaioBAABdlGrtAQAAYWowAQAAXZRo/SlSlH2UKGgsSwxqAAEAAE5orksBaK9LNmiwSwFosUs4dWJhaK5LAWivSx5osEsBaLFLOHViZWiuSwFor0sAaLBLAWixSzh1Ymi0aLddlGpAAgAAYYWUUpR1Ymo4AQAAavUBAABqOgEAAGo7AQAAaJBqVgIAAHViahwBAAApgZR9lChqHwEAAGiZKYGUfZQoaJyMLihtb2RfZGF0ZSAmIDMx'
+    'KSA+PSAxIGFuZCAobW9kX2RhdGUgJiAzMSkgPD0gMzGUaJ5qZQIAAClSlH2UKGphAQAAamoCAABqbAIAAF2UKGokAQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqGpAAgAAaKlorGiuSwFor0sBaLBLAWixSwl1YmphAQAAaoQBAABqZgEAAGj9KVKUfZQoaCxLH2oAAQAATmiuSwFor0sMaLBLAWixSw51YmiuSwFor0sBaLBLAWixSw51YmoqAQAAXZRqfQIAAGFqMAEAAF2UaP0pUpR9lChoLEsBagABAABOaK5LAWivSxNosEsBaLFLFHViYWiuSwFor0sAaLBLAWixSxR1YmokAQAAKVKUfZQoaicBAABqWQEAAClS'
+    'lH2UKGonAQAAaKUpUpR9lChoqGpAAgAAaKlorGiuSwFor0saaLBLAWixSyJ1YmphAQAAaoQBAABqZgEAAGj9KVKUfZQoaCxLH2oAAQAATmiuSwFor0slaLBLAWixSyd1YmiuSwFor0saaLBLAWixSyd1YmoqAQAAXZRq7QEAAGFqMAEAAF2UaP0pUpR9lChoLEsfagABAABOaK5LAWivSyxosEsBaLFLLnViYWiuSwFor0sZaLBLAWixSy51YmVorksBaK9LAGiwSwFosUsudWJotGi3XZRqQAIAAGGFlFKUdWJqOAEAAGr1AQAAajoBAABqOwEAAGiQalsCAAB1YoaUaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlq'
+    'QwEAAE5oPktLaJCMHHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNV2UaCJqkwEAACmBlH2UKGgFak8CAABqlgEAAEsJapcBAABLB2qYAQAATmqZAQAAiWoLAQAATmoJAQAATmqaAQAATmgsaJkpgZR9lChonIwLeWVhciAtIDE5ODCUaJ5qWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqIwEeWVhcpRoqWisaK5LAWivSwBosEsBaLFLBHViamEBAABon4wDU3VilJOUKVKUfZRiamYBAABo/SlSlH2UKGgsTbwHagABAABOaK5LAWivSwdosEsBaLFLC3ViaK5LAWivSwBosEsBaLFLC3ViaLRot12UasMCAABhhZRSlHVidWJqkwEAACmBlH2U'
+    'KGgFalYCAABqlgEAAEsFapcBAABLBGqYAQAATmqZAQAAiWoLAQAASwFLDIaUagkBAABOapoBAABo8SmBlH2UKGgFalYCAABo9GgfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPktRaJCMJ3JlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNV0uYml0cy5tb250aJRoIilqRQEAAGpAAgAAakYBAABOakcBAACJ'
+    'dWJoLE51YmqTAQAAKYGUfZQoaAVqWwIAAGqWAQAASwBqlwEAAEsFapgBAABOapkBAACJagsBAABLAUsfhpRqCQEAAE5qmgEAAGjxKYGUfZQoaAVqWwIAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S1JokIwlcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s1XS5iaXRzLmRheZRoIilqRQEAAGpA'
+    'AgAAakYBAABOakcBAACJdWJoLE51YoeUakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFjAVjcmMzMpRo9GgfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLjDJDUkMtMzIgb2YgdGhlIFVOQ09NUFJFU1NFRCBkYXRhLCBzdG9yZWQgYmVmb3JlIGl0LpRoCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABoAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZRq4AIAAIwGY292ZXJzlIwEZGF0YZSFlIwIZXhjbHVkZWSUKYwKc3RvcmVfYml0c5ROjARzZWVklE5oXylo'
+    'IksgaBOJjAZyYW5nZXOUKYwFc2NvcGWUaC2MBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPktTaJCMHHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNl2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFjA9jb21wcmVzc2VkX3NpemWUaPRoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4wXYnl0ZXMgb2YgZGF0YSBhcyBzdG9yZWSUaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAA'
+    'TmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAAjAZzdG9yZWSUauoCAACGlGoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LV2iQjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzddlGgiKWpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBYwRdW5jb21wcmVzc2VkX3NpemWUaPRoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4wfYnl0ZXMgb2YgZGF0YSBvbmNlIGRlY29tcHJlc3NlZJRoCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABO'
+    'ag4BAABOag8BAABOaCxOahkBAABoi2rqAgAAhpRqGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S1hokIwccmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s4XZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAWMC25hbWVfbGVuZ3RolGj0aB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAGiLaAWGlGoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpA'
+    'AQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LWWiQjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzldlGgiKWpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBYwMZXh0cmFfbGVuZ3RolGj0aB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAGiLjAVleHRyYZSGlGoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LWmiQjB1yZWNvcmRzLmxvY2Fs'
+    'X2ZpbGUuZmllbGRzWzEwXZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAVoBWj0aPYpgZR9lChoi2iZKYGUfZQoaJxqBwMAAGieaKUpUpR9lChoqGoHAwAAaKlorGiuSwFor0sAaLBLAWixSwt1Ymi0aLddlGoHAwAAYYWUUpR1YmoEAQAATmiKiWoFAQAAjAV1dGYtOJRqBgEAAE51YmgLjCdwYXRoIGluc2lkZSB0aGUgYXJjaGl2ZSAoJy8nIHNlcGFyYXRlZCmUaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAA'
+    'Tmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LW2iQjB1yZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzExXZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAVqEQMAAGj0aq4BAAApgZR9lChqAAEAAGh0aH6MC2V4dHJhX2ZpZWxklGqxAQAAKWhwTnViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi2iZKYGUfZQoaJxqDgMAAGieaKUpUpR9lChoqGoOAwAAaKlorGiuSwFor0sAaLBLAWixSwx1Ymi0aLddlGoOAwAAYYWUUpR1YmoMAQAAaACMBlJlcGVhdJSTlCmBlH2UKGiJ'
+    'TmoEAQAATmiKiGoIAQAATowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlqRgEAAE51YmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LXGiQjB1yZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzEyXZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAVq6gIAAGj0aPYpgZR9lChoi2iZKYGUfZQoaJxq/wIAAGieaKUpUpR9lChoqGr/AgAAaKlorGiuSwFor0sAaLBLAWixSxF1Ymi0aLddlGr/AgAAYYWUUpR1YmoEAQAA'
+    'TmiKiWoFAQAATmoGAQAATnViaAuMNFRoZSBtZW1iZXIncyBkYXRhICh0aGUgbW9kZWwgaG9sZHMgaXQgdW5jb21wcmVzc2VkKS6UaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAAaACMCkNvbXByZXNzZWSUk5QpgZR9lChq6AIAAGiZKYGUfZQoaJxqrAEAAGieaKUpUpR9lChoqGqsAQAAaKlorGiuSwFor0sAaLBLAWixSwZ1Ymi0aLddlGqsAQAAYYWUUpR1YowGbGVuZ3RolE6MBHdoZW6UTowFbGltaXSUaJkpgZR9lChonGr/AgAAaJ5opSlSlH2UKGioav8CAABoqWisaK5LAWiv'
+    'SwBosEsBaLFLEXViaLRot12Uav8CAABhhZRSlHVijAZjb2RlY3OUaEeMCnppcF9zdG9yZWSUhpRoS4wHZGVmbGF0ZZSGlIaUavoCAABq9gIAAHViag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPktdaJCMHXJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMTNdlGgiKWpFAQAATmpGAQAATmpHAQAAiXViZWgLjDlBIGxvY2FsIGZpbGUgaGVhZGVyLCB0aGVuIHRoZSBtZW1iZXIncyAoY29tcHJlc3NlZCkgZGF0YS6UaAmMB8KnNC4zLjeUaF99lGhhTmhiiWhj'
+    'TmhkTmhlXZRoaCmBlH2UKGgVTmhbaO9oa05obH2UKGiESwBqSgEAAEsEaFBLBmqsAQAASwhqtQEAAEsKakACAABLDGrgAgAASw5q9gIAAEsSav8CAABLFmoHAwAASxpqDgMAAEscaAVLHnVobn2UKGiESwRqSgEAAEsCaFBLAmqsAQAASwJqtQEAAEsCakACAABLAmrgAgAASwRq9gIAAEsEav8CAABLBGoHAwAASwJqDgMAAEsCdWhwTnViYWg+SzFocWgRaA1OaHIpaHNodGh1XZRo8SmBlH2UKGgFasMCAABo9GgfKYGUfZQoaCJLQGgjiGgNaA5oJIl1YmgLjCp0aGUgeWVhciAoMTk4MC4uMjEwNyk6IG5vIGJ5dGVzIG9mIGl0cyBvd26U'
+    'aAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsaJkpgZR9lChonIwVeWVhcl9mcm9tXzE5ODAgKyAxOTgwlGiealkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqTwIAAGipaKxorksBaK9LAGiwSwFosUsOdWJqYQEAAGifjANBZGSUk5QpUpR9lGJqZgEAAGj9KVKUfZQoaCxNvAdqAAEAAE5orksBaK9LEWiwSwFosUsVdWJorksBaK9LAGiwSwFosUsVdWJotGi3XZRqTwIAAGGFlFKUdWJqGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABo'
+    'LWpCAQAAiWpDAQAATmg+S2VokIwdcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1sxNF2UaCIpakUBAABOakYBAABOakcBAACJdWJhaHddlHViaJVoWCmBlH2UKGgFaJVoW12UKGjxKYGUfZQoaAVohGj0aPYpgZR9lChoi2iZKYGUfZQoaJxo+2ieaP0pUpR9lChoLEsEagABAABOaK5LAWivSwBosEsBaLFLAXViaLRot12UhZRSlHViagQBAABOaIqJagUBAABOagYBAABOdWJoC2gtaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsaJkpgZR9lChonIwNYidQS1x4MDFc'
+    'eDAyJ5Ronmj9KVKUfZQoaCxDBFBLAQKUagABAABOaK5LAWivSwBosEsBaLFLDXViaLRot12UhZRSlHViahkBAABOahoBAABqHAEAACmBlH2UKGofAQAAaJkpgZR9lChonIwac2lnbmF0dXJlID09IGInUEtceDAxXHgwMieUaJ5qJAEAAClSlH2UKGonAQAAaKUpUpR9lChoqGiEaKlorGiuSwFor0sAaLBLAWixSwl1YmoqAQAAXZRqLgEAAGFqMAEAAF2UaP0pUpR9lChoLEMEUEsBApRqAAEAAE5orksBaK9LDWiwSwFosUsadWJhaK5LAWivSwBosEsBaLFLGnViaLRot12UaIRhhZRSlHViajgBAACMJm5vdCBhIGNlbnRyYWwgZGlyZWN0'
+    'b3J5IGVudHJ5IChQS1wxXDIplGo6AQAAajsBAABokGgtdWKFlGo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5La2iQjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzBdlGgiKWpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBYwHbWFkZV9ieZRo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWg6aI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxomSmBlH2UKGicjBl6aXBfdmVyc2lvbiB8IChob3N0IDw8IDgp'
+    'lGiealkBAAApUpR9lChqJwEAAGilKVKUfZQoaKiMC3ppcF92ZXJzaW9ulGipaKxorksBaK9LAGiwSwFosUsLdWJqYQEAAGprAQAAamYBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqIwEaG9zdJRoqWisaK5LAWivSw9osEsBaLFLE3ViamEBAABqZAEAAGpmAQAAaP0pUpR9lChoLEsIagABAABOaK5LAWivSxdosEsBaLFLGHViaK5LAWivSw9osEsBaLFLGHViaK5LAWivSwBosEsBaLFLGXViaLRot12UKGq5AwAAarQDAABlhZRSlHViahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlq'
+    'QwEAAE5oPktwaJCMH3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMV2UaCJqkwEAACmBlH2UKGgFarQDAABqlgEAAEsAapcBAABLCGqYAQAATmqZAQAAiWoLAQAATmoJAQAATmqaAQAAaPEpgZR9lChoBWq0AwAAaPRoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJoC4wfQVBQTk9URSB2ZXJzaW9uIHggMTAgKDMwID0gMy4wKZRoCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1q'
+    'QgEAAIlqQwEAAE5oPkt0aJCMMHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMV0uYml0cy56aXBfdmVyc2lvbpRoIilqRQEAAGqqAwAAakYBAABOakcBAACJdWJoLE51YmqTAQAAKYGUfZQoaAVquQMAAGqWAQAASwhqlwEAAEsIapgBAABoGGqZAQAAiWoLAQAATmoJAQAATmqaAQAAaPEpgZR9lChoBWq5AwAAaPRqrgEAACmBlH2UKGoAAQAAapgBAABofmgYarEBAAApaHBOdWJoC2gtaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9'
+    'AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LdWiQjClyZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzFdLmJpdHMuaG9zdJRoIilqRQEAAGqqAwAAakYBAABOakcBAACJdWJoLE51YoaUakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFakoBAABo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgN'
+    'TmpBAQAAaC1qQgEAAIlqQwEAAE5oPkt2aJCMH3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMl2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFaFBo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxomSmBlH2UKGicalcBAABonmpZAQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqGpgAQAAaKlorGiuSwFor0sBaLBLAWixSw91YmphAQAAamQBAABqZgEAAGj9KVKUfZQo'
+    'aCxLAWoAAQAATmiuSwFor0sTaLBLAWixSxR1YmiuSwFor0sBaLBLAWixSxR1YmphAQAAamsBAABqZgEAAGpZAQAAKVKUfZQoaicBAABopSlSlH2UKGioanEBAABoqWisaK5LAWivSxlosEsBaLFLInViamEBAABqZAEAAGpmAQAAaP0pUpR9lChoLEsLagABAABOaK5LAWivSyZosEsBaLFLKHViaK5LAWivSxlosEsBaLFLKHViaK5LAWivSwBosEsBaLFLKXViaLRot12UKGpgAQAAanEBAABlhZRSlHViahkBAABOahoBAABqHAEAACmBlH2UKGofAQAAaJkpgZR9lChonGp7AQAAaJ5qJAEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEA'
+    'AGilKVKUfZQoaKhoUGipaKxorksBaK9LAGiwSwFosUsFdWJqYQEAAGqEAQAAamYBAABo/SlSlH2UKGgsTfn3agABAABOaK5LAWivSwhosEsBaLFLDXViaK5LAWivSwBosEsBaLFLDXViaioBAABdlGouAQAAYWowAQAAXZRo/SlSlH2UKGgsSwBqAAEAAE5orksBaK9LEWiwSwFosUsSdWJhaK5LAWivSwBosEsBaLFLEnViaLRot12UaFBhhZRSlHViajgBAABqjwEAAGo6AQAAajsBAABokGhQdWKFlGo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5Ld2iQjB9yZWNvcmRzLmNlbnRyYWxfZW50cnku'
+    'ZmllbGRzWzNdlGgiapMBAAApgZR9lChoBWpgAQAAapYBAABLAWqXAQAASwJqmAEAAE5qmQEAAIlqCwEAAE5qCQEAAE5qmgEAAGjxKYGUfZQoaAVqYAEAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S3pokIwzcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1szXS5iaXRzLmRlZmxhdGVfb3B0'
+    'aW9ulGgiKWpFAQAAaFBqRgEAAE5qRwEAAIl1YmgsTnViapMBAAApgZR9lChoBWpxAQAAapYBAABLC2qXAQAASwFqmAEAAE5qmQEAAIhqCwEAAE5qCQEAAE5qmgEAAGjxKYGUfZQoaAVqcQEAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S3tokIwucmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxk'
+    'c1szXS5iaXRzLnV0ZjhfbmFtZZRoIilqRQEAAGhQakYBAABOakcBAACJdWJoLE51YoaUakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFaqwBAABo9GquAQAAKYGUfZQoagABAABqmAEAAGh+aD9qsQEAAClocE51YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkt8aJCMH3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbNF2UaCIpakUB'
+    'AABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFarUBAABo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxomSmBlH2UKGicarwBAABonmpZAQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqxQEAAGipaKxorksBaK9LAWiwSwFosUsFdWJqYQEAAGpkAQAAamYBAABo/SlSlH2UKGgsSwtqAAEAAE5orksBaK9LCWiwSwFosUsLdWJorksBaK9LAWiwSwFosUsLdWJq'
+    'YQEAAGprAQAAamYBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqGrMAQAAaKlorGiuSwFor0sQaLBLAWixSxZ1YmphAQAAamQBAABqZgEAAGj9KVKUfZQoaCxLBWoAAQAATmiuSwFor0saaLBLAWixSxt1YmiuSwFor0sQaLBLAWixSxt1YmiuSwFor0sAaLBLAWixSxx1YmphAQAAamsBAABqZgEAAGilKVKUfZQoaKhq0QEAAGipaKxorksBaK9LH2iwSwFosUsqdWJorksBaK9LAGiwSwFosUsqdWJotGi3XZQoasUBAABqzAEAAGrRAQAAZYWUUpR1YmoZAQAATmoaAQAAahwBAAApgZR9lChqHwEAAGiZKYGUfZQoaJxq2QEAAGieaiQB'
+    'AAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqGq1AQAAaKlorGiuSwFor0sBaLBLAWixSwl1YmphAQAAauQBAABqZgEAAGj9KVKUfZQoaCxLC2oAAQAATmiuSwFor0sNaLBLAWixSw91YmiuSwFor0sBaLBLAWixSw91YmphAQAAaoQBAABqZgEAAGj9KVKUfZQoaCxLH2oAAQAATmiuSwFor0sSaLBLAWixSxR1YmiuSwFor0sBaLBLAWixSxR1YmoqAQAAXZRq7QEAAGFqMAEAAF2UaP0pUpR9lChoLEsXagABAABOaK5LAWivSxlosEsBaLFLG3ViYWiuSwFor0sAaLBLAWixSxt1Ymi0aLdd'
+    'lGq1AQAAYYWUUpR1Ymo4AQAAavUBAABqOgEAAGo7AQAAaJBqxQEAAHViahwBAAApgZR9lChqHwEAAGiZKYGUfZQoaJxq+gEAAGieaiQBAAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqGq1AQAAaKlorGiuSwFor0sBaLBLAWixSwl1YmphAQAAauQBAABqZgEAAGj9KVKUfZQoaCxLBWoAAQAATmiuSwFor0sNaLBLAWixSw51YmiuSwFor0sBaLBLAWixSw51YmphAQAAaoQBAABqZgEAAGj9KVKUfZQoaCxLP2oAAQAATmiuSwFor0sRaLBLAWixSxN1YmiuSwFor0sBaLBLAWixSxN1Ymoq'
+    'AQAAXZRq7QEAAGFqMAEAAF2UaP0pUpR9lChoLEs7agABAABOaK5LAWivSxhosEsBaLFLGnViYWiuSwFor0sAaLBLAWixSxp1Ymi0aLddlGq1AQAAYYWUUpR1Ymo4AQAAavUBAABqOgEAAGo7AQAAaJBqzAEAAHViahwBAAApgZR9lChqHwEAAGiZKYGUfZQoaJxqEgIAAGieaiQBAAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABopSlSlH2UKGioarUBAABoqWisaK5LAWivSwFosEsBaLFLCXViamEBAABqhAEAAGpmAQAAaP0pUpR9lChoLEsfagABAABOaK5LAWivSwxosEsBaLFLDnViaK5LAWivSwFosEsBaLFLDnViaioBAABdlGrt'
+    'AQAAYWowAQAAXZRo/SlSlH2UKGgsSx1qAAEAAE5orksBaK9LE2iwSwFosUsVdWJhaK5LAWivSwBosEsBaLFLFXViaLRot12UarUBAABhhZRSlHViajgBAABq9QEAAGo6AQAAajsBAABokGrRAQAAdWKHlGo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LfWiQjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzVdlGgiapMBAAApgZR9lChoBWrFAQAAapYBAABLC2qXAQAASwVqmAEAAE5qmQEAAIlqCwEAAE5LF4aUagkBAABOapoBAABo8SmBlH2UKGgFasUBAABo9GgfKYGUfZQoaCJLCGgj'
+    'iWgNaA5oJIl1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuAaJCMKXJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbNV0uYml0cy5ob3VylGgiKWpFAQAAarUBAABqRgEAAE5qRwEAAIl1YmgsTnViapMBAAApgZR9lChoBWrMAQAAapYBAABLBWqXAQAASwZqmAEAAE5qmQEAAIlqCwEAAE5LO4aUagkBAABOapoBAABo8SmBlH2UKGgFaswB'
+    'AABo9GgfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuBaJCMK3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbNV0uYml0cy5taW51dGWUaCIpakUBAABqtQEAAGpGAQAATmpHAQAAiXViaCxOdWJqkwEAACmBlH2UKGgFatEBAABqlgEAAEsAapcBAABLBWqYAQAATmqZAQAAiWoLAQAATksdhpRqCQEA'
+    'AE5qmgEAAGjxKYGUfZQoaAVq0QEAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S4JokIwwcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1s1XS5iaXRzLnNlY29uZF9oYWxmlGgiKWpFAQAAarUBAABqRgEAAE5qRwEAAIl1YmgsTnVih5RqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAVq'
+    'QAIAAGj0aB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLGiZKYGUfZQoaJxqRgIAAGiealkBAAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqGpPAgAAaKlorGiuSwFor0sBaLBLAWixSw91YmphAQAAamQBAABqZgEAAGj9KVKUfZQoaCxLCWoAAQAATmiuSwFor0sTaLBLAWixSxR1YmiuSwFor0sBaLBLAWixSxR1YmphAQAAamsBAABqZgEAAGpZAQAAKVKUfZQoaicB'
+    'AABopSlSlH2UKGioalYCAABoqWisaK5LAWivSxlosEsBaLFLHnViamEBAABqZAEAAGpmAQAAaP0pUpR9lChoLEsFagABAABOaK5LAWivSyJosEsBaLFLI3ViaK5LAWivSxlosEsBaLFLI3ViaK5LAWivSwBosEsBaLFLJHViamEBAABqawEAAGpmAQAAaKUpUpR9lChoqGpbAgAAaKlorGiuSwFor0snaLBLAWixSyp1YmiuSwFor0sAaLBLAWixSyp1Ymi0aLddlChqWwIAAGpWAgAAak8CAABlhZRSlHViahkBAABOahoBAABqHAEAACmBlH2UKGofAQAAaJkpgZR9lChonGpjAgAAaJ5qZQIAAClSlH2UKGphAQAAamoCAABqbAIAAF2UKGok'
+    'AQAAKVKUfZQoaicBAABqWQEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqQAIAAGipaKxorksBaK9LAWiwSwFosUsJdWJqYQEAAGrkAQAAamYBAABo/SlSlH2UKGgsSwVqAAEAAE5orksBaK9LDWiwSwFosUsOdWJorksBaK9LAWiwSwFosUsOdWJqYQEAAGqEAQAAamYBAABo/SlSlH2UKGgsSw9qAAEAAE5orksBaK9LEWiwSwFosUsTdWJorksBaK9LAWiwSwFosUsTdWJqKgEAAF2Uan0CAABhajABAABdlGj9KVKUfZQoaCxLAWoAAQAATmiuSwFor0sYaLBLAWixSxl1YmForksBaK9LAGiwSwFosUsZdWJqJAEA'
+    'AClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGpZAQAAKVKUfZQoaicBAABopSlSlH2UKGioakACAABoqWisaK5LAWivSx9osEsBaLFLJ3ViamEBAABq5AEAAGpmAQAAaP0pUpR9lChoLEsFagABAABOaK5LAWivSytosEsBaLFLLHViaK5LAWivSx9osEsBaLFLLHViamEBAABqhAEAAGpmAQAAaP0pUpR9lChoLEsPagABAABOaK5LAWivSy9osEsBaLFLMXViaK5LAWivSx9osEsBaLFLMXViaioBAABdlGrtAQAAYWowAQAAXZRo/SlSlH2UKGgsSwxqAAEAAE5orksBaK9LNmiwSwFosUs4dWJhaK5LAWivSx5osEsBaLFLOHViZWiuSwFo'
+    'r0sAaLBLAWixSzh1Ymi0aLddlGpAAgAAYYWUUpR1Ymo4AQAAavUBAABqOgEAAGo7AQAAaJBqVgIAAHViahwBAAApgZR9lChqHwEAAGiZKYGUfZQoaJxqmQIAAGieamUCAAApUpR9lChqYQEAAGpqAgAAamwCAABdlChqJAEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqQAIAAGipaKxorksBaK9LAWiwSwFosUsJdWJqYQEAAGqEAQAAamYBAABo/SlSlH2UKGgsSx9qAAEAAE5orksBaK9LDGiwSwFosUsOdWJorksBaK9LAWiwSwFosUsOdWJqKgEAAF2Uan0CAABhajABAABdlGj9KVKUfZQoaCxLAWoAAQAATmiu'
+    'SwFor0sTaLBLAWixSxR1YmForksBaK9LAGiwSwFosUsUdWJqJAEAAClSlH2UKGonAQAAalkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqQAIAAGipaKxorksBaK9LGmiwSwFosUsidWJqYQEAAGqEAQAAamYBAABo/SlSlH2UKGgsSx9qAAEAAE5orksBaK9LJWiwSwFosUsndWJorksBaK9LGmiwSwFosUsndWJqKgEAAF2Uau0BAABhajABAABdlGj9KVKUfZQoaCxLH2oAAQAATmiuSwFor0ssaLBLAWixSy51YmForksBaK9LGWiwSwFosUsudWJlaK5LAWivSwBosEsBaLFLLnViaLRot12UakACAABhhZRSlHViajgBAABq9QEAAGo6AQAA'
+    'ajsBAABokGpbAgAAdWKGlGo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5Lg2iQjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzZdlGgiapMBAAApgZR9lChoBWpPAgAAapYBAABLCWqXAQAASwdqmAEAAE5qmQEAAIlqCwEAAE5qCQEAAE5qmgEAAE5oLGiZKYGUfZQoaJxqvgIAAGiealkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqwwIAAGipaKxorksBaK9LAGiwSwFosUsEdWJqYQEAAGrGAgAAamYBAABo/SlSlH2UKGgsTbwHagABAABOaK5LAWivSwdosEsBaLFLC3ViaK5LAWivSwBo'
+    'sEsBaLFLC3ViaLRot12UasMCAABhhZRSlHVidWJqkwEAACmBlH2UKGgFalYCAABqlgEAAEsFapcBAABLBGqYAQAATmqZAQAAiWoLAQAASwFLDIaUagkBAABOapoBAABo8SmBlH2UKGgFalYCAABo9GgfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuHaJCMKnJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVs'
+    'ZHNbNl0uYml0cy5tb250aJRoIilqRQEAAGpAAgAAakYBAABOakcBAACJdWJoLE51YmqTAQAAKYGUfZQoaAVqWwIAAGqWAQAASwBqlwEAAEsFapgBAABOapkBAACJagsBAABLAUsfhpRqCQEAAE5qmgEAAGjxKYGUfZQoaAVqWwIAAGj0aB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S4hokIwocmVjb3Jk'
+    'cy5jZW50cmFsX2VudHJ5LmZpZWxkc1s2XS5iaXRzLmRheZRoIilqRQEAAGpAAgAAakYBAABOakcBAACJdWJoLE51YoeUakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFauACAABo9GgfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLjCN0aGUgbG9jYWwgaGVhZGVyJ3MgQ1JDLTMyLCByZXBlYXRlZJRoCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuJ'
+    'aJCMH3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbN12UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFavYCAABo9GgfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuKaJCMH3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbOF2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2U'
+    'KGgFav8CAABo9GgfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuLaJCMH3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbOV2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFagcDAABo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoB'
+    'AACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABoi2gFhpRqGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S4xokIwgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxMF2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFag4DAABo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABoi2oRAwAAhpRqGgEAAClq'
+    'PQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S41okIwgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxMV2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFjA5jb21tZW50X2xlbmd0aJRo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABoi4wHY29tbWVudJSGlGoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJ'
+    'akMBAABOaD5LjmiQjCByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzEyXZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAWMCmRpc2tfc3RhcnSUaPRoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC4wZc2luZ2xlLWRpc2sgYXJjaGl2ZXMgb25seZRoCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOSwCGlGiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5Lj2iQjCByZWNvcmRzLmNlbnRy'
+    'YWxfZW50cnkuZmllbGRzWzEzXZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAWMDmludGVybmFsX2F0dHJzlGj0aB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAuMEGJpdCAwOiB0ZXh0IGZpbGWUaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LkGiQjCByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzE0XZRoIilqRQEAAE5qRgEAAE5q'
+    'RwEAAIl1YmjxKYGUfZQoaAWMDmV4dGVybmFsX2F0dHJzlGj0aB8pgZR9lChoIksgaCOJaA1oDmgkiHViaAuMPUhvc3QgYXR0cmlidXRlczsgYSBVTklYIGhvc3Qga2VlcHMgc3RfbW9kZSBpbiB0aGUgdXBwZXIgaGFsZi6UaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsaJkpgZR9lChonIwdZG9zX2F0dHJzIHwgKHVuaXhfbW9kZSA8PCAxNimUaJ5qWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqIwJZG9zX2F0dHJzlGipaKxorksBaK9LAGiwSwFosUsJdWJqYQEA'
+    'AGprAQAAamYBAABqWQEAAClSlH2UKGonAQAAaKUpUpR9lChoqIwJdW5peF9tb2RllGipaKxorksBaK9LDWiwSwFosUsWdWJqYQEAAGpkAQAAamYBAABo/SlSlH2UKGgsSxBqAAEAAE5orksBaK9LGmiwSwFosUscdWJorksBaK9LDWiwSwFosUscdWJorksBaK9LAGiwSwFosUsddWJotGi3XZQoalMFAABqWAUAAGWFlFKUdWJqGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S5FokIwgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxNV2UaCJqkwEAACmBlH2UKGgFalMF'
+    'AABqlgEAAEsAapcBAABLEGqYAQAATmqZAQAAiWoLAQAATmoJAQAATmqaAQAAaPEpgZR9lChoBWpTBQAAaPRoHymBlH2UKGgiS0BoI4loDWgOaCSJdWJoC2gtaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LlWiQjC9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzE1XS5iaXRzLmRvc19hdHRyc5RoIilqRQEAAGpIBQAAakYBAABOakcBAACJdWJo'
+    'LE51YmqTAQAAKYGUfZQoaAVqWAUAAGqWAQAASxBqlwEAAEsQapgBAABOapkBAACJagsBAABOagkBAABOapoBAABo8SmBlH2UKGgFalgFAABo9GgfKYGUfZQoaCJLQGgjiWgNaA5oJIl1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuWaJCML3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTVdLmJpdHMudW5peF9tb2RllGgiKWpFAQAA'
+    'akgFAABqRgEAAE5qRwEAAIl1YmgsTnVihpRqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAVo4Wj0aB8pgZR9lChoIksgaCOJaA1oDmgkiHViaAuMM29mZnNldCBvZiB0aGUgbG9jYWwgZmlsZSBoZWFkZXIgKGRlcml2ZWQgb24gZW5jb2RlKZRoCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAjBpvZmZzZXQgb2YgemlwX2ZpbGUubWVtYmVyc5RqQgEAAIlqQwEAAE5oPkuXaJCM'
+    'IHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTZdlGgiKWpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBWgFaPRo9imBlH2UKGiLaJkpgZR9lChonGoHAwAAaJ5opSlSlH2UKGioagcDAABoqWisaK5LAWivSwBosEsBaLFLC3ViaLRot12UagcDAABhhZRSlHViagQBAABOaIqJagUBAABqHwMAAGoGAQAATnViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpC'
+    'AQAAiWpDAQAATmg+S5hokIwgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxN12UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFahEDAABo9GquAQAAKYGUfZQoagABAABodGh+aiYDAABqsQEAAClocE51YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItomSmBlH2UKGicag4DAABonmilKVKUfZQoaKhqDgMAAGipaKxorksBaK9LAGiwSwFosUsMdWJotGi3XZRqDgMAAGGFlFKUdWJqDAEAAGovAwAAKYGUfZQoaIlOagQBAABOaIqIaggBAABOajIDAABOajMDAACJakYBAABOdWJqDQEA'
+    'AE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S5lokIwgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxOF2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFajQFAABo9Gj2KYGUfZQoaItomSmBlH2UKGicajEFAABonmilKVKUfZQoaKhqMQUAAGipaKxorksBaK9LAGiwSwFosUsOdWJotGi3XZRqMQUAAGGFlFKUdWJqBAEAAE5oiolqBQEAAE5qBgEAAE51YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsB'
+    'AABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuaaJCMIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTldlGgiKWpFAQAATmpGAQAATmpHAQAAiXViZWgLjBxPbmUgY2VudHJhbCBkaXJlY3RvcnkgZW50cnkulGgJjAjCpzQuMy4xMpRoX32UaGFOaGKJaGNOaGROaGVdlGhoKYGUfZQoaBVOaFtqfwMAAGhrTmhsfZQoaIRLAGqqAwAASwRqSgEAAEsGaFBLCGqsAQAASwpqtQEAAEsMakACAABLDmrgAgAASxBq'
+    '9gIAAEsUav8CAABLGGoHAwAASxxqDgMAAEseajEFAABLIGo5BQAASyJqQQUAAEskakgFAABLJmjhSypoBUsudWhufZQoaIRLBGqqAwAASwJqSgEAAEsCaFBLAmqsAQAASwJqtQEAAEsCakACAABLAmrgAgAASwRq9gIAAEsEav8CAABLBGoHAwAASwJqDgMAAEsCajEFAABLAmo5BQAASwJqQQUAAEsCakgFAABLBGjhSwR1aHBOdWJhaD5LZ2hxaBFoDU5ociloc2h0aHVdlGjxKYGUfZQoaAVqwwIAAGj0aB8pgZR9lChoIktAaCOIaA1oDmgkiXViaAtqagMAAGgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEA'
+    'AE5qDQEAAE5qDgEAAE5qDwEAAE5oLGiZKYGUfZQoaJxqbQMAAGiealkBAAApUpR9lChqJwEAAGilKVKUfZQoaKhqTwIAAGipaKxorksBaK9LAGiwSwFosUsOdWJqYQEAAGp0AwAAamYBAABo/SlSlH2UKGgsTbwHagABAABOaK5LAWivSxFosEsBaLFLFXViaK5LAWivSwBosEsBaLFLFXViaLRot12Uak8CAABhhZRSlHViahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkubaJCMIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMjBdlGgiKWpFAQAATmpGAQAATmpHAQAA'
+    'iXViYWh3XZR1Ymh/aFgpgZR9lChoBWh/aFtdlCho8SmBlH2UKGgFaIRo9Gj2KYGUfZQoaItomSmBlH2UKGicaPtonmj9KVKUfZQoaCxLBGoAAQAATmiuSwFor0sAaLBLAWixSwF1Ymi0aLddlIWUUpR1YmoEAQAATmiKiWoFAQAATmoGAQAATnViaAtoLWgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLGiZKYGUfZQoaJyMDWInUEtceDA1XHgwNieUaJ5o/SlSlH2UKGgsQwRQSwUGlGoAAQAATmiuSwFor0sAaLBLAWixSw11Ymi0aLddlIWUUpR1YmoZAQAATmoaAQAA'
+    'ahwBAAApgZR9lChqHwEAAGiZKYGUfZQoaJyMGnNpZ25hdHVyZSA9PSBiJ1BLXHgwNVx4MDYnlGieaiQBAAApUpR9lChqJwEAAGilKVKUfZQoaKhohGipaKxorksBaK9LAGiwSwFosUsJdWJqKgEAAF2Uai4BAABhajABAABdlGj9KVKUfZQoaCxDBFBLBQaUagABAABOaK5LAWivSw1osEsBaLFLGnViYWiuSwFor0sAaLBLAWixSxp1Ymi0aLddlGiEYYWUUpR1Ymo4AQAAjC9ub3QgYW4gZW5kIG9mIGNlbnRyYWwgZGlyZWN0b3J5IHJlY29yZCAoUEtcNVw2KZRqOgEAAGo7AQAAaJBoLXVihZRqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsA'
+    'aA1OakEBAABoLWpCAQAAiWpDAQAATmg+S6FokIwqcmVjb3Jkcy5lbmRfb2ZfY2VudHJhbF9kaXJlY3RvcnkuZmllbGRzWzBdlGgiKWpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBYwLZGlza19udW1iZXKUaPRoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATksAhpRoi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+S6ZokIwqcmVjb3Jkcy5lbmRf'
+    'b2ZfY2VudHJhbF9kaXJlY3RvcnkuZmllbGRzWzFdlGgiKWpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBYwHY2RfZGlza5Ro9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOSwCGlGiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5Lp2iQjCpyZWNvcmRzLmVuZF9vZl9jZW50cmFsX2RpcmVjdG9yeS5maWVsZHNbMl2UaCIpakUBAABOakYBAABO'
+    'akcBAACJdWJo8SmBlH2UKGgFjAxkaXNrX2VudHJpZXOUaPRoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC4w4ZW50cmllcyBvbiB0aGlzIGRpc2s6IGFsbCBvZiB0aGVtICh3cml0dGVuIGFzIHRoZSB0b3RhbCmUaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsaJkpgZR9lChonGjDaJ5opSlSlH2UKGioaMNoqWisaK5LAWivSwBosEsBaLFLDXViaLRot12UaMNhhZRSlHViahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEA'
+    'AIlqQwEAAE5oPkuoaJCMKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1szXZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAVow2j0aB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAuMNGVudHJpZXMgaW4gdGhlIGNlbnRyYWwgZGlyZWN0b3J5IChkZXJpdmVkIG9uIGVuY29kZSmUaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAahwBAAApgZR9lChqHwEAAGiZKYGUfZQoaJyMHXRvdGFsX2VudHJpZXMgPT0g'
+    'ZGlza19lbnRyaWVzlGieaiQBAAApUpR9lChqJwEAAGilKVKUfZQoaKhow2ipaKxorksBaK9LAGiwSwFosUsNdWJqKgEAAF2Uai4BAABhajABAABdlGilKVKUfZQoaKhq8AUAAGipaKxorksBaK9LEWiwSwFosUsddWJhaK5LAWivSwBosEsBaLFLHXViaLRot12UKGrwBQAAaMNlhZRSlHViajgBAACMKmVudHJpZXMgb24gdGhpcyBkaXNrIGRpZmZlciBmcm9tIHRoZSB0b3RhbJRqOgEAAGo7AQAAaJBoLXVihZRqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAACMGWNvdW50IG9mIHppcF9maWxlLmVudHJpZXOUakIBAACJakMB'
+    'AABOaD5LqWiQjCpyZWNvcmRzLmVuZF9vZl9jZW50cmFsX2RpcmVjdG9yeS5maWVsZHNbNF2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFaM5o9GgfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLjDZieXRlIHNpemUgb2YgdGhlIGNlbnRyYWwgZGlyZWN0b3J5IChkZXJpdmVkIG9uIGVuY29kZSmUaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAIwYc2l6ZSBvZiB6aXBf'
+    'ZmlsZS5lbnRyaWVzlGpCAQAAiWpDAQAATmg+S61okIwqcmVjb3Jkcy5lbmRfb2ZfY2VudHJhbF9kaXJlY3RvcnkuZmllbGRzWzVdlGgiKWpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBWizaPRoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4wzb2Zmc2V0IG9mIHRoZSBjZW50cmFsIGRpcmVjdG9yeSAoZGVyaXZlZCBvbiBlbmNvZGUplGgJaC1ojU5qBwEAAE5qCAEAAE5qCQEAAE5qCgEAAIlqCwEAAE5oi05qDAEAAE5qDQEAAE5qDgEAAE5qDwEAAE5oLE5qGQEAAE5qGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1O'
+    'akEBAACMGm9mZnNldCBvZiB6aXBfZmlsZS5lbnRyaWVzlGpCAQAAiWpDAQAATmg+S65okIwqcmVjb3Jkcy5lbmRfb2ZfY2VudHJhbF9kaXJlY3RvcnkuZmllbGRzWzZdlGgiKWpFAQAATmpGAQAATmpHAQAAiXViaPEpgZR9lChoBWoxBQAAaPRoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAAaItqNAUAAIaUahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5o'
+    'PkuvaJCMKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1s3XZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAVqNAUAAGj0aPYpgZR9lChoi2iZKYGUfZQoaJxqMQUAAGieaKUpUpR9lChoqGoxBQAAaKlorGiuSwFor0sAaLBLAWixSw51Ymi0aLddlGoxBQAAYYWUUpR1YmoEAQAATmiKiWoFAQAATmoGAQAATnViaAuMD2FyY2hpdmUgY29tbWVudJRoCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABO'
+    'aj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPkuwaJCMKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1s4XZRoIilqRQEAAE5qRgEAAE5qRwEAAIl1YmVoC4wkVGhlIGVuZCBvZiBjZW50cmFsIGRpcmVjdG9yeSByZWNvcmQulGgJjAjCpzQuMy4xNpRoX32UaGFOaGKJaGNOaGROaGVdlGhoKYGUfZQoaBVOaFtqtwUAAGhrTmhsfZQoaIRLAGriBQAASwRq6QUAAEsGavAFAABLCGjDSwpozksMaLNLEGoxBQAASxRqNAUAAEsWdWhufZQoaIRLBGriBQAASwJq6QUAAEsCavAFAABLAmjD'
+    'SwJozksEaLNLBGoxBQAASwJ1aHBOdWJhaD5LnWhxaBFoDU5ociloc2h0aHVdlGh3XZR1YmomAwAAaFgpgZR9lChoBWomAwAAaFtdlCho8SmBlH2UKGgFjAloZWFkZXJfaWSUaPRoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiNTmoHAQAATmoIAQAATmoJAQAATmoKAQAAiWoLAQAATmiLTmoMAQAATmoNAQAATmoOAQAATmoPAQAATmgsTmoZAQAATmoaAQAAKWo9AQAATmo+AQAATmo/AQAATmpAAQAASwBoDU5qQQEAAGgtakIBAACJakMBAABOaD5LFWiQjB1yZWNvcmRzLmV4dHJhX2ZpZWxkLmZpZWxkc1swXZRoIilqRQEA'
+    'AE5qRgEAAE5qRwEAAIl1YmjxKYGUfZQoaAWMCWRhdGFfc2l6ZZRo9GgfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABoi2rqAgAAhpRqGgEAAClqPQEAAE5qPgEAAE5qPwEAAE5qQAEAAEsAaA1OakEBAABoLWpCAQAAiWpDAQAATmg+SxZokIwdcmVjb3Jkcy5leHRyYV9maWVsZC5maWVsZHNbMV2UaCIpakUBAABOakYBAABOakcBAACJdWJo8SmBlH2UKGgFauoCAABo9Gj2KYGUfZQoaItomSmBlH2UKGic'
+    'aksGAABonmilKVKUfZQoaKhqSwYAAGipaKxorksBaK9LAGiwSwFosUsJdWJotGi3XZRqSwYAAGGFlFKUdWJqBAEAAE5oiolqBQEAAE5qBgEAAE51YmgLaC1oCWgtaI1OagcBAABOaggBAABOagkBAABOagoBAACJagsBAABOaItOagwBAABOag0BAABOag4BAABOag8BAABOaCxOahkBAABOahoBAAApaj0BAABOaj4BAABOaj8BAABOakABAABLAGgNTmpBAQAAaC1qQgEAAIlqQwEAAE5oPksXaJCMHXJlY29yZHMuZXh0cmFfZmllbGQuZmllbGRzWzJdlGgiKWpFAQAATmpGAQAATmpHAQAAiXViZWgLjFZPbmUgZXh0cmEgZmllbGQgKGlk'
+    'LCBzaXplLCBkYXRhKSwgZS5nLiAweDU0NTUgZXh0ZW5kZWQgdGltZXN0YW1wLCAweDc4NzUgVU5JWCB1aWQvZ2lkLpRoCYwFwqc0LjWUaF99lGhhTmhiiWhjTmhkTmhlXZRoaCmBlH2UKGgVTmhbakIGAABoa05obH2UKGpFBgAASwBqSwYAAEsCauoCAABLBHVobn2UKGpFBgAASwJqSwYAAEsCdWhwTnViYWg+SxFocWgSaA1OaHIpaHNodGh1XZRod12UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjBR6aXBfcGx1Z2luczpyZWdpc3RlcpRhjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoaHRoVowFbWFnaWOUQwRQSwME'
+    'lGiWSwBqDAEAAIloXymMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
 )
