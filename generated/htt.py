@@ -722,54 +722,17 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _tag = p_tail_layout
         if _tag == 0:
             try:
-                _tail_full___c = p_semantic_dims
-                if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK13)
-                pos += _tail_full___c * 16
-                _tail_full___obj = _new(TailFull)
-                _tail_full___obj.dims = _tail_full__f_dims
-                f_tail = _tail_full___obj
+                f_tail, pos = _d_tail_full(mv, pos, end, p_semantic_dims)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         elif _tag == 1:
             try:
-                _tail_quantized___c = p_semantic_dims - 16
-                if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                _tail_quantized___st = _RC14.get(_tail_quantized___c)
-                if _tail_quantized___st is None:
-                    _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                    if len(_RC14) < 64:
-                        _RC14[_tail_quantized___c] = _tail_quantized___st
-                _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
-                pos += _tail_quantized___c * 2
-                _tail_quantized___obj = _new(TailQuantized)
-                _tail_quantized___obj.user = _tail_quantized__f_user
-                f_tail = _tail_quantized___obj
+                f_tail, pos = _d_tail_quantized(mv, pos, end, p_semantic_dims)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         elif _tag == 2:
             try:
-                _tail_quantized_gacl___c = min(p_semantic_dims, 16)
-                if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK13)
-                pos += _tail_quantized_gacl___c * 16
-                _tail_quantized_gacl___c = p_semantic_dims - 16
-                if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                _tail_quantized_gacl___st = _RC15.get(_tail_quantized_gacl___c)
-                if _tail_quantized_gacl___st is None:
-                    _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                    if len(_RC15) < 64:
-                        _RC15[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
-                _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
-                pos += _tail_quantized_gacl___c * 2
-                _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-                _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
-                _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
-                f_tail = _tail_quantized_gacl___obj
+                f_tail, pos = _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         else:
@@ -2341,282 +2304,29 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _tag = f_op
     if _tag == 1:
         try:
-            if pos + 4 > end:
-                raise _short(pos, end, _T8)
-            _insert_body__n_data, = _S2.unpack_from(mv, pos)
-            pos += 4
-            if pos + _insert_body__n_data > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_insert_body__n_data, found=end - pos)
-            _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
-            pos += _insert_body__n_data
-            if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _insert_body__n_meta, = _S9.unpack_from(mv, pos)
-            pos += 2
-            if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
-            _insert_body__f_meta = []
-            try:
-                for _insert_body___i in range(_insert_body__n_meta):
-                    if pos + 2 > end:
-                        raise _short(pos, end, _T11)
-                    _insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
-                    pos += 2
-                    if pos + _insert_body___meta_pair_n_key > end:
-                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_insert_body___meta_pair_n_key, found=end - pos)
-                    try:
-                        _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', 'key') from None
-                    pos += _insert_body___meta_pair_n_key
-                    if pos + 2 > end:
-                        raise _short(pos, end, _T12)
-                    _insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
-                    pos += 2
-                    if pos + _insert_body___meta_pair_n_value > end:
-                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_insert_body___meta_pair_n_value, found=end - pos)
-                    try:
-                        _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', 'value') from None
-                    pos += _insert_body___meta_pair_n_value
-                    _insert_body___meta_pair__obj = _new(MetaPair)
-                    _insert_body___meta_pair__obj.key = _insert_body___meta_pair_f_key
-                    _insert_body___meta_pair__obj.value = _insert_body___meta_pair_f_value
-                    _insert_body___x = _insert_body___meta_pair__obj
-                    _insert_body__f_meta.append(_insert_body___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_insert_body___i) + ']').prefixed('meta') from None
-            if p_semantic_dims > 0:
-                _insert_body___tag = p_tail_layout
-                if _insert_body___tag == 0:
-                    try:
-                        _insert_body___tail_full___c = p_semantic_dims
-                        if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK13)
-                        pos += _insert_body___tail_full___c * 16
-                        _insert_body___tail_full___obj = _new(TailFull)
-                        _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
-                        _insert_body__f_tail = _insert_body___tail_full___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('tail') from None
-                elif _insert_body___tag == 1:
-                    try:
-                        _insert_body___tail_quantized___c = p_semantic_dims - 16
-                        if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
-                        _insert_body___tail_quantized___st = _RC14.get(_insert_body___tail_quantized___c)
-                        if _insert_body___tail_quantized___st is None:
-                            _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
-                            if len(_RC14) < 64:
-                                _RC14[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
-                        _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
-                        pos += _insert_body___tail_quantized___c * 2
-                        _insert_body___tail_quantized___obj = _new(TailQuantized)
-                        _insert_body___tail_quantized___obj.user = _insert_body___tail_quantized__f_user
-                        _insert_body__f_tail = _insert_body___tail_quantized___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('tail') from None
-                elif _insert_body___tag == 2:
-                    try:
-                        _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
-                        if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK13)
-                        pos += _insert_body___tail_quantized_gacl___c * 16
-                        _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
-                        if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _insert_body___tail_quantized_gacl___st = _RC15.get(_insert_body___tail_quantized_gacl___c)
-                        if _insert_body___tail_quantized_gacl___st is None:
-                            _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC15) < 64:
-                                _RC15[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
-                        _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
-                        pos += _insert_body___tail_quantized_gacl___c * 2
-                        _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-                        _insert_body___tail_quantized_gacl___obj.reserved = _insert_body___tail_quantized_gacl__f_reserved
-                        _insert_body___tail_quantized_gacl___obj.user = _insert_body___tail_quantized_gacl__f_user
-                        _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('tail') from None
-                else:
-                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_insert_body___tag)
-            else:
-                _insert_body__f_tail = None
-            _insert_body___obj = _new(InsertBody)
-            _insert_body___obj.data = _insert_body__f_data
-            _insert_body___obj.meta = _insert_body__f_meta
-            _insert_body___obj.tail = _insert_body__f_tail
-            f_body = _insert_body___obj
+            f_body, pos = _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
         try:
-            if pos + 4 > end:
-                raise _short(pos, end, _T8)
-            _update_body__n_data, = _S2.unpack_from(mv, pos)
-            pos += 4
-            if pos + _update_body__n_data > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_update_body__n_data, found=end - pos)
-            _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
-            pos += _update_body__n_data
-            if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _update_body__n_meta, = _S9.unpack_from(mv, pos)
-            pos += 2
-            if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
-            _update_body__f_meta = []
-            try:
-                for _update_body___i in range(_update_body__n_meta):
-                    if pos + 2 > end:
-                        raise _short(pos, end, _T11)
-                    _update_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
-                    pos += 2
-                    if pos + _update_body___meta_pair_n_key > end:
-                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_update_body___meta_pair_n_key, found=end - pos)
-                    try:
-                        _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', 'key') from None
-                    pos += _update_body___meta_pair_n_key
-                    if pos + 2 > end:
-                        raise _short(pos, end, _T12)
-                    _update_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
-                    pos += 2
-                    if pos + _update_body___meta_pair_n_value > end:
-                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_update_body___meta_pair_n_value, found=end - pos)
-                    try:
-                        _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', 'value') from None
-                    pos += _update_body___meta_pair_n_value
-                    _update_body___meta_pair__obj = _new(MetaPair)
-                    _update_body___meta_pair__obj.key = _update_body___meta_pair_f_key
-                    _update_body___meta_pair__obj.value = _update_body___meta_pair_f_value
-                    _update_body___x = _update_body___meta_pair__obj
-                    _update_body__f_meta.append(_update_body___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_update_body___i) + ']').prefixed('meta') from None
-            _update_body___obj = _new(UpdateBody)
-            _update_body___obj.data = _update_body__f_data
-            _update_body___obj.meta = _update_body__f_meta
-            f_body = _update_body___obj
+            f_body, pos = _d_update_body(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         f_body = None
     elif _tag == 4:
         try:
-            if pos + 2 > end:
-                raise _short(pos, end, _T11)
-            _meta_pair__n_key, = _S9.unpack_from(mv, pos)
-            pos += 2
-            if pos + _meta_pair__n_key > end:
-                raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair__n_key, found=end - pos)
-            try:
-                _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
-            except UnicodeDecodeError as _u:
-                raise _text_error(_u, pos, 'utf-8', 'key') from None
-            pos += _meta_pair__n_key
-            if pos + 2 > end:
-                raise _short(pos, end, _T12)
-            _meta_pair__n_value, = _S9.unpack_from(mv, pos)
-            pos += 2
-            if pos + _meta_pair__n_value > end:
-                raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair__n_value, found=end - pos)
-            try:
-                _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
-            except UnicodeDecodeError as _u:
-                raise _text_error(_u, pos, 'utf-8', 'value') from None
-            pos += _meta_pair__n_value
-            _meta_pair___obj = _new(MetaPair)
-            _meta_pair___obj.key = _meta_pair__f_key
-            _meta_pair___obj.value = _meta_pair__f_value
-            f_body = _meta_pair___obj
+            f_body, pos = _d_meta_pair(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 5:
         try:
-            if p_semantic_dims > 0:
-                _set_semantic_body___tag = p_tail_layout
-                if _set_semantic_body___tag == 0:
-                    try:
-                        _set_semantic_body___tail_full___c = p_semantic_dims
-                        if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK13)
-                        pos += _set_semantic_body___tail_full___c * 16
-                        _set_semantic_body___tail_full___obj = _new(TailFull)
-                        _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
-                        _set_semantic_body__f_tail = _set_semantic_body___tail_full___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('tail') from None
-                elif _set_semantic_body___tag == 1:
-                    try:
-                        _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
-                        if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized___st = _RC14.get(_set_semantic_body___tail_quantized___c)
-                        if _set_semantic_body___tail_quantized___st is None:
-                            _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
-                            if len(_RC14) < 64:
-                                _RC14[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
-                        _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
-                        pos += _set_semantic_body___tail_quantized___c * 2
-                        _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
-                        _set_semantic_body___tail_quantized___obj.user = _set_semantic_body___tail_quantized__f_user
-                        _set_semantic_body__f_tail = _set_semantic_body___tail_quantized___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('tail') from None
-                elif _set_semantic_body___tag == 2:
-                    try:
-                        _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
-                        if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK13)
-                        pos += _set_semantic_body___tail_quantized_gacl___c * 16
-                        _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
-                        if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl___st = _RC15.get(_set_semantic_body___tail_quantized_gacl___c)
-                        if _set_semantic_body___tail_quantized_gacl___st is None:
-                            _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC15) < 64:
-                                _RC15[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
-                        _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
-                        pos += _set_semantic_body___tail_quantized_gacl___c * 2
-                        _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-                        _set_semantic_body___tail_quantized_gacl___obj.reserved = _set_semantic_body___tail_quantized_gacl__f_reserved
-                        _set_semantic_body___tail_quantized_gacl___obj.user = _set_semantic_body___tail_quantized_gacl__f_user
-                        _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('tail') from None
-                else:
-                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_set_semantic_body___tag)
-            else:
-                _set_semantic_body__f_tail = None
-            _set_semantic_body___obj = _new(SetSemanticBody)
-            _set_semantic_body___obj.tail = _set_semantic_body__f_tail
-            f_body = _set_semantic_body___obj
+            f_body, pos = _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 6:
         try:
-            if pos + 9 > end:
-                raise _short(pos, end, _T17)
-            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S16.unpack_from(mv, pos)
-            _epoch_body___r16 = pos
-            pos += 9
-            if _epoch_body__f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r16 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
-            _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
-            _epoch_body___obj = _new(EpochBody)
-            _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
-            _epoch_body___obj.flags = _epoch_body__f_flags
-            f_body = _epoch_body___obj
+            f_body, pos = _d_epoch_body(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -4131,14 +3841,7 @@ def _em_wal_block_plain(values, p_algorithm, p_block_limit):
 
 def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T24)
-        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S23.unpack_from(mv, pos)
-        pos += 8
-        _wal_header___obj = _new(WalHeader)
-        _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
-        _wal_header___obj.wal_base_seq = _wal_header__f_wal_base_seq
-        f_header = _wal_header___obj
+        f_header, pos = _d_wal_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if (not p_block_compressed):
@@ -4150,156 +3853,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     break
                 _ip = pos
                 try:
-                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
-                    if pos + 7 > end:
-                        raise _short(pos, end, _T7)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S6.unpack_from(mv, pos)
-                    _wal_entry___r6 = pos
-                    pos += 7
-                    _wal_entry___s_seq = _wal_entry___r6
-                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
-                    if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r6 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
-                    _wal_entry__f_op = _wal_entry___v
-                    if pos + _wal_entry__n_key > end:
-                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
-                    try:
-                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', 'key') from None
-                    pos += _wal_entry__n_key
-                    _wal_entry___tag = _wal_entry__f_op
-                    if _wal_entry___tag == 1:
-                        try:
-                            if pos + 4 > end:
-                                raise _short(pos, end, _T8)
-                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
-                            pos += 4
-                            if pos + _wal_entry___insert_body__n_data > end:
-                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
-                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
-                            pos += _wal_entry___insert_body__n_data
-                            if pos + 2 > end:
-                                raise _short(pos, end, _T10)
-                            _wal_entry___insert_body__n_meta, = _S9.unpack_from(mv, pos)
-                            pos += 2
-                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
-                            _wal_entry___insert_body__f_meta = []
-                            try:
-                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
-                                    if pos + 2 > end:
-                                        raise _short(pos, end, _T11)
-                                    _wal_entry___insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
-                                    pos += 2
-                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
-                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
-                                    try:
-                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
-                                    except UnicodeDecodeError as _u:
-                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
-                                    pos += _wal_entry___insert_body___meta_pair_n_key
-                                    if pos + 2 > end:
-                                        raise _short(pos, end, _T12)
-                                    _wal_entry___insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
-                                    pos += 2
-                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
-                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
-                                    try:
-                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
-                                    except UnicodeDecodeError as _u:
-                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
-                                    pos += _wal_entry___insert_body___meta_pair_n_value
-                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
-                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
-                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
-                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
-                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
-                            if p_semantic_dims > 0:
-                                _wal_entry___insert_body___tag = p_tail_layout
-                                if _wal_entry___insert_body___tag == 0:
-                                    try:
-                                        _wal_entry___insert_body___tail_full___c = p_semantic_dims
-                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK13)
-                                        pos += _wal_entry___insert_body___tail_full___c * 16
-                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
-                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
-                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
-                                    except DecodeError as _exc:
-                                        raise _exc.prefixed('tail') from None
-                                elif _wal_entry___insert_body___tag == 1:
-                                    try:
-                                        _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
-                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized___st = _RC14.get(_wal_entry___insert_body___tail_quantized___c)
-                                        if _wal_entry___insert_body___tail_quantized___st is None:
-                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
-                                            if len(_RC14) < 64:
-                                                _RC14[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
-                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
-                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
-                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
-                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
-                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
-                                    except DecodeError as _exc:
-                                        raise _exc.prefixed('tail') from None
-                                elif _wal_entry___insert_body___tag == 2:
-                                    try:
-                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
-                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK13)
-                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
-                                        _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
-                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC15.get(_wal_entry___insert_body___tail_quantized_gacl___c)
-                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
-                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
-                                            if len(_RC15) < 64:
-                                                _RC15[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
-                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
-                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
-                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
-                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
-                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
-                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
-                                    except DecodeError as _exc:
-                                        raise _exc.prefixed('tail') from None
-                                else:
-                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
-                            else:
-                                _wal_entry___insert_body__f_tail = None
-                            _wal_entry___insert_body___obj = _new(InsertBody)
-                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
-                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
-                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
-                            _wal_entry__f_body = _wal_entry___insert_body___obj
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                        _wal_entry___e_body = pos
-                        if pos + 4 > end:
-                            raise _short(pos, end, _T18)
-                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
-                        _wal_entry___r2 = pos
-                        pos += 4
-                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
-                        if _wal_entry__f_entry_crc != _wal_entry___ck:
-                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
-                        _wal_entry___obj = _new(WalEntry)
-                        _wal_entry___obj.seq = _wal_entry__f_seq
-                        _wal_entry___obj.op = _wal_entry__f_op
-                        _wal_entry___obj.key = _wal_entry__f_key
-                        _wal_entry___obj.body = _wal_entry__f_body
-                        _x = _wal_entry___obj
-                    else:
-                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
-                        _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -4773,62 +4327,12 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
 
 def _d_htt_file(mv, pos, end):
     try:
-        if pos + 28 > end:
-            raise _short(pos, end, _T1)
-        _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count = _S0.unpack_from(mv, pos)
-        _file_header___r0 = pos
-        pos += 28
-        _file_header___s_magic = _file_header___r0
-        if _file_header__f_magic != b'HTT\x00':
-            raise ConstraintError('bad magic', offset=_file_header___r0, path='magic', expected=b'HTT\x00', found=_file_header__f_magic)
-        if _file_header__f_version < 1 or _file_header__f_version > 4:
-            raise ConstraintError('value out of range', offset=_file_header___r0 + 4, path='version', expected='1..4', found=_file_header__f_version)
-        if _file_header__f_flags & 0:
-            raise ConstraintError('undefined header_flags bits set', offset=_file_header___r0 + 5, path='flags', expected='mask 0xff', found=_file_header__f_flags)
-        _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
-        _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
-        _file_header___e_node_count = _file_header___r0 + 28
-        if pos + 4 > end:
-            raise _short(pos, end, _T3)
-        _file_header__f_header_crc, = _S2.unpack_from(mv, pos)
-        _file_header___r2 = pos
-        pos += 4
-        _file_header___ck = _ck_crc32(mv[_file_header___s_magic:_file_header___e_node_count])
-        if _file_header__f_header_crc != _file_header___ck:
-            raise ChecksumError('crc32 mismatch', offset=_file_header___r2, path='header_crc', expected=_file_header___ck, found=_file_header__f_header_crc)
-        _file_header___obj = _new(FileHeader)
-        _file_header___obj.version = _file_header__f_version
-        _file_header___obj.flags = _file_header__f_flags
-        _file_header___obj.dimension = _file_header__f_dimension
-        _file_header___obj.semantic_dims = _file_header__f_semantic_dims
-        _file_header___obj.tau = _file_header__f_tau
-        _file_header___obj.node_count = _file_header__f_node_count
-        f_header = _file_header___obj
+        f_header, pos = _d_file_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if _attr(f_header.flags, 'meaning_addressed', pos, 'meaning_addressed'):
         try:
-            _bounds_section__p_semantic_dims = f_header.semantic_dims
-            _bounds_section___c = _bounds_section__p_semantic_dims - 16
-            if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
-            _bounds_section__f_bounds = []
-            try:
-                for _bounds_section___i in range(_bounds_section___c):
-                    if pos + 16 > end:
-                        raise _short(pos, end, _T22)
-                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S21.unpack_from(mv, pos)
-                    pos += 16
-                    _bounds_section___bound_pair__obj = _new(BoundPair)
-                    _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
-                    _bounds_section___bound_pair__obj.max = _bounds_section___bound_pair_f_max
-                    _bounds_section___x = _bounds_section___bound_pair__obj
-                    _bounds_section__f_bounds.append(_bounds_section___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_bounds_section___i) + ']').prefixed('bounds') from None
-            _bounds_section___obj = _new(BoundsSection)
-            _bounds_section___obj.bounds = _bounds_section__f_bounds
-            f_bounds = _bounds_section___obj
+            f_bounds, pos = _d_bounds_section(mv, pos, end, f_header.semantic_dims)
         except DecodeError as _exc:
             raise _exc.prefixed('bounds') from None
     else:
@@ -5879,7 +5383,12 @@ def iter_bound_pair(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_bound_pair(mv, pos, end)
+            try:  # optimistic first, as in decode_bound_pair
+                value, nxt = _u_bound_pair(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_bound_pair(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -6216,7 +5725,12 @@ def iter_meta_pair(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_meta_pair(mv, pos, end)
+            try:  # optimistic first, as in decode_meta_pair
+                value, nxt = _u_meta_pair(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_meta_pair(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -6301,7 +5815,12 @@ def iter_snapshot_entry(buf, offset: int = 0, end: int | None = None, *, semanti
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_snapshot_entry(mv, pos, end, semantic_dims, tail_layout)
+            try:  # optimistic first, as in decode_snapshot_entry
+                value, nxt = _u_snapshot_entry(mv, pos, end, semantic_dims, tail_layout)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_snapshot_entry(mv, pos, end, semantic_dims, tail_layout)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -6762,7 +6281,12 @@ def iter_wal_entry(buf, offset: int = 0, end: int | None = None, *, semantic_dim
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_wal_entry(mv, pos, end, semantic_dims, tail_layout)
+            try:  # optimistic first, as in decode_wal_entry
+                value, nxt = _u_wal_entry(mv, pos, end, semantic_dims, tail_layout)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_wal_entry(mv, pos, end, semantic_dims, tail_layout)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -7111,7 +6635,12 @@ def iter_wal_section(buf, offset: int = 0, end: int | None = None, *, block_comp
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_wal_section(mv, pos, end, block_compressed, algorithm, semantic_dims, tail_layout)
+            try:  # optimistic first, as in decode_wal_section
+                value, nxt = _u_wal_section(mv, pos, end, block_compressed, algorithm, semantic_dims, tail_layout)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_wal_section(mv, pos, end, block_compressed, algorithm, semantic_dims, tail_layout)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -7199,7 +6728,12 @@ def iter_htt_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_htt_file(mv, pos, end)
+            try:  # optimistic first, as in decode_htt_file
+                value, nxt = _u_htt_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_htt_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -478,122 +478,29 @@ def _d_statement(mv, pos, end):
     _tag = f_tag
     if _tag == 0:
         try:
-            _ref_body___at = pos
-            if pos < end and mv[pos] < 128:
-                _ref_body__f_offset_delta = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _ref_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            _ref_body___at = pos
-            if pos < end and mv[pos] < 128:
-                _ref_body__f_size = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _ref_body__f_size = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-            _ref_body___at = pos
-            if pos < end and mv[pos] < 128:
-                _ref_body__f_address = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _ref_body__f_address = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
-            _ref_body___obj = _new(RefBody)
-            _ref_body___obj.offset_delta = _ref_body__f_offset_delta
-            _ref_body___obj.size = _ref_body__f_size
-            _ref_body___obj.address = _ref_body__f_address
-            f_body = _ref_body___obj
+            f_body, pos = _d_ref_body(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 1:
         try:
-            _zero_body___at = pos
-            if pos < end and mv[pos] < 128:
-                _zero_body__f_offset_delta = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _zero_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            _zero_body___at = pos
-            if pos < end and mv[pos] < 128:
-                _zero_body__f_size = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _zero_body__f_size = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-            _zero_body___obj = _new(ZeroBody)
-            _zero_body___obj.offset_delta = _zero_body__f_offset_delta
-            _zero_body___obj.size = _zero_body__f_size
-            f_body = _zero_body___obj
+            f_body, pos = _d_zero_body(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
         try:
-            _shrink_body___at = pos
-            if pos < end and mv[pos] < 128:
-                _shrink_body__f_offset_delta = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _shrink_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            _shrink_body___obj = _new(ShrinkBody)
-            _shrink_body___obj.offset_delta = _shrink_body__f_offset_delta
-            f_body = _shrink_body___obj
+            f_body, pos = _d_shrink_body(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         try:
-            _grow_body___at = pos
-            if pos < end and mv[pos] < 128:
-                _grow_body__f_offset_delta = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _grow_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            _grow_body___obj = _new(GrowBody)
-            _grow_body___obj.offset_delta = _grow_body__f_offset_delta
-            f_body = _grow_body___obj
+            f_body, pos = _d_grow_body(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 4:
         f_body = None
     else:
         try:
-            _inline_body___at = pos
-            if pos < end and mv[pos] < 128:
-                _inline_body__f_offset_delta = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _inline_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            _inline_body___n = f_tag - 4
-            if _inline_body___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_inline_body___n)
-            if pos + _inline_body___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_inline_body___n, found=end - pos)
-            _inline_body__f_payload = bytes(mv[pos:pos + _inline_body___n])
-            pos += _inline_body___n
-            _inline_body___obj = _new(InlineBody)
-            _inline_body___obj.offset_delta = _inline_body__f_offset_delta
-            _inline_body___obj.payload = _inline_body__f_payload
-            f_body = _inline_body___obj
+            f_body, pos = _d_inline_body(mv, pos, end, f_tag)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     _obj = _new(Statement)
@@ -1069,146 +976,7 @@ def _d_table_content(mv, pos, end):
                 break
             _ip = pos
             try:
-                _statement___at = pos
-                if pos < end and mv[pos] < 128:
-                    _statement__f_id_delta = mv[pos]
-                    pos += 1
-                elif pos + 1 < end and mv[pos + 1] < 128:
-                    _statement__f_id_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                    pos += 2
-                else:
-                    _statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
-                if pos + 1 > end:
-                    raise _short(pos, end, _T9)
-                _statement__f_tag = mv[pos]
-                pos += 1
-                _statement__f_tag = _EB13[_statement__f_tag]
-                _statement___tag = _statement__f_tag
-                if _statement___tag == 0:
-                    try:
-                        _statement___ref_body___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _statement___ref_body__f_offset_delta = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _statement___ref_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                        _statement___ref_body___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _statement___ref_body__f_size = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _statement___ref_body__f_size = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                        _statement___ref_body___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _statement___ref_body__f_address = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _statement___ref_body__f_address = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
-                        _statement___ref_body___obj = _new(RefBody)
-                        _statement___ref_body___obj.offset_delta = _statement___ref_body__f_offset_delta
-                        _statement___ref_body___obj.size = _statement___ref_body__f_size
-                        _statement___ref_body___obj.address = _statement___ref_body__f_address
-                        _statement__f_body = _statement___ref_body___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                elif _statement___tag == 1:
-                    try:
-                        _statement___zero_body___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _statement___zero_body__f_offset_delta = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _statement___zero_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                        _statement___zero_body___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _statement___zero_body__f_size = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _statement___zero_body__f_size = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                        _statement___zero_body___obj = _new(ZeroBody)
-                        _statement___zero_body___obj.offset_delta = _statement___zero_body__f_offset_delta
-                        _statement___zero_body___obj.size = _statement___zero_body__f_size
-                        _statement__f_body = _statement___zero_body___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                elif _statement___tag == 2:
-                    try:
-                        _statement___shrink_body___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _statement___shrink_body__f_offset_delta = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _statement___shrink_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                        _statement___shrink_body___obj = _new(ShrinkBody)
-                        _statement___shrink_body___obj.offset_delta = _statement___shrink_body__f_offset_delta
-                        _statement__f_body = _statement___shrink_body___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                elif _statement___tag == 3:
-                    try:
-                        _statement___grow_body___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _statement___grow_body__f_offset_delta = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _statement___grow_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                        _statement___grow_body___obj = _new(GrowBody)
-                        _statement___grow_body___obj.offset_delta = _statement___grow_body__f_offset_delta
-                        _statement__f_body = _statement___grow_body___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                elif _statement___tag == 4:
-                    _statement__f_body = None
-                else:
-                    try:
-                        _statement___inline_body___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _statement___inline_body__f_offset_delta = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _statement___inline_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                        _statement___inline_body___n = _statement__f_tag - 4
-                        if _statement___inline_body___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_statement___inline_body___n)
-                        if pos + _statement___inline_body___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_statement___inline_body___n, found=end - pos)
-                        _statement___inline_body__f_payload = bytes(mv[pos:pos + _statement___inline_body___n])
-                        pos += _statement___inline_body___n
-                        _statement___inline_body___obj = _new(InlineBody)
-                        _statement___inline_body___obj.offset_delta = _statement___inline_body__f_offset_delta
-                        _statement___inline_body___obj.payload = _statement___inline_body__f_payload
-                        _statement__f_body = _statement___inline_body___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                _statement___obj = _new(Statement)
-                _statement___obj.id_delta = _statement__f_id_delta
-                _statement___obj.tag = _statement__f_tag
-                _statement___obj.body = _statement__f_body
-                _x = _statement___obj
+                _x, pos = _d_statement(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -1586,24 +1354,7 @@ def _d_header_slot(mv, pos, end):
     start = pos
     _s_header = pos
     try:
-        if pos + 48 > end:
-            raise _short(pos, end, _T1)
-        _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0.unpack_from(mv, pos)
-        _header_fields___r0 = pos
-        pos += 48
-        if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-            raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
-        if _header_fields__f_log2_page_size != 12:
-            raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
-        _header_fields___obj = _new(HeaderFields)
-        _header_fields___obj.format_version = _header_fields__f_format_version
-        _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
-        _header_fields___obj.root_allocation = _header_fields__f_root_allocation
-        _header_fields___obj.schema_table = _header_fields__f_schema_table
-        _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
-        _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
-        _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-        f_header = _header_fields___obj
+        f_header, pos = _d_header_fields(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
@@ -2064,24 +1815,7 @@ def _d_header_page(mv, pos, end):
     start = pos
     _s_header = pos
     try:
-        if pos + 48 > end:
-            raise _short(pos, end, _T1)
-        _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0.unpack_from(mv, pos)
-        _header_fields___r0 = pos
-        pos += 48
-        if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
-            raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
-        if _header_fields__f_log2_page_size != 12:
-            raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
-        _header_fields___obj = _new(HeaderFields)
-        _header_fields___obj.format_version = _header_fields__f_format_version
-        _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
-        _header_fields___obj.root_allocation = _header_fields__f_root_allocation
-        _header_fields___obj.schema_table = _header_fields__f_schema_table
-        _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
-        _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
-        _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-        f_header = _header_fields___obj
+        f_header, pos = _d_header_fields(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
@@ -2673,300 +2407,32 @@ def _d_journal_record(mv, pos, end):
     _tag = f_tag
     if _tag == 1:
         try:
-            _journal_free___a_id = pos
-            _journal_free___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_free__f_id = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_free__f_id = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
-            if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_free__f_id)
-            _journal_free___obj = _new(JournalFree)
-            _journal_free___obj.id = _journal_free__f_id
-            f_body = _journal_free___obj
+            f_body, pos = _d_journal_free(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
         try:
-            _journal_resize___a_id = pos
-            _journal_resize___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_resize__f_id = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_resize__f_id = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
-            if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_resize___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_resize__f_id)
-            _journal_resize___a_size = pos
-            _journal_resize___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_resize__f_size = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_resize__f_size = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
-            if not _journal_resize__f_size <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_resize___a_size, path='size', expected='size <= 4294967295', found=_journal_resize__f_size)
-            _journal_resize___obj = _new(JournalResize)
-            _journal_resize___obj.id = _journal_resize__f_id
-            _journal_resize___obj.size = _journal_resize__f_size
-            f_body = _journal_resize___obj
+            f_body, pos = _d_journal_resize(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         try:
-            _journal_write___a_id = pos
-            _journal_write___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_write__f_id = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_write__f_id = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
-            if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_write___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_write__f_id)
-            _journal_write___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_write__f_offset = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_write__f_offset = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_write__f_offset, pos = _uleb128(mv, pos, end, 'offset')
-            _journal_write___a_length = pos
-            _journal_write___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_write__f_length = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_write__f_length = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
-            if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_write___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_write__f_length)
-            _journal_write___n = _journal_write__f_length
-            if _journal_write___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_write___n)
-            if pos + _journal_write___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_journal_write___n, found=end - pos)
-            _journal_write__f_data = bytes(mv[pos:pos + _journal_write___n])
-            pos += _journal_write___n
-            _journal_write___obj = _new(JournalWrite)
-            _journal_write___obj.id = _journal_write__f_id
-            _journal_write___obj.offset = _journal_write__f_offset
-            _journal_write___obj.data = _journal_write__f_data
-            f_body = _journal_write___obj
+            f_body, pos = _d_journal_write(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 4:
         try:
-            _journal_splice___a_id = pos
-            _journal_splice___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_splice__f_id = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_splice__f_id = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
-            if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_splice___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_splice__f_id)
-            _journal_splice___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_splice__f_offset = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_splice__f_offset = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_splice__f_offset, pos = _uleb128(mv, pos, end, 'offset')
-            _journal_splice___a_old_len = pos
-            _journal_splice___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_splice__f_old_len = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_splice__f_old_len = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
-            if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=_journal_splice__f_old_len)
-            _journal_splice___a_length = pos
-            _journal_splice___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_splice__f_length = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_splice__f_length = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
-            if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_splice__f_length)
-            _journal_splice___n = _journal_splice__f_length
-            if _journal_splice___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_splice___n)
-            if pos + _journal_splice___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_journal_splice___n, found=end - pos)
-            _journal_splice__f_data = bytes(mv[pos:pos + _journal_splice___n])
-            pos += _journal_splice___n
-            _journal_splice___obj = _new(JournalSplice)
-            _journal_splice___obj.id = _journal_splice__f_id
-            _journal_splice___obj.offset = _journal_splice__f_offset
-            _journal_splice___obj.old_len = _journal_splice__f_old_len
-            _journal_splice___obj.data = _journal_splice__f_data
-            f_body = _journal_splice___obj
+            f_body, pos = _d_journal_splice(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 5:
         try:
-            _journal_copy___a_src = pos
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_src = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_src = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
-            if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_src_offset = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_src_offset = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-            _journal_copy___a_length = pos
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_length = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_length = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
-            if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
-            _journal_copy___a_dst = pos
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_dst = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_dst = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
-            if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
-            _journal_copy___a_dst_offset = pos
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_dst_offset = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_dst_offset = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
-            if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
-            _journal_copy___obj = _new(JournalCopy)
-            _journal_copy___obj.src = _journal_copy__f_src
-            _journal_copy___obj.src_offset = _journal_copy__f_src_offset
-            _journal_copy___obj.length = _journal_copy__f_length
-            _journal_copy___obj.dst = _journal_copy__f_dst
-            _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
-            f_body = _journal_copy___obj
+            f_body, pos = _d_journal_copy(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 6:
         try:
-            _journal_copy___a_src = pos
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_src = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_src = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
-            if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_src_offset = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_src_offset = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
-            _journal_copy___a_length = pos
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_length = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_length = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
-            if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
-            _journal_copy___a_dst = pos
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_dst = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_dst = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
-            if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
-                raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
-            _journal_copy___a_dst_offset = pos
-            _journal_copy___at = pos
-            if pos < end and mv[pos] < 128:
-                _journal_copy__f_dst_offset = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _journal_copy__f_dst_offset = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
-            if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
-                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
-            _journal_copy___obj = _new(JournalCopy)
-            _journal_copy___obj.src = _journal_copy__f_src
-            _journal_copy___obj.src_offset = _journal_copy__f_src_offset
-            _journal_copy___obj.length = _journal_copy__f_length
-            _journal_copy___obj.dst = _journal_copy__f_dst
-            _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
-            f_body = _journal_copy___obj
+            f_body, pos = _d_journal_copy(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -3777,43 +3243,7 @@ def _d_journal_records(mv, pos, end):
                 break
             _ip = pos
             try:
-                _journal_record___re_pos, _journal_record___re_end = (pos, end)
-                if pos + 1 > end:
-                    raise _short(pos, end, _T9)
-                _journal_record__f_tag = mv[pos]
-                _journal_record___r8 = pos
-                pos += 1
-                _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
-                if _journal_record___v is None:
-                    raise ConstraintError('unknown journal_tag value', offset=_journal_record___r8, path='tag', expected=[1, 2, 3, 4, 5, 6], found=_journal_record__f_tag)
-                _journal_record__f_tag = _journal_record___v
-                _journal_record___tag = _journal_record__f_tag
-                if _journal_record___tag == 1:
-                    try:
-                        _journal_record___journal_free___a_id = pos
-                        _journal_record___journal_free___at = pos
-                        if pos < end and mv[pos] < 128:
-                            _journal_record___journal_free__f_id = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _journal_record___journal_free__f_id = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _journal_record___journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
-                        if not (_journal_record___journal_free__f_id >= 1 and _journal_record___journal_free__f_id <= 4294967295):
-                            raise ConstraintError('a journal record names an invalid id', offset=_journal_record___journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_record___journal_free__f_id)
-                        _journal_record___journal_free___obj = _new(JournalFree)
-                        _journal_record___journal_free___obj.id = _journal_record___journal_free__f_id
-                        _journal_record__f_body = _journal_record___journal_free___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                    _journal_record___obj = _new(JournalRecord)
-                    _journal_record___obj.tag = _journal_record__f_tag
-                    _journal_record___obj.body = _journal_record__f_body
-                    _x = _journal_record___obj
-                else:
-                    pos, end = (_journal_record___re_pos, _journal_record___re_end)
-                    _x, pos = _d_journal_record(mv, pos, end)
+                _x, pos = _d_journal_record(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -4784,7 +4214,12 @@ def iter_statement(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_statement(mv, pos, end)
+            try:  # optimistic first, as in decode_statement
+                value, nxt = _u_statement(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_statement(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -4865,7 +4300,12 @@ def iter_child_ref(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_child_ref(mv, pos, end)
+            try:  # optimistic first, as in decode_child_ref
+                value, nxt = _u_child_ref(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_child_ref(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -4946,7 +4386,12 @@ def iter_table_content(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_table_content(mv, pos, end)
+            try:  # optimistic first, as in decode_table_content
+                value, nxt = _u_table_content(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_table_content(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5018,7 +4463,12 @@ def iter_page(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_page(mv, pos, end)
+            try:  # optimistic first, as in decode_page
+                value, nxt = _u_page(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_page(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5099,7 +4549,12 @@ def iter_header_slot(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_header_slot(mv, pos, end)
+            try:  # optimistic first, as in decode_header_slot
+                value, nxt = _u_header_slot(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_header_slot(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5180,7 +4635,12 @@ def iter_table_page(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_table_page(mv, pos, end)
+            try:  # optimistic first, as in decode_table_page
+                value, nxt = _u_table_page(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_table_page(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5261,7 +4721,12 @@ def iter_header_page(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_header_page(mv, pos, end)
+            try:  # optimistic first, as in decode_header_page
+                value, nxt = _u_header_page(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_header_page(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5662,7 +5127,12 @@ def iter_journal_record(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_journal_record(mv, pos, end)
+            try:  # optimistic first, as in decode_journal_record
+                value, nxt = _u_journal_record(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_journal_record(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5743,7 +5213,12 @@ def iter_journal_records(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_journal_records(mv, pos, end)
+            try:  # optimistic first, as in decode_journal_records
+                value, nxt = _u_journal_records(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_journal_records(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5824,7 +5299,12 @@ def iter_journal_transaction(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_journal_transaction(mv, pos, end)
+            try:  # optimistic first, as in decode_journal_transaction
+                value, nxt = _u_journal_transaction(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_journal_transaction(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5905,7 +5385,12 @@ def iter_journal_page(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_journal_page(mv, pos, end)
+            try:  # optimistic first, as in decode_journal_page
+                value, nxt = _u_journal_page(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_journal_page(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -5986,7 +5471,12 @@ def iter_journal_seed(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_journal_seed(mv, pos, end)
+            try:  # optimistic first, as in decode_journal_seed
+                value, nxt = _u_journal_seed(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_journal_seed(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

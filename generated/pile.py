@@ -820,457 +820,97 @@ def _d_pile_record(mv, pos, end):
     _tag = f_marker
     if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
         try:
-            _frame_rest___re_pos, _frame_rest___re_end = (pos, end)
-            if pos + 48 > end:
-                raise _short(pos, end, _T3)
-            _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind = _S2.unpack_from(mv, pos)
-            _frame_rest___r2 = pos
-            pos += 48
-            if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise ConstraintError('bad magic', offset=_frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_frame_rest__f_magic_tail)
-            if not _frame_rest__f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)', offset=_frame_rest___r2 + 12, path='span', expected='span >= 1', found=_frame_rest__f_span)
-            _frame_rest___n = _frame_rest__f_span * 256 - 64
-            if _frame_rest___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_frame_rest___n)
-            if pos + _frame_rest___n > end:
-                raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes', offset=pos, path='body', expected=_frame_rest___n, found=end - pos)
-            _frame_rest___outer_end_body = end
-            end = pos + _frame_rest___n
-            _frame_rest___sec_body = pos
-            _frame_rest___tag = _frame_rest__f_kind
-            if _frame_rest___tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                try:
-                    try:
-                        if pos + 192 > end:
-                            raise _short(pos, end, _T5)
-                        _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S4.unpack_from(mv, pos)
-                        _frame_rest___blob_body___blob_head___r4 = pos
-                        pos += 192
-                        if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_frame_rest___blob_body___blob_head__f_length)
-                        if _frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_scalar_pad)
-                        if _frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_reserved)
-                        _frame_rest___blob_body___blob_head___obj = _new(BlobHead)
-                        _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
-                        _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
-                        _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
-                        _frame_rest___blob_body__f_head = _frame_rest___blob_body___blob_head___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('head') from None
-                    try:
-                        _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body__f_head.length
-                        _frame_rest___blob_body___blob_data__start = pos
-                        _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_data__p_length
-                        if _frame_rest___blob_body___blob_data___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_rest___blob_body___blob_data___n)
-                        if pos + _frame_rest___blob_body___blob_data___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_frame_rest___blob_body___blob_data___n, found=end - pos)
-                        _frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
-                        pos += _frame_rest___blob_body___blob_data___n
-                        _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
-                        if pos + _frame_rest___blob_body___blob_data___n > end:
-                            raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_frame_rest___blob_body___blob_data___n, found=end - pos)
-                        pos += _frame_rest___blob_body___blob_data___n
-                        _frame_rest___blob_body___blob_data___obj = _new(BlobData)
-                        _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
-                        _frame_rest___blob_body__f_data = _frame_rest___blob_body___blob_data___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('data') from None
-                    _frame_rest___blob_body___obj = _new(BlobBody)
-                    _frame_rest___blob_body___obj.head = _frame_rest___blob_body__f_head
-                    _frame_rest___blob_body___obj.data = _frame_rest___blob_body__f_data
-                    _frame_rest__f_body = _frame_rest___blob_body___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('body') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_frame_rest___sec_body, path='body', expected=end - _frame_rest___sec_body, found=pos - _frame_rest___sec_body)
-                end = _frame_rest___outer_end_body
-                _frame_rest___obj = _new(FrameRest)
-                _frame_rest___obj.span = _frame_rest__f_span
-                _frame_rest___obj.kind = _frame_rest__f_kind
-                _frame_rest___obj.body = _frame_rest__f_body
-                f_record = _frame_rest___obj
-            else:
-                pos, end = (_frame_rest___re_pos, _frame_rest___re_end)
-                f_record, pos = _d_frame_rest(mv, pos, end)
+            f_record, pos = _d_frame_rest(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
         try:
-            _envelope36_rest___re_pos, _envelope36_rest___re_end = (pos, end)
-            if pos + 20 > end:
-                raise _short(pos, end, _T55)
-            _envelope36_rest__f_kind, _envelope36_rest__f_span = _S54.unpack_from(mv, pos)
-            _envelope36_rest___r54 = pos
-            pos += 20
-            if not _envelope36_rest__f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)', offset=_envelope36_rest___r54 + 16, path='span', expected='span >= 1', found=_envelope36_rest__f_span)
-            _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
-            if _envelope36_rest___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_envelope36_rest___n)
-            if pos + _envelope36_rest___n > end:
-                raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes', offset=pos, path='body', expected=_envelope36_rest___n, found=end - pos)
-            _envelope36_rest___outer_end_body = end
-            end = pos + _envelope36_rest___n
-            _envelope36_rest___sec_body = pos
-            _envelope36_rest___tag = _envelope36_rest__f_kind
-            if _envelope36_rest___tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-                try:
-                    if pos + 220 > end:
-                        raise _short(pos, end, _T57)
-                    _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S56.unpack_from(mv, pos)
-                    _envelope36_rest___env_blob_body___r56 = pos
-                    pos += 220
-                    if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
-                        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_envelope36_rest___env_blob_body___r56 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_envelope36_rest___env_blob_body__f_length)
-                    if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_envelope36_rest___env_blob_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_envelope36_rest___env_blob_body__f_reserved)
-                    try:
-                        _envelope36_rest___env_blob_body___blob_data__start = pos
-                        _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
-                        if _envelope36_rest___env_blob_body___blob_data___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_envelope36_rest___env_blob_body___blob_data___n)
-                        if pos + _envelope36_rest___env_blob_body___blob_data___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_envelope36_rest___env_blob_body___blob_data___n, found=end - pos)
-                        _envelope36_rest___env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
-                        pos += _envelope36_rest___env_blob_body___blob_data___n
-                        _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
-                        if pos + _envelope36_rest___env_blob_body___blob_data___n > end:
-                            raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_envelope36_rest___env_blob_body___blob_data___n, found=end - pos)
-                        pos += _envelope36_rest___env_blob_body___blob_data___n
-                        _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
-                        _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
-                        _envelope36_rest___env_blob_body__f_data = _envelope36_rest___env_blob_body___blob_data___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('data') from None
-                    _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
-                    _envelope36_rest___env_blob_body___obj.timestamp = _envelope36_rest___env_blob_body__f_timestamp
-                    _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
-                    _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
-                    _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body__f_data
-                    _envelope36_rest__f_body = _envelope36_rest___env_blob_body___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('body') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_envelope36_rest___sec_body, path='body', expected=end - _envelope36_rest___sec_body, found=pos - _envelope36_rest___sec_body)
-                end = _envelope36_rest___outer_end_body
-                _envelope36_rest___obj = _new(Envelope36Rest)
-                _envelope36_rest___obj.kind = _envelope36_rest__f_kind
-                _envelope36_rest___obj.span = _envelope36_rest__f_span
-                _envelope36_rest___obj.body = _envelope36_rest__f_body
-                f_record = _envelope36_rest___obj
-            else:
-                pos, end = (_envelope36_rest___re_pos, _envelope36_rest___re_end)
-                f_record, pos = _d_envelope36_rest(mv, pos, end)
+            f_record, pos = _d_envelope36_rest(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
         try:
-            if pos + 48 > end:
-                raise _short(pos, end, _T74)
-            _v1_blob__f_timestamp, _v1_blob__f_length, _v1_blob__f_hash = _S73.unpack_from(mv, pos)
-            pos += 48
-            try:
-                _v1_blob___v1_blob_data__start = pos
-                _v1_blob___v1_blob_data___n = _v1_blob__f_length
-                if _v1_blob___v1_blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob___v1_blob_data___n)
-                if pos + _v1_blob___v1_blob_data___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_v1_blob___v1_blob_data___n, found=end - pos)
-                _v1_blob___v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
-                pos += _v1_blob___v1_blob_data___n
-                _v1_blob___v1_blob_data___n = -(pos - _v1_blob___v1_blob_data__start) % 64
-                if pos + _v1_blob___v1_blob_data___n > end:
-                    raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_v1_blob___v1_blob_data___n, found=end - pos)
-                pos += _v1_blob___v1_blob_data___n
-                _v1_blob___v1_blob_data___obj = _new(V1BlobData)
-                _v1_blob___v1_blob_data___obj.payload = _v1_blob___v1_blob_data__f_payload
-                _v1_blob__f_data = _v1_blob___v1_blob_data___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('data') from None
-            _v1_blob___obj = _new(V1Blob)
-            _v1_blob___obj.timestamp = _v1_blob__f_timestamp
-            _v1_blob___obj.length = _v1_blob__f_length
-            _v1_blob___obj.hash = _v1_blob__f_hash
-            _v1_blob___obj.data = _v1_blob__f_data
-            f_record = _v1_blob___obj
+            f_record, pos = _d_v1_blob(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
         try:
-            if pos + 48 > end:
-                raise _short(pos, end, _T76)
-            _v1_branch__f_branch, _v1_branch__f_head = _S75.unpack_from(mv, pos)
-            _v1_branch___r75 = pos
-            pos += 48
-            if not max(_v1_branch__f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_v1_branch___r75, path='branch', expected='max(branch) > 0', found=_v1_branch__f_branch)
-            _v1_branch___obj = _new(V1Branch)
-            _v1_branch___obj.branch = _v1_branch__f_branch
-            _v1_branch___obj.head = _v1_branch__f_head
-            f_record = _v1_branch___obj
+            f_record, pos = _d_v1_branch(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
         try:
-            if pos + 48 > end:
-                raise _short(pos, end, _T77)
-            _v1_tombstone__f_branch, _v1_tombstone__f_unchecked = _S75.unpack_from(mv, pos)
-            _v1_tombstone___r75 = pos
-            pos += 48
-            if not max(_v1_tombstone__f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_v1_tombstone___r75, path='branch', expected='max(branch) > 0', found=_v1_tombstone__f_branch)
-            _v1_tombstone___obj = _new(V1Tombstone)
-            _v1_tombstone___obj.branch = _v1_tombstone__f_branch
-            _v1_tombstone___obj.unchecked = _v1_tombstone__f_unchecked
-            f_record = _v1_tombstone___obj
+            f_record, pos = _d_v1_tombstone(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T79)
-            _v3_blob__f_timestamp, _v3_blob__f_length, _v3_blob__f_hash, _v3_blob__f_unchecked = _S78.unpack_from(mv, pos)
-            pos += 240
-            try:
-                _v3_blob___blob_data__start = pos
-                _v3_blob___blob_data___n = _v3_blob__f_length
-                if _v3_blob___blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v3_blob___blob_data___n)
-                if pos + _v3_blob___blob_data___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_v3_blob___blob_data___n, found=end - pos)
-                _v3_blob___blob_data__f_payload = bytes(mv[pos:pos + _v3_blob___blob_data___n])
-                pos += _v3_blob___blob_data___n
-                _v3_blob___blob_data___n = -(pos - _v3_blob___blob_data__start) % 256
-                if pos + _v3_blob___blob_data___n > end:
-                    raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_v3_blob___blob_data___n, found=end - pos)
-                pos += _v3_blob___blob_data___n
-                _v3_blob___blob_data___obj = _new(BlobData)
-                _v3_blob___blob_data___obj.payload = _v3_blob___blob_data__f_payload
-                _v3_blob__f_data = _v3_blob___blob_data___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('data') from None
-            _v3_blob___obj = _new(V3Blob)
-            _v3_blob___obj.timestamp = _v3_blob__f_timestamp
-            _v3_blob___obj.length = _v3_blob__f_length
-            _v3_blob___obj.hash = _v3_blob__f_hash
-            _v3_blob___obj.unchecked = _v3_blob__f_unchecked
-            _v3_blob___obj.data = _v3_blob__f_data
-            f_record = _v3_blob___obj
+            f_record, pos = _d_v3_blob(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T81)
-            _v3_branch__f_branch, _v3_branch__f_head, _v3_branch__f_unchecked = _S80.unpack_from(mv, pos)
-            _v3_branch___r80 = pos
-            pos += 240
-            if not max(_v3_branch__f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_v3_branch___r80, path='branch', expected='max(branch) > 0', found=_v3_branch__f_branch)
-            _v3_branch___obj = _new(V3Branch)
-            _v3_branch___obj.branch = _v3_branch__f_branch
-            _v3_branch___obj.head = _v3_branch__f_head
-            _v3_branch___obj.unchecked = _v3_branch__f_unchecked
-            f_record = _v3_branch___obj
+            f_record, pos = _d_v3_branch(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T83)
-            _v3_tombstone__f_branch, _v3_tombstone__f_unchecked = _S82.unpack_from(mv, pos)
-            _v3_tombstone___r82 = pos
-            pos += 240
-            if not max(_v3_tombstone__f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_v3_tombstone___r82, path='branch', expected='max(branch) > 0', found=_v3_tombstone__f_branch)
-            _v3_tombstone___obj = _new(V3Tombstone)
-            _v3_tombstone___obj.branch = _v3_tombstone__f_branch
-            _v3_tombstone___obj.unchecked = _v3_tombstone__f_unchecked
-            f_record = _v3_tombstone___obj
+            f_record, pos = _d_v3_tombstone(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T85)
-            _v3_blob_want__f_blob, _v3_blob_want__f_unchecked = _S84.unpack_from(mv, pos)
-            pos += 240
-            _v3_blob_want___obj = _new(V3BlobWant)
-            _v3_blob_want___obj.blob = _v3_blob_want__f_blob
-            _v3_blob_want___obj.unchecked = _v3_blob_want__f_unchecked
-            f_record = _v3_blob_want___obj
+            f_record, pos = _d_v3_blob_want(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T85)
-            _v3_blob_want__f_blob, _v3_blob_want__f_unchecked = _S84.unpack_from(mv, pos)
-            pos += 240
-            _v3_blob_want___obj = _new(V3BlobWant)
-            _v3_blob_want___obj.blob = _v3_blob_want__f_blob
-            _v3_blob_want___obj.unchecked = _v3_blob_want__f_unchecked
-            f_record = _v3_blob_want___obj
+            f_record, pos = _d_v3_blob_want(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T86)
-            _v3_local_cell__f_cell, _v3_local_cell__f_rest = _S82.unpack_from(mv, pos)
-            pos += 240
-            _v3_local_cell___obj = _new(V3LocalCell)
-            _v3_local_cell___obj.cell = _v3_local_cell__f_cell
-            _v3_local_cell___obj.rest = _v3_local_cell__f_rest
-            f_record = _v3_local_cell___obj
+            f_record, pos = _d_v3_local_cell(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T86)
-            _v3_local_cell__f_cell, _v3_local_cell__f_rest = _S82.unpack_from(mv, pos)
-            pos += 240
-            _v3_local_cell___obj = _new(V3LocalCell)
-            _v3_local_cell___obj.cell = _v3_local_cell__f_cell
-            _v3_local_cell___obj.rest = _v3_local_cell__f_rest
-            f_record = _v3_local_cell___obj
+            f_record, pos = _d_v3_local_cell(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T88)
-            _v3_collection_definition__f_scope, _v3_collection_definition__f_representation, _v3_collection_definition__f_recipe, _v3_collection_definition__f_reserved = _S87.unpack_from(mv, pos)
-            _v3_collection_definition___r87 = pos
-            pos += 240
-            if not max(_v3_collection_definition__f_scope) > 0:
-                raise ConstraintError('nil id', offset=_v3_collection_definition___r87, path='scope', expected='max(scope) > 0', found=_v3_collection_definition__f_scope)
-            if not max(_v3_collection_definition__f_representation) > 0:
-                raise ConstraintError('nil id', offset=_v3_collection_definition___r87 + 16, path='representation', expected='max(representation) > 0', found=_v3_collection_definition__f_representation)
-            if not max(_v3_collection_definition__f_recipe) > 0:
-                raise ConstraintError('nil id', offset=_v3_collection_definition___r87 + 32, path='recipe', expected='max(recipe) > 0', found=_v3_collection_definition__f_recipe)
-            if _v3_collection_definition__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_v3_collection_definition___r87 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_collection_definition__f_reserved)
-            _v3_collection_definition___obj = _new(V3CollectionDefinition)
-            _v3_collection_definition___obj.scope = _v3_collection_definition__f_scope
-            _v3_collection_definition___obj.representation = _v3_collection_definition__f_representation
-            _v3_collection_definition___obj.recipe = _v3_collection_definition__f_recipe
-            f_record = _v3_collection_definition___obj
+            f_record, pos = _d_v3_collection_definition(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T90)
-            _v3_commit__f_definition, _v3_commit__f_data, _v3_commit__f_metadata, _v3_commit__f_author, _v3_commit__f_sig_r, _v3_commit__f_sig_s, _v3_commit__f_reserved = _S89.unpack_from(mv, pos)
-            _v3_commit___r89 = pos
-            pos += 240
-            if _v3_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_v3_commit___r89 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_commit__f_reserved)
-            _v3_commit___obj = _new(V3Commit)
-            _v3_commit___obj.definition = _v3_commit__f_definition
-            _v3_commit___obj.data = _v3_commit__f_data
-            _v3_commit___obj.metadata = _v3_commit__f_metadata
-            _v3_commit___obj.author = _v3_commit__f_author
-            _v3_commit___obj.sig_r = _v3_commit__f_sig_r
-            _v3_commit___obj.sig_s = _v3_commit__f_sig_s
-            f_record = _v3_commit___obj
+            f_record, pos = _d_v3_commit(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T92)
-            _v3_merge__f_definition, _v3_merge__f_low, _v3_merge__f_high, _v3_merge__f_result, _v3_merge__f_reserved = _S91.unpack_from(mv, pos)
-            _v3_merge___r91 = pos
-            pos += 240
-            if not _v3_merge__f_high >= _v3_merge__f_low:
-                raise ConstraintError('merge high < low', offset=_v3_merge___r91 + 48, path='high', expected='high >= low', found=_v3_merge__f_high)
-            if _v3_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_v3_merge___r91 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_merge__f_reserved)
-            _v3_merge___obj = _new(V3Merge)
-            _v3_merge___obj.definition = _v3_merge__f_definition
-            _v3_merge___obj.low = _v3_merge__f_low
-            _v3_merge___obj.high = _v3_merge__f_high
-            _v3_merge___obj.result = _v3_merge__f_result
-            f_record = _v3_merge___obj
+            f_record, pos = _d_v3_merge(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T94)
-            _v3_derive__f_source, _v3_derive__f_target, _v3_derive__f_input, _v3_derive__f_output, _v3_derive__f_reserved = _S93.unpack_from(mv, pos)
-            _v3_derive___r93 = pos
-            pos += 240
-            if _v3_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_v3_derive___r93 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_derive__f_reserved)
-            _v3_derive___obj = _new(V3Derive)
-            _v3_derive___obj.source = _v3_derive__f_source
-            _v3_derive___obj.target = _v3_derive__f_target
-            _v3_derive___obj.input = _v3_derive__f_input
-            _v3_derive___obj.output = _v3_derive__f_output
-            f_record = _v3_derive___obj
+            f_record, pos = _d_v3_derive(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T96)
-            _v4_commit__f_collection, _v4_commit__f_data, _v4_commit__f_metadata, _v4_commit__f_author, _v4_commit__f_sig_r, _v4_commit__f_sig_s, _v4_commit__f_reserved = _S95.unpack_from(mv, pos)
-            _v4_commit___r95 = pos
-            pos += 240
-            if _v4_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_v4_commit___r95 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_commit__f_reserved)
-            _v4_commit___obj = _new(V4Commit)
-            _v4_commit___obj.collection = _v4_commit__f_collection
-            _v4_commit___obj.data = _v4_commit__f_data
-            _v4_commit___obj.metadata = _v4_commit__f_metadata
-            _v4_commit___obj.author = _v4_commit__f_author
-            _v4_commit___obj.sig_r = _v4_commit__f_sig_r
-            _v4_commit___obj.sig_s = _v4_commit__f_sig_s
-            f_record = _v4_commit___obj
+            f_record, pos = _d_v4_commit(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T98)
-            _v4_merge__f_collection, _v4_merge__f_low, _v4_merge__f_high, _v4_merge__f_result, _v4_merge__f_reserved = _S97.unpack_from(mv, pos)
-            _v4_merge___r97 = pos
-            pos += 240
-            if not _v4_merge__f_high >= _v4_merge__f_low:
-                raise ConstraintError('merge high < low', offset=_v4_merge___r97 + 64, path='high', expected='high >= low', found=_v4_merge__f_high)
-            if _v4_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_v4_merge___r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_merge__f_reserved)
-            _v4_merge___obj = _new(V4Merge)
-            _v4_merge___obj.collection = _v4_merge__f_collection
-            _v4_merge___obj.low = _v4_merge__f_low
-            _v4_merge___obj.high = _v4_merge__f_high
-            _v4_merge___obj.result = _v4_merge__f_result
-            f_record = _v4_merge___obj
+            f_record, pos = _d_v4_merge(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
         try:
-            if pos + 240 > end:
-                raise _short(pos, end, _T99)
-            _v4_derive__f_source, _v4_derive__f_target, _v4_derive__f_input, _v4_derive__f_output, _v4_derive__f_reserved = _S97.unpack_from(mv, pos)
-            _v4_derive___r97 = pos
-            pos += 240
-            if _v4_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_v4_derive___r97 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_derive__f_reserved)
-            _v4_derive___obj = _new(V4Derive)
-            _v4_derive___obj.source = _v4_derive__f_source
-            _v4_derive___obj.target = _v4_derive__f_target
-            _v4_derive___obj.input = _v4_derive__f_input
-            _v4_derive___obj.output = _v4_derive__f_output
-            f_record = _v4_derive___obj
+            f_record, pos = _d_v4_derive(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     else:
@@ -2387,689 +2027,102 @@ def _d_frame_rest(mv, pos, end):
     _tag = f_kind
     if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
         try:
-            try:
-                if pos + 192 > end:
-                    raise _short(pos, end, _T5)
-                _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S4.unpack_from(mv, pos)
-                _blob_body___blob_head___r4 = pos
-                pos += 192
-                if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
-                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_body___blob_head__f_length)
-                if _blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_scalar_pad)
-                if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_reserved)
-                _blob_body___blob_head___obj = _new(BlobHead)
-                _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
-                _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
-                _blob_body___blob_head___obj.hash = _blob_body___blob_head__f_hash
-                _blob_body__f_head = _blob_body___blob_head___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('head') from None
-            try:
-                _blob_body___blob_data__p_length = _blob_body__f_head.length
-                _blob_body___blob_data__start = pos
-                _blob_body___blob_data___n = _blob_body___blob_data__p_length
-                if _blob_body___blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_body___blob_data___n)
-                if pos + _blob_body___blob_data___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_blob_body___blob_data___n, found=end - pos)
-                _blob_body___blob_data__f_payload = bytes(mv[pos:pos + _blob_body___blob_data___n])
-                pos += _blob_body___blob_data___n
-                _blob_body___blob_data___n = -(pos - _blob_body___blob_data__start) % 256
-                if pos + _blob_body___blob_data___n > end:
-                    raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_blob_body___blob_data___n, found=end - pos)
-                pos += _blob_body___blob_data___n
-                _blob_body___blob_data___obj = _new(BlobData)
-                _blob_body___blob_data___obj.payload = _blob_body___blob_data__f_payload
-                _blob_body__f_data = _blob_body___blob_data___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('data') from None
-            _blob_body___obj = _new(BlobBody)
-            _blob_body___obj.head = _blob_body__f_head
-            _blob_body___obj.data = _blob_body__f_data
-            f_body = _blob_body___obj
+            f_body, pos = _d_blob_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T7)
-            _pin_head_body__f_pin, _pin_head_body__f_reserved1, _pin_head_body__f_head, _pin_head_body__f_reserved2 = _S6.unpack_from(mv, pos)
-            _pin_head_body___r6 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_pin_head_body___r6, path='pin', expected='span == 1', found=_pin_head_body__f_pin)
-            if not max(_pin_head_body__f_pin) > 0:
-                raise ConstraintError('nil pin id', offset=_pin_head_body___r6, path='pin', expected='max(pin) > 0', found=_pin_head_body__f_pin)
-            if _pin_head_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved1)
-            if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved2)
-            _pin_head_body___obj = _new(PinHeadBody)
-            _pin_head_body___obj.pin = _pin_head_body__f_pin
-            _pin_head_body___obj.head = _pin_head_body__f_head
-            f_body = _pin_head_body___obj
+            f_body, pos = _d_pin_head_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T9)
-            _pin_tombstone_body__f_pin, _pin_tombstone_body__f_reserved = _S8.unpack_from(mv, pos)
-            _pin_tombstone_body___r8 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_pin_tombstone_body___r8, path='pin', expected='span == 1', found=_pin_tombstone_body__f_pin)
-            if not max(_pin_tombstone_body__f_pin) > 0:
-                raise ConstraintError('nil pin id', offset=_pin_tombstone_body___r8, path='pin', expected='max(pin) > 0', found=_pin_tombstone_body__f_pin)
-            if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_pin_tombstone_body___r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_tombstone_body__f_reserved)
-            _pin_tombstone_body___obj = _new(PinTombstoneBody)
-            _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
-            f_body = _pin_tombstone_body___obj
+            f_body, pos = _d_pin_tombstone_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
         try:
-            if pos + 32 > end:
-                raise _short(pos, end, _T11)
-            _want_v3_body__f_tag, _want_v3_body__f_reserved1 = _S10.unpack_from(mv, pos)
-            _want_v3_body___r10 = pos
-            pos += 32
-            _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
-            if _want_v3_body___v is None:
-                if _want_v3_body__f_tag in (3,):
-                    raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
-                raise ConstraintError('unknown want_tag value', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
-            _want_v3_body__f_tag = _want_v3_body___v
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_want_v3_body___r10, path='tag', expected='span == 1', found=_want_v3_body__f_tag)
-            if _want_v3_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved1)
-            _want_v3_body___tag = _want_v3_body__f_tag
-            if _want_v3_body___tag == 1:
-                try:
-                    if pos + 96 > end:
-                        raise _short(pos, end, _T13)
-                    _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S12.unpack_from(mv, pos)
-                    _want_v3_body___want_blob___r12 = pos
-                    pos += 96
-                    if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_blob__f_zero)
-                    _want_v3_body___want_blob___obj = _new(WantBlob)
-                    _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
-                    _want_v3_body__f_request = _want_v3_body___want_blob___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('request') from None
-            elif _want_v3_body___tag == 2:
-                try:
-                    if pos + 96 > end:
-                        raise _short(pos, end, _T15)
-                    _want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high = _S14.unpack_from(mv, pos)
-                    _want_v3_body___want_merge___r14 = pos
-                    pos += 96
-                    if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
-                        raise ConstraintError('merge request high < low', offset=_want_v3_body___want_merge___r14 + 64, path='high', expected='high >= low', found=_want_v3_body___want_merge__f_high)
-                    _want_v3_body___want_merge___obj = _new(WantMerge)
-                    _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
-                    _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
-                    _want_v3_body___want_merge___obj.high = _want_v3_body___want_merge__f_high
-                    _want_v3_body__f_request = _want_v3_body___want_merge___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('request') from None
-            elif _want_v3_body___tag == 4:
-                try:
-                    if pos + 96 > end:
-                        raise _short(pos, end, _T16)
-                    _want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input, _want_v3_body___want_derive__f_zero = _S14.unpack_from(mv, pos)
-                    _want_v3_body___want_derive___r14 = pos
-                    pos += 96
-                    if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_derive__f_zero)
-                    _want_v3_body___want_derive___obj = _new(WantDerive)
-                    _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
-                    _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
-                    _want_v3_body__f_request = _want_v3_body___want_derive___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('request') from None
-            else:
-                raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_want_v3_body___tag)
-            if pos + 64 > end:
-                raise _short(pos, end, _T18)
-            _want_v3_body__f_reserved2, = _S17.unpack_from(mv, pos)
-            _want_v3_body___r17 = pos
-            pos += 64
-            if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved2)
-            _want_v3_body___obj = _new(WantV3Body)
-            _want_v3_body___obj.tag = _want_v3_body__f_tag
-            _want_v3_body___obj.request = _want_v3_body__f_request
-            f_body = _want_v3_body___obj
+            f_body, pos = _d_want_v3_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T20)
-            _commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s = _S19.unpack_from(mv, pos)
-            _commit_body___r19 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_commit_body___r19, path='collection', expected='span == 1', found=_commit_body__f_collection)
-            _commit_body___obj = _new(CommitBody)
-            _commit_body___obj.collection = _commit_body__f_collection
-            _commit_body___obj.data = _commit_body__f_data
-            _commit_body___obj.metadata = _commit_body__f_metadata
-            _commit_body___obj.author = _commit_body__f_author
-            _commit_body___obj.sig_r = _commit_body__f_sig_r
-            _commit_body___obj.sig_s = _commit_body__f_sig_s
-            f_body = _commit_body___obj
+            f_body, pos = _d_commit_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
         try:
-            if pos + 448 > end:
-                raise _short(pos, end, _T22)
-            _merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s, _merge_v6_body__f_reserved = _S21.unpack_from(mv, pos)
-            _merge_v6_body___r21 = pos
-            pos += 448
-            if not f_span == 2:
-                raise ConstraintError('kind requires span 2', offset=_merge_v6_body___r21, path='collection', expected='span == 2', found=_merge_v6_body__f_collection)
-            if not _merge_v6_body__f_high + _merge_v6_body__f_high_witness >= _merge_v6_body__f_low + _merge_v6_body__f_low_witness:
-                raise ConstraintError('merge inputs out of canonical order', offset=_merge_v6_body___r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=_merge_v6_body__f_high_witness)
-            if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_merge_v6_body___r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_merge_v6_body__f_reserved)
-            _merge_v6_body___obj = _new(MergeV6Body)
-            _merge_v6_body___obj.collection = _merge_v6_body__f_collection
-            _merge_v6_body___obj.low = _merge_v6_body__f_low
-            _merge_v6_body___obj.high = _merge_v6_body__f_high
-            _merge_v6_body___obj.result = _merge_v6_body__f_result
-            _merge_v6_body___obj.low_witness = _merge_v6_body__f_low_witness
-            _merge_v6_body___obj.high_witness = _merge_v6_body__f_high_witness
-            _merge_v6_body___obj.author = _merge_v6_body__f_author
-            _merge_v6_body___obj.sig_r = _merge_v6_body__f_sig_r
-            _merge_v6_body___obj.sig_s = _merge_v6_body__f_sig_s
-            f_body = _merge_v6_body___obj
+            f_body, pos = _d_merge_v6_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
         try:
-            if pos + 448 > end:
-                raise _short(pos, end, _T24)
-            _derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s, _derive_v7_body__f_reserved = _S23.unpack_from(mv, pos)
-            _derive_v7_body___r23 = pos
-            pos += 448
-            if not f_span == 2:
-                raise ConstraintError('kind requires span 2', offset=_derive_v7_body___r23, path='target', expected='span == 2', found=_derive_v7_body__f_target)
-            if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_derive_v7_body___r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_derive_v7_body__f_reserved)
-            _derive_v7_body___obj = _new(DeriveV7Body)
-            _derive_v7_body___obj.target = _derive_v7_body__f_target
-            _derive_v7_body___obj.input = _derive_v7_body__f_input
-            _derive_v7_body___obj.output = _derive_v7_body__f_output
-            _derive_v7_body___obj.input_witness = _derive_v7_body__f_input_witness
-            _derive_v7_body___obj.author = _derive_v7_body__f_author
-            _derive_v7_body___obj.sig_r = _derive_v7_body__f_sig_r
-            _derive_v7_body___obj.sig_s = _derive_v7_body__f_sig_s
-            f_body = _derive_v7_body___obj
+            f_body, pos = _d_derive_v7_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
         try:
-            if pos + 64 > end:
-                raise _short(pos, end, _T26)
-            _proof_v5_body__f_resource, _proof_v5_body__f_root = _S25.unpack_from(mv, pos)
-            pos += 64
-            _proof_v5_body__f_edges = []
-            try:
-                _proof_v5_body___i = 0
-                while True:
-                    if pos >= end:
-                        break
-                    _proof_v5_body___ip = pos
-                    if pos + 128 > end:
-                        raise _short(pos, end, _T28)
-                    _proof_v5_body___proof_edge_f_capability, _proof_v5_body___proof_edge_f_delegate, _proof_v5_body___proof_edge_f_signature = _S27.unpack_from(mv, pos)
-                    pos += 128
-                    _proof_v5_body___proof_edge__obj = _new(ProofEdge)
-                    _proof_v5_body___proof_edge__obj.capability = _proof_v5_body___proof_edge_f_capability
-                    _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
-                    _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
-                    _proof_v5_body___x = _proof_v5_body___proof_edge__obj
-                    if pos <= _proof_v5_body___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                    _proof_v5_body__f_edges.append(_proof_v5_body___x)
-                    _proof_v5_body___i += 1
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_proof_v5_body___i) + ']').prefixed('edges') from None
-            _proof_v5_body___obj = _new(ProofV5Body)
-            _proof_v5_body___obj.resource = _proof_v5_body__f_resource
-            _proof_v5_body___obj.root = _proof_v5_body__f_root
-            _proof_v5_body___obj.edges = _proof_v5_body__f_edges
-            f_body = _proof_v5_body___obj
+            f_body, pos = _d_proof_v5_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T30)
-            _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29.unpack_from(mv, pos)
-            _retired_blob_want_body___r29 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
-            if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
-            _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
-            _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
-            f_body = _retired_blob_want_body___obj
+            f_body, pos = _d_retired_blob_want_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T30)
-            _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29.unpack_from(mv, pos)
-            _retired_blob_want_body___r29 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
-            if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
-            _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
-            _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
-            f_body = _retired_blob_want_body___obj
+            f_body, pos = _d_retired_blob_want_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T32)
-            _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31.unpack_from(mv, pos)
-            _retired_typed_want_body___r31 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
-            if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-                raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
-            if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
-            if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
-            _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
-            _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
-            _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
-            _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
-            _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
-            f_body = _retired_typed_want_body___obj
+            f_body, pos = _d_retired_typed_want_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T32)
-            _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31.unpack_from(mv, pos)
-            _retired_typed_want_body___r31 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
-            if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
-                raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
-            if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
-            if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
-            _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
-            _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
-            _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
-            _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
-            _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
-            f_body = _retired_typed_want_body___obj
+            f_body, pos = _d_retired_typed_want_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T34)
-            _unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result, _unsigned_merge_body__f_reserved = _S33.unpack_from(mv, pos)
-            _unsigned_merge_body___r33 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_unsigned_merge_body___r33, path='collection', expected='span == 1', found=_unsigned_merge_body__f_collection)
-            if not _unsigned_merge_body__f_high >= _unsigned_merge_body__f_low:
-                raise ConstraintError('merge high < low', offset=_unsigned_merge_body___r33 + 64, path='high', expected='high >= low', found=_unsigned_merge_body__f_high)
-            if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_unsigned_merge_body___r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_merge_body__f_reserved)
-            _unsigned_merge_body___obj = _new(UnsignedMergeBody)
-            _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
-            _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
-            _unsigned_merge_body___obj.high = _unsigned_merge_body__f_high
-            _unsigned_merge_body___obj.result = _unsigned_merge_body__f_result
-            f_body = _unsigned_merge_body___obj
+            f_body, pos = _d_unsigned_merge_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T36)
-            _unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output, _unsigned_derive_body__f_reserved = _S35.unpack_from(mv, pos)
-            _unsigned_derive_body___r35 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_unsigned_derive_body___r35, path='target', expected='span == 1', found=_unsigned_derive_body__f_target)
-            if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_unsigned_derive_body___r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_derive_body__f_reserved)
-            _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
-            _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
-            _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
-            _unsigned_derive_body___obj.output = _unsigned_derive_body__f_output
-            f_body = _unsigned_derive_body___obj
+            f_body, pos = _d_unsigned_derive_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T38)
-            _peer_body__f_team, _peer_body__f_peer, _peer_body__f_reserved = _S37.unpack_from(mv, pos)
-            _peer_body___r37 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_peer_body___r37, path='team', expected='span == 1', found=_peer_body__f_team)
-            if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_peer_body___r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_peer_body__f_reserved)
-            _peer_body___obj = _new(PeerBody)
-            _peer_body___obj.team = _peer_body__f_team
-            _peer_body___obj.peer = _peer_body__f_peer
-            f_body = _peer_body___obj
+            f_body, pos = _d_peer_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T39)
-            _store_scope_body__f_team, _store_scope_body__f_reserved = _S29.unpack_from(mv, pos)
-            _store_scope_body___r29 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_store_scope_body___r29, path='team', expected='span == 1', found=_store_scope_body__f_team)
-            if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_store_scope_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_store_scope_body__f_reserved)
-            _store_scope_body___obj = _new(StoreScopeBody)
-            _store_scope_body___obj.team = _store_scope_body__f_team
-            f_body = _store_scope_body___obj
+            f_body, pos = _d_store_scope_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T41)
-            _artifact_offer_body__f_content, = _S40.unpack_from(mv, pos)
-            _artifact_offer_body___r40 = pos
-            pos += 192
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_artifact_offer_body___r40, path='content', expected='span == 1', found=_artifact_offer_body__f_content)
-            _artifact_offer_body___obj = _new(ArtifactOfferBody)
-            _artifact_offer_body___obj.content = _artifact_offer_body__f_content
-            f_body = _artifact_offer_body___obj
+            f_body, pos = _d_artifact_offer_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
         try:
-            if pos + 32 > end:
-                raise _short(pos, end, _T43)
-            _proof_v1_body__f_body_len, _proof_v1_body__f_reserved = _S42.unpack_from(mv, pos)
-            _proof_v1_body___r42 = pos
-            pos += 32
-            if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
-                raise ConstraintError('bad proof v1 body length', offset=_proof_v1_body___r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=_proof_v1_body__f_body_len)
-            if not f_span == (96 + _proof_v1_body__f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal', offset=_proof_v1_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v1_body__f_body_len)
-            if _proof_v1_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_proof_v1_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v1_body__f_reserved)
-            try:
-                _proof_v1_body___proof_v1_data___n = _proof_v1_body__f_body_len
-                if _proof_v1_body___proof_v1_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v1_body___proof_v1_data___n)
-                if pos + _proof_v1_body___proof_v1_data___n > end:
-                    raise TruncatedError('section needs ' + str(_proof_v1_body___proof_v1_data___n) + ' bytes', offset=pos, path='body', expected=_proof_v1_body___proof_v1_data___n, found=end - pos)
-                _proof_v1_body___proof_v1_data___outer_end_body = end
-                end = pos + _proof_v1_body___proof_v1_data___n
-                _proof_v1_body___proof_v1_data___sec_body = pos
-                try:
-                    if pos + 32 > end:
-                        raise _short(pos, end, _T45)
-                    _proof_v1_body___proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
-                    pos += 32
-                    _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
-                    try:
-                        _proof_v1_body___proof_v1_data___proof_v1_content___i = 0
-                        while True:
-                            if pos >= end:
-                                break
-                            _proof_v1_body___proof_v1_data___proof_v1_content___ip = pos
-                            if pos + 128 > end:
-                                raise _short(pos, end, _T47)
-                            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
-                            pos += 128
-                            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
-                            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
-                            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
-                            _proof_v1_body___proof_v1_data___proof_v1_content___x = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj
-                            if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
-                                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                            _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___x)
-                            _proof_v1_body___proof_v1_data___proof_v1_content___i += 1
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('[' + str(_proof_v1_body___proof_v1_data___proof_v1_content___i) + ']').prefixed('edges') from None
-                    _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
-                    _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
-                    _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
-                    _proof_v1_body___proof_v1_data__f_body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('body') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_proof_v1_body___proof_v1_data___sec_body, path='body', expected=end - _proof_v1_body___proof_v1_data___sec_body, found=pos - _proof_v1_body___proof_v1_data___sec_body)
-                end = _proof_v1_body___proof_v1_data___outer_end_body
-                _proof_v1_body___proof_v1_data___a_tail = pos
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-                _proof_v1_body___proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
-                pos += end - pos
-                if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_body___proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_body___proof_v1_data__f_tail)
-                _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
-                _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data__f_body
-                _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
-                _proof_v1_body__f_data = _proof_v1_body___proof_v1_data___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('data') from None
-            _proof_v1_body___obj = _new(ProofV1Body)
-            _proof_v1_body___obj.body_len = _proof_v1_body__f_body_len
-            _proof_v1_body___obj.data = _proof_v1_body__f_data
-            f_body = _proof_v1_body___obj
+            f_body, pos = _d_proof_v1_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
         try:
-            if pos + 32 > end:
-                raise _short(pos, end, _T43)
-            _proof_v2_body__f_body_len, _proof_v2_body__f_reserved = _S42.unpack_from(mv, pos)
-            _proof_v2_body___r42 = pos
-            pos += 32
-            if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
-                raise ConstraintError('bad proof v2 body length', offset=_proof_v2_body___r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=_proof_v2_body__f_body_len)
-            if not f_span == (96 + _proof_v2_body__f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal', offset=_proof_v2_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v2_body__f_body_len)
-            if _proof_v2_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_proof_v2_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v2_body__f_reserved)
-            try:
-                _proof_v2_body___proof_v2_data___n = _proof_v2_body__f_body_len
-                if _proof_v2_body___proof_v2_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v2_body___proof_v2_data___n)
-                if pos + _proof_v2_body___proof_v2_data___n > end:
-                    raise TruncatedError('section needs ' + str(_proof_v2_body___proof_v2_data___n) + ' bytes', offset=pos, path='body', expected=_proof_v2_body___proof_v2_data___n, found=end - pos)
-                _proof_v2_body___proof_v2_data___outer_end_body = end
-                end = pos + _proof_v2_body___proof_v2_data___n
-                _proof_v2_body___proof_v2_data___sec_body = pos
-                try:
-                    if pos + 80 > end:
-                        raise _short(pos, end, _T49)
-                    _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S48.unpack_from(mv, pos)
-                    _proof_v2_body___proof_v2_data___proof_v2_content___r48 = pos
-                    pos += 80
-                    if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
-                        raise ConstraintError('bad magic', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_body___proof_v2_data___proof_v2_content__f_magic)
-                    _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
-                    try:
-                        _proof_v2_body___proof_v2_data___proof_v2_content___i = 0
-                        while True:
-                            if pos >= end:
-                                break
-                            _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
-                            if pos + 145 > end:
-                                raise _short(pos, end, _T51)
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
-                            _proof_v2_body___proof_v2_data___proof_v2_content___r50 = pos
-                            pos += 145
-                            if not max(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
-                                raise ConstraintError('nil action id', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
-                            if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
-                                raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
-                            if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
-                                raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
-                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
-                            _proof_v2_body___proof_v2_data___proof_v2_content___x = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj
-                            if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
-                                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                            _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___x)
-                            _proof_v2_body___proof_v2_data___proof_v2_content___i += 1
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('[' + str(_proof_v2_body___proof_v2_data___proof_v2_content___i) + ']').prefixed('edges') from None
-                    _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
-                    _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
-                    _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
-                    _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
-                    _proof_v2_body___proof_v2_data__f_body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('body') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_proof_v2_body___proof_v2_data___sec_body, path='body', expected=end - _proof_v2_body___proof_v2_data___sec_body, found=pos - _proof_v2_body___proof_v2_data___sec_body)
-                end = _proof_v2_body___proof_v2_data___outer_end_body
-                _proof_v2_body___proof_v2_data___a_tail = pos
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-                _proof_v2_body___proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
-                pos += end - pos
-                if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_body___proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_body___proof_v2_data__f_tail)
-                _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
-                _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data__f_body
-                _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
-                _proof_v2_body__f_data = _proof_v2_body___proof_v2_data___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('data') from None
-            _proof_v2_body___obj = _new(ProofV2Body)
-            _proof_v2_body___obj.body_len = _proof_v2_body__f_body_len
-            _proof_v2_body___obj.data = _proof_v2_body__f_data
-            f_body = _proof_v2_body___obj
+            f_body, pos = _d_proof_v2_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2':
         try:
-            if pos + 32 > end:
-                raise _short(pos, end, _T43)
-            _proof_v3_body__f_body_len, _proof_v3_body__f_reserved = _S42.unpack_from(mv, pos)
-            _proof_v3_body___r42 = pos
-            pos += 32
-            if not (_proof_v3_body__f_body_len >= 241 and (_proof_v3_body__f_body_len - 80) % 161 == 0):
-                raise ConstraintError('bad proof v3 body length', offset=_proof_v3_body___r42, path='body_len', expected='body_len >= 241 and (body_len - 80) % 161 == 0', found=_proof_v3_body__f_body_len)
-            if not f_span == (96 + _proof_v3_body__f_body_len + 255) // 256:
-                raise ConstraintError('proof span is not minimal', offset=_proof_v3_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v3_body__f_body_len)
-            if _proof_v3_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_proof_v3_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v3_body__f_reserved)
-            try:
-                _proof_v3_body___proof_v3_data___n = _proof_v3_body__f_body_len
-                if _proof_v3_body___proof_v3_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v3_body___proof_v3_data___n)
-                if pos + _proof_v3_body___proof_v3_data___n > end:
-                    raise TruncatedError('section needs ' + str(_proof_v3_body___proof_v3_data___n) + ' bytes', offset=pos, path='body', expected=_proof_v3_body___proof_v3_data___n, found=end - pos)
-                _proof_v3_body___proof_v3_data___outer_end_body = end
-                end = pos + _proof_v3_body___proof_v3_data___n
-                _proof_v3_body___proof_v3_data___sec_body = pos
-                try:
-                    if pos + 80 > end:
-                        raise _short(pos, end, _T49)
-                    _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S48.unpack_from(mv, pos)
-                    pos += 80
-                    _proof_v3_body___proof_v3_data___proof_v3_content__f_edges = []
-                    try:
-                        _proof_v3_body___proof_v3_data___proof_v3_content___i = 0
-                        while True:
-                            if pos >= end:
-                                break
-                            _proof_v3_body___proof_v3_data___proof_v3_content___ip = pos
-                            if pos + 161 > end:
-                                raise _short(pos, end, _T53)
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate, _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature = _S52.unpack_from(mv, pos)
-                            _proof_v3_body___proof_v3_data___proof_v3_content___r52 = pos
-                            pos += 161
-                            if not _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 248 == 0:
-                                raise ConstraintError('bad proof v3 edge flags', offset=_proof_v3_body___proof_v3_data___proof_v3_content___r52 + 32, path='flags', expected='flags & 248 == 0', found=_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags)
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower, 'big', signed=True)
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper = int.from_bytes(_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper, 'big', signed=True)
-                            if not (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags & 4 or (_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower == 0 and _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper == 0)):
-                                raise ConstraintError('proof v3 validity bounds set without bit 2', offset=_proof_v3_body___proof_v3_data___proof_v3_content___r52 + 49, path='upper', expected='flags & 4 or (lower == 0 and upper == 0)', found=_proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper)
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj = _new(ProofV3Edge)
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.capability = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_capability
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.flags = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_flags
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.lower = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_lower
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.upper = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_upper
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.delegate = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_delegate
-                            _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj.signature = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge_f_signature
-                            _proof_v3_body___proof_v3_data___proof_v3_content___x = _proof_v3_body___proof_v3_data___proof_v3_content___proof_v3_edge__obj
-                            if pos <= _proof_v3_body___proof_v3_data___proof_v3_content___ip:
-                                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                            _proof_v3_body___proof_v3_data___proof_v3_content__f_edges.append(_proof_v3_body___proof_v3_data___proof_v3_content___x)
-                            _proof_v3_body___proof_v3_data___proof_v3_content___i += 1
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('[' + str(_proof_v3_body___proof_v3_data___proof_v3_content___i) + ']').prefixed('edges') from None
-                    _proof_v3_body___proof_v3_data___proof_v3_content___obj = _new(ProofV3Content)
-                    _proof_v3_body___proof_v3_data___proof_v3_content___obj.magic = _proof_v3_body___proof_v3_data___proof_v3_content__f_magic
-                    _proof_v3_body___proof_v3_data___proof_v3_content___obj.resource = _proof_v3_body___proof_v3_data___proof_v3_content__f_resource
-                    _proof_v3_body___proof_v3_data___proof_v3_content___obj.root = _proof_v3_body___proof_v3_data___proof_v3_content__f_root
-                    _proof_v3_body___proof_v3_data___proof_v3_content___obj.edges = _proof_v3_body___proof_v3_data___proof_v3_content__f_edges
-                    _proof_v3_body___proof_v3_data__f_body = _proof_v3_body___proof_v3_data___proof_v3_content___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('body') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_proof_v3_body___proof_v3_data___sec_body, path='body', expected=end - _proof_v3_body___proof_v3_data___sec_body, found=pos - _proof_v3_body___proof_v3_data___sec_body)
-                end = _proof_v3_body___proof_v3_data___outer_end_body
-                _proof_v3_body___proof_v3_data___a_tail = pos
-                if pos + (end - pos) > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-                _proof_v3_body___proof_v3_data__f_tail = bytes(mv[pos:pos + (end - pos)])
-                pos += end - pos
-                if not (len(_proof_v3_body___proof_v3_data__f_tail) < 256 and (len(_proof_v3_body___proof_v3_data__f_tail) == 0 or max(_proof_v3_body___proof_v3_data__f_tail) == 0)):
-                    raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v3_body___proof_v3_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v3_body___proof_v3_data__f_tail)
-                _proof_v3_body___proof_v3_data___obj = _new(ProofV3Data)
-                _proof_v3_body___proof_v3_data___obj.body = _proof_v3_body___proof_v3_data__f_body
-                _proof_v3_body___proof_v3_data___obj.tail = _proof_v3_body___proof_v3_data__f_tail
-                _proof_v3_body__f_data = _proof_v3_body___proof_v3_data___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('data') from None
-            _proof_v3_body___obj = _new(ProofV3Body)
-            _proof_v3_body___obj.body_len = _proof_v3_body__f_body_len
-            _proof_v3_body___obj.data = _proof_v3_body__f_data
-            f_body = _proof_v3_body___obj
+            f_body, pos = _d_proof_v3_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -3995,22 +3048,7 @@ def _d_frame_head(mv, pos, end):
     _tag = f_kind
     if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T5)
-            _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4.unpack_from(mv, pos)
-            _blob_head___r4 = pos
-            pos += 192
-            if not f_span == 1 + (_blob_head__f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
-            if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
-            if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
-            _blob_head___obj = _new(BlobHead)
-            _blob_head___obj.timestamp = _blob_head__f_timestamp
-            _blob_head___obj.length = _blob_head__f_length
-            _blob_head___obj.hash = _blob_head__f_hash
-            f_head = _blob_head___obj
+            f_head, pos = _d_blob_head(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('head') from None
     else:
@@ -4415,47 +3453,17 @@ def _d_want_request(mv, pos, end):
     _tag = f_tag
     if _tag == 1:
         try:
-            if pos + 96 > end:
-                raise _short(pos, end, _T13)
-            _want_blob__f_blob, _want_blob__f_zero = _S12.unpack_from(mv, pos)
-            _want_blob___r12 = pos
-            pos += 96
-            if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
-            _want_blob___obj = _new(WantBlob)
-            _want_blob___obj.blob = _want_blob__f_blob
-            f_request = _want_blob___obj
+            f_request, pos = _d_want_blob(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     elif _tag == 2:
         try:
-            if pos + 96 > end:
-                raise _short(pos, end, _T15)
-            _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14.unpack_from(mv, pos)
-            _want_merge___r14 = pos
-            pos += 96
-            if not _want_merge__f_high >= _want_merge__f_low:
-                raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
-            _want_merge___obj = _new(WantMerge)
-            _want_merge___obj.collection = _want_merge__f_collection
-            _want_merge___obj.low = _want_merge__f_low
-            _want_merge___obj.high = _want_merge__f_high
-            f_request = _want_merge___obj
+            f_request, pos = _d_want_merge(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     elif _tag == 4:
         try:
-            if pos + 96 > end:
-                raise _short(pos, end, _T16)
-            _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14.unpack_from(mv, pos)
-            _want_derive___r14 = pos
-            pos += 96
-            if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
-            _want_derive___obj = _new(WantDerive)
-            _want_derive___obj.target = _want_derive__f_target
-            _want_derive___obj.input = _want_derive__f_input
-            f_request = _want_derive___obj
+            f_request, pos = _d_want_derive(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     else:
@@ -6724,227 +5732,57 @@ def _d_envelope36_rest(mv, pos, end):
     _tag = f_kind
     if _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T57)
-            _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S56.unpack_from(mv, pos)
-            _env_blob_body___r56 = pos
-            pos += 220
-            if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
-                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_env_blob_body___r56 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_env_blob_body__f_length)
-            if _env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_blob_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_body__f_reserved)
-            try:
-                _env_blob_body___blob_data__start = pos
-                _env_blob_body___blob_data___n = _env_blob_body__f_length
-                if _env_blob_body___blob_data___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_env_blob_body___blob_data___n)
-                if pos + _env_blob_body___blob_data___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_env_blob_body___blob_data___n, found=end - pos)
-                _env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _env_blob_body___blob_data___n])
-                pos += _env_blob_body___blob_data___n
-                _env_blob_body___blob_data___n = -(pos - _env_blob_body___blob_data__start) % 256
-                if pos + _env_blob_body___blob_data___n > end:
-                    raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_env_blob_body___blob_data___n, found=end - pos)
-                pos += _env_blob_body___blob_data___n
-                _env_blob_body___blob_data___obj = _new(BlobData)
-                _env_blob_body___blob_data___obj.payload = _env_blob_body___blob_data__f_payload
-                _env_blob_body__f_data = _env_blob_body___blob_data___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('data') from None
-            _env_blob_body___obj = _new(EnvBlobBody)
-            _env_blob_body___obj.timestamp = _env_blob_body__f_timestamp
-            _env_blob_body___obj.length = _env_blob_body__f_length
-            _env_blob_body___obj.hash = _env_blob_body__f_hash
-            _env_blob_body___obj.data = _env_blob_body__f_data
-            f_body = _env_blob_body___obj
+            f_body, pos = _d_env_blob_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T59)
-            _env_branch_body__f_branch, _env_branch_body__f_head, _env_branch_body__f_reserved = _S58.unpack_from(mv, pos)
-            _env_branch_body___r58 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_branch_body___r58, path='branch', expected='span == 1', found=_env_branch_body__f_branch)
-            if not max(_env_branch_body__f_branch) > 0:
-                raise ConstraintError('nil branch id', offset=_env_branch_body___r58, path='branch', expected='max(branch) > 0', found=_env_branch_body__f_branch)
-            if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_branch_body___r58 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_branch_body__f_reserved)
-            _env_branch_body___obj = _new(EnvBranchBody)
-            _env_branch_body___obj.branch = _env_branch_body__f_branch
-            _env_branch_body___obj.head = _env_branch_body__f_head
-            f_body = _env_branch_body___obj
+            f_body, pos = _d_env_branch_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T61)
-            _env_tombstone_body__f_branch, _env_tombstone_body__f_reserved = _S60.unpack_from(mv, pos)
-            _env_tombstone_body___r60 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_tombstone_body___r60, path='branch', expected='span == 1', found=_env_tombstone_body__f_branch)
-            if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_tombstone_body___r60 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_tombstone_body__f_reserved)
-            _env_tombstone_body___obj = _new(EnvTombstoneBody)
-            _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
-            f_body = _env_tombstone_body___obj
+            f_body, pos = _d_env_tombstone_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T63)
-            _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62.unpack_from(mv, pos)
-            _env_blob_want_body___r62 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r62, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
-            if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r62 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
-            _env_blob_want_body___obj = _new(EnvBlobWantBody)
-            _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
-            f_body = _env_blob_want_body___obj
+            f_body, pos = _d_env_blob_want_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T63)
-            _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S62.unpack_from(mv, pos)
-            _env_blob_want_body___r62 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r62, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
-            if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r62 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
-            _env_blob_want_body___obj = _new(EnvBlobWantBody)
-            _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
-            f_body = _env_blob_want_body___obj
+            f_body, pos = _d_env_blob_want_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T65)
-            _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64.unpack_from(mv, pos)
-            _env_typed_want_body___r64 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r64, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
-            if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-                raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_env_typed_want_body___r64, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_env_typed_want_body__f_tag)
-            if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r64 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
-            _env_typed_want_body___obj = _new(EnvTypedWantBody)
-            _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
-            _env_typed_want_body___obj.a = _env_typed_want_body__f_a
-            _env_typed_want_body___obj.b = _env_typed_want_body__f_b
-            _env_typed_want_body___obj.c = _env_typed_want_body__f_c
-            f_body = _env_typed_want_body___obj
+            f_body, pos = _d_env_typed_want_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T65)
-            _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S64.unpack_from(mv, pos)
-            _env_typed_want_body___r64 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r64, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
-            if not (_env_typed_want_body__f_tag == 2 or _env_typed_want_body__f_tag == 3 or _env_typed_want_body__f_tag == 4):
-                raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_env_typed_want_body___r64, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_env_typed_want_body__f_tag)
-            if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r64 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
-            _env_typed_want_body___obj = _new(EnvTypedWantBody)
-            _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
-            _env_typed_want_body___obj.a = _env_typed_want_body__f_a
-            _env_typed_want_body___obj.b = _env_typed_want_body__f_b
-            _env_typed_want_body___obj.c = _env_typed_want_body__f_c
-            f_body = _env_typed_want_body___obj
+            f_body, pos = _d_env_typed_want_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T67)
-            _env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s, _env_commit_body__f_reserved = _S66.unpack_from(mv, pos)
-            _env_commit_body___r66 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_commit_body___r66, path='collection', expected='span == 1', found=_env_commit_body__f_collection)
-            if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_commit_body___r66 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_commit_body__f_reserved)
-            _env_commit_body___obj = _new(EnvCommitBody)
-            _env_commit_body___obj.collection = _env_commit_body__f_collection
-            _env_commit_body___obj.data = _env_commit_body__f_data
-            _env_commit_body___obj.metadata = _env_commit_body__f_metadata
-            _env_commit_body___obj.author = _env_commit_body__f_author
-            _env_commit_body___obj.sig_r = _env_commit_body__f_sig_r
-            _env_commit_body___obj.sig_s = _env_commit_body__f_sig_s
-            f_body = _env_commit_body___obj
+            f_body, pos = _d_env_commit_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T69)
-            _env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result, _env_merge_body__f_reserved = _S68.unpack_from(mv, pos)
-            _env_merge_body___r68 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_merge_body___r68, path='collection', expected='span == 1', found=_env_merge_body__f_collection)
-            if not _env_merge_body__f_high >= _env_merge_body__f_low:
-                raise ConstraintError('merge high < low', offset=_env_merge_body___r68 + 64, path='high', expected='high >= low', found=_env_merge_body__f_high)
-            if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_merge_body___r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_merge_body__f_reserved)
-            _env_merge_body___obj = _new(EnvMergeBody)
-            _env_merge_body___obj.collection = _env_merge_body__f_collection
-            _env_merge_body___obj.low = _env_merge_body__f_low
-            _env_merge_body___obj.high = _env_merge_body__f_high
-            _env_merge_body___obj.result = _env_merge_body__f_result
-            f_body = _env_merge_body___obj
+            f_body, pos = _d_env_merge_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T70)
-            _env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output, _env_derive_v4_body__f_reserved = _S68.unpack_from(mv, pos)
-            _env_derive_v4_body___r68 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_derive_v4_body___r68, path='source', expected='span == 1', found=_env_derive_v4_body__f_source)
-            if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v4_body___r68 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v4_body__f_reserved)
-            _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
-            _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
-            _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
-            _env_derive_v4_body___obj.input = _env_derive_v4_body__f_input
-            _env_derive_v4_body___obj.output = _env_derive_v4_body__f_output
-            f_body = _env_derive_v4_body___obj
+            f_body, pos = _d_env_derive_v4_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
         try:
-            if pos + 220 > end:
-                raise _short(pos, end, _T72)
-            _env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output, _env_derive_v5_body__f_reserved = _S71.unpack_from(mv, pos)
-            _env_derive_v5_body___r71 = pos
-            pos += 220
-            if not f_span == 1:
-                raise ConstraintError('kind requires span 1', offset=_env_derive_v5_body___r71, path='target', expected='span == 1', found=_env_derive_v5_body__f_target)
-            if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v5_body___r71 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v5_body__f_reserved)
-            _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
-            _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
-            _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
-            _env_derive_v5_body___obj.output = _env_derive_v5_body__f_output
-            f_body = _env_derive_v5_body___obj
+            f_body, pos = _d_env_derive_v5_body(mv, pos, end, f_span)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -8100,114 +6938,37 @@ def _d_dense_record(mv, pos, end):
     _tag = f_tag
     if _tag == 1:
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T20)
-            _dense_commit__f_collection, _dense_commit__f_data, _dense_commit__f_metadata, _dense_commit__f_author, _dense_commit__f_sig_r, _dense_commit__f_sig_s = _S19.unpack_from(mv, pos)
-            pos += 192
-            _dense_commit___obj = _new(DenseCommit)
-            _dense_commit___obj.collection = _dense_commit__f_collection
-            _dense_commit___obj.data = _dense_commit__f_data
-            _dense_commit___obj.metadata = _dense_commit__f_metadata
-            _dense_commit___obj.author = _dense_commit__f_author
-            _dense_commit___obj.sig_r = _dense_commit__f_sig_r
-            _dense_commit___obj.sig_s = _dense_commit__f_sig_s
-            f_payload = _dense_commit___obj
+            f_payload, pos = _d_dense_commit(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 2:
         try:
-            if pos + 128 > end:
-                raise _short(pos, end, _T103)
-            _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S102.unpack_from(mv, pos)
-            pos += 128
-            _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
-            _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
-            _dense_unsigned_merge___obj.low = _dense_unsigned_merge__f_low
-            _dense_unsigned_merge___obj.high = _dense_unsigned_merge__f_high
-            _dense_unsigned_merge___obj.result = _dense_unsigned_merge__f_result
-            f_payload = _dense_unsigned_merge___obj
+            f_payload, pos = _d_dense_unsigned_merge(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 3:
         try:
-            if pos + 96 > end:
-                raise _short(pos, end, _T104)
-            _dense_unsigned_derive__f_target, _dense_unsigned_derive__f_input, _dense_unsigned_derive__f_output = _S14.unpack_from(mv, pos)
-            pos += 96
-            _dense_unsigned_derive___obj = _new(DenseUnsignedDerive)
-            _dense_unsigned_derive___obj.target = _dense_unsigned_derive__f_target
-            _dense_unsigned_derive___obj.input = _dense_unsigned_derive__f_input
-            _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
-            f_payload = _dense_unsigned_derive___obj
+            f_payload, pos = _d_dense_unsigned_derive(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 4:
         try:
-            if pos + 224 > end:
-                raise _short(pos, end, _T106)
-            _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S105.unpack_from(mv, pos)
-            pos += 224
-            _dense_signed_merge___obj = _new(DenseSignedMerge)
-            _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
-            _dense_signed_merge___obj.low = _dense_signed_merge__f_low
-            _dense_signed_merge___obj.high = _dense_signed_merge__f_high
-            _dense_signed_merge___obj.result = _dense_signed_merge__f_result
-            _dense_signed_merge___obj.author = _dense_signed_merge__f_author
-            _dense_signed_merge___obj.sig_r = _dense_signed_merge__f_sig_r
-            _dense_signed_merge___obj.sig_s = _dense_signed_merge__f_sig_s
-            f_payload = _dense_signed_merge___obj
+            f_payload, pos = _d_dense_signed_merge(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 5:
         try:
-            if pos + 192 > end:
-                raise _short(pos, end, _T107)
-            _dense_signed_derive__f_target, _dense_signed_derive__f_input, _dense_signed_derive__f_output, _dense_signed_derive__f_author, _dense_signed_derive__f_sig_r, _dense_signed_derive__f_sig_s = _S19.unpack_from(mv, pos)
-            pos += 192
-            _dense_signed_derive___obj = _new(DenseSignedDerive)
-            _dense_signed_derive___obj.target = _dense_signed_derive__f_target
-            _dense_signed_derive___obj.input = _dense_signed_derive__f_input
-            _dense_signed_derive___obj.output = _dense_signed_derive__f_output
-            _dense_signed_derive___obj.author = _dense_signed_derive__f_author
-            _dense_signed_derive___obj.sig_r = _dense_signed_derive__f_sig_r
-            _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
-            f_payload = _dense_signed_derive___obj
+            f_payload, pos = _d_dense_signed_derive(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 6:
         try:
-            if pos + 288 > end:
-                raise _short(pos, end, _T109)
-            _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S108.unpack_from(mv, pos)
-            pos += 288
-            _dense_witness_merge___obj = _new(DenseWitnessMerge)
-            _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
-            _dense_witness_merge___obj.low = _dense_witness_merge__f_low
-            _dense_witness_merge___obj.high = _dense_witness_merge__f_high
-            _dense_witness_merge___obj.result = _dense_witness_merge__f_result
-            _dense_witness_merge___obj.low_witness = _dense_witness_merge__f_low_witness
-            _dense_witness_merge___obj.high_witness = _dense_witness_merge__f_high_witness
-            _dense_witness_merge___obj.author = _dense_witness_merge__f_author
-            _dense_witness_merge___obj.sig_r = _dense_witness_merge__f_sig_r
-            _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
-            f_payload = _dense_witness_merge___obj
+            f_payload, pos = _d_dense_witness_merge(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 7:
         try:
-            if pos + 224 > end:
-                raise _short(pos, end, _T110)
-            _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S105.unpack_from(mv, pos)
-            pos += 224
-            _dense_witness_derive___obj = _new(DenseWitnessDerive)
-            _dense_witness_derive___obj.target = _dense_witness_derive__f_target
-            _dense_witness_derive___obj.input = _dense_witness_derive__f_input
-            _dense_witness_derive___obj.output = _dense_witness_derive__f_output
-            _dense_witness_derive___obj.input_witness = _dense_witness_derive__f_input_witness
-            _dense_witness_derive___obj.author = _dense_witness_derive__f_author
-            _dense_witness_derive___obj.sig_r = _dense_witness_derive__f_sig_r
-            _dense_witness_derive___obj.sig_s = _dense_witness_derive__f_sig_s
-            f_payload = _dense_witness_derive___obj
+            f_payload, pos = _d_dense_witness_derive(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     else:
@@ -8690,99 +7451,7 @@ def _d_pile_file(mv, pos, end):
                 break
             _ip = pos
             try:
-                _pile_record___re_pos, _pile_record___re_end = (pos, end)
-                if pos + 16 > end:
-                    raise _short(pos, end, _T1)
-                _pile_record__f_marker, = _S0.unpack_from(mv, pos)
-                pos += 16
-                _pile_record___tag = _pile_record__f_marker
-                if _pile_record___tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-                    try:
-                        _pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end = (pos, end)
-                        if pos + 48 > end:
-                            raise _short(pos, end, _T3)
-                        _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind = _S2.unpack_from(mv, pos)
-                        _pile_record___frame_rest___r2 = pos
-                        pos += 48
-                        if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                            raise ConstraintError('bad magic', offset=_pile_record___frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_pile_record___frame_rest__f_magic_tail)
-                        if not _pile_record___frame_rest__f_span >= 1:
-                            raise ConstraintError('span 0 (CorruptPile)', offset=_pile_record___frame_rest___r2 + 12, path='span', expected='span >= 1', found=_pile_record___frame_rest__f_span)
-                        _pile_record___frame_rest___n = _pile_record___frame_rest__f_span * 256 - 64
-                        if _pile_record___frame_rest___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_pile_record___frame_rest___n)
-                        if pos + _pile_record___frame_rest___n > end:
-                            raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes', offset=pos, path='body', expected=_pile_record___frame_rest___n, found=end - pos)
-                        _pile_record___frame_rest___outer_end_body = end
-                        end = pos + _pile_record___frame_rest___n
-                        _pile_record___frame_rest___sec_body = pos
-                        _pile_record___frame_rest___tag = _pile_record___frame_rest__f_kind
-                        if _pile_record___frame_rest___tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                            try:
-                                try:
-                                    if pos + 192 > end:
-                                        raise _short(pos, end, _T5)
-                                    _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S4.unpack_from(mv, pos)
-                                    _pile_record___frame_rest___blob_body___blob_head___r4 = pos
-                                    pos += 192
-                                    if not _pile_record___frame_rest__f_span == 1 + (_pile_record___frame_rest___blob_body___blob_head__f_length + 255) // 256:
-                                        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_pile_record___frame_rest___blob_body___blob_head__f_length)
-                                    if _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                                        raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_scalar_pad)
-                                    if _pile_record___frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                                        raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_reserved)
-                                    _pile_record___frame_rest___blob_body___blob_head___obj = _new(BlobHead)
-                                    _pile_record___frame_rest___blob_body___blob_head___obj.timestamp = _pile_record___frame_rest___blob_body___blob_head__f_timestamp
-                                    _pile_record___frame_rest___blob_body___blob_head___obj.length = _pile_record___frame_rest___blob_body___blob_head__f_length
-                                    _pile_record___frame_rest___blob_body___blob_head___obj.hash = _pile_record___frame_rest___blob_body___blob_head__f_hash
-                                    _pile_record___frame_rest___blob_body__f_head = _pile_record___frame_rest___blob_body___blob_head___obj
-                                except DecodeError as _exc:
-                                    raise _exc.prefixed('head') from None
-                                try:
-                                    _pile_record___frame_rest___blob_body___blob_data__p_length = _pile_record___frame_rest___blob_body__f_head.length
-                                    _pile_record___frame_rest___blob_body___blob_data__start = pos
-                                    _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_data__p_length
-                                    if _pile_record___frame_rest___blob_body___blob_data___n < 0:
-                                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_pile_record___frame_rest___blob_body___blob_data___n)
-                                    if pos + _pile_record___frame_rest___blob_body___blob_data___n > end:
-                                        raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_pile_record___frame_rest___blob_body___blob_data___n, found=end - pos)
-                                    _pile_record___frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
-                                    pos += _pile_record___frame_rest___blob_body___blob_data___n
-                                    _pile_record___frame_rest___blob_body___blob_data___n = -(pos - _pile_record___frame_rest___blob_body___blob_data__start) % 256
-                                    if pos + _pile_record___frame_rest___blob_body___blob_data___n > end:
-                                        raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_pile_record___frame_rest___blob_body___blob_data___n, found=end - pos)
-                                    pos += _pile_record___frame_rest___blob_body___blob_data___n
-                                    _pile_record___frame_rest___blob_body___blob_data___obj = _new(BlobData)
-                                    _pile_record___frame_rest___blob_body___blob_data___obj.payload = _pile_record___frame_rest___blob_body___blob_data__f_payload
-                                    _pile_record___frame_rest___blob_body__f_data = _pile_record___frame_rest___blob_body___blob_data___obj
-                                except DecodeError as _exc:
-                                    raise _exc.prefixed('data') from None
-                                _pile_record___frame_rest___blob_body___obj = _new(BlobBody)
-                                _pile_record___frame_rest___blob_body___obj.head = _pile_record___frame_rest___blob_body__f_head
-                                _pile_record___frame_rest___blob_body___obj.data = _pile_record___frame_rest___blob_body__f_data
-                                _pile_record___frame_rest__f_body = _pile_record___frame_rest___blob_body___obj
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('body') from None
-                            if pos != end:
-                                raise ConstraintError('section size mismatch', offset=_pile_record___frame_rest___sec_body, path='body', expected=end - _pile_record___frame_rest___sec_body, found=pos - _pile_record___frame_rest___sec_body)
-                            end = _pile_record___frame_rest___outer_end_body
-                            _pile_record___frame_rest___obj = _new(FrameRest)
-                            _pile_record___frame_rest___obj.span = _pile_record___frame_rest__f_span
-                            _pile_record___frame_rest___obj.kind = _pile_record___frame_rest__f_kind
-                            _pile_record___frame_rest___obj.body = _pile_record___frame_rest__f_body
-                            _pile_record__f_record = _pile_record___frame_rest___obj
-                        else:
-                            pos, end = (_pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end)
-                            _pile_record__f_record, pos = _d_frame_rest(mv, pos, end)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('record') from None
-                    _pile_record___obj = _new(PileRecord)
-                    _pile_record___obj.marker = _pile_record__f_marker
-                    _pile_record___obj.record = _pile_record__f_record
-                    _x = _pile_record___obj
-                else:
-                    pos, end = (_pile_record___re_pos, _pile_record___re_end)
-                    _x, pos = _d_pile_record(mv, pos, end)
+                _x, pos = _d_pile_record(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -9013,7 +7682,12 @@ def iter_pile_record(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_pile_record(mv, pos, end)
+            try:  # optimistic first, as in decode_pile_record
+                value, nxt = _u_pile_record(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_pile_record(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -9094,7 +7768,12 @@ def iter_frame_rest(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_frame_rest(mv, pos, end)
+            try:  # optimistic first, as in decode_frame_rest
+                value, nxt = _u_frame_rest(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_frame_rest(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -9166,7 +7845,12 @@ def iter_frame_head(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_frame_head(mv, pos, end)
+            try:  # optimistic first, as in decode_frame_head
+                value, nxt = _u_frame_head(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_frame_head(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -9759,7 +8443,12 @@ def iter_want_request(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_want_request(mv, pos, end)
+            try:  # optimistic first, as in decode_want_request
+                value, nxt = _u_want_request(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_want_request(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -10096,7 +8785,12 @@ def iter_proof_edge(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_proof_edge(mv, pos, end)
+            try:  # optimistic first, as in decode_proof_edge
+                value, nxt = _u_proof_edge(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_proof_edge(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -10689,7 +9383,12 @@ def iter_proof_v1_edge(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_proof_v1_edge(mv, pos, end)
+            try:  # optimistic first, as in decode_proof_v1_edge
+                value, nxt = _u_proof_v1_edge(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_proof_v1_edge(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -10834,7 +9533,12 @@ def iter_proof_v2_edge(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_proof_v2_edge(mv, pos, end)
+            try:  # optimistic first, as in decode_proof_v2_edge
+                value, nxt = _u_proof_v2_edge(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_proof_v2_edge(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -11235,7 +9939,12 @@ def iter_proof_v3_edge(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_proof_v3_edge(mv, pos, end)
+            try:  # optimistic first, as in decode_proof_v3_edge
+                value, nxt = _u_proof_v3_edge(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_proof_v3_edge(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -12532,7 +11241,12 @@ def iter_envelope36_rest(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_envelope36_rest(mv, pos, end)
+            try:  # optimistic first, as in decode_envelope36_rest
+                value, nxt = _u_envelope36_rest(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_envelope36_rest(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -13180,7 +11894,12 @@ def iter_commit_transcript(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_commit_transcript(mv, pos, end)
+            try:  # optimistic first, as in decode_commit_transcript
+                value, nxt = _u_commit_transcript(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_commit_transcript(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -13261,7 +11980,12 @@ def iter_merge_endorsement(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_merge_endorsement(mv, pos, end)
+            try:  # optimistic first, as in decode_merge_endorsement
+                value, nxt = _u_merge_endorsement(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_merge_endorsement(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -13342,7 +12066,12 @@ def iter_derive_endorsement(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_derive_endorsement(mv, pos, end)
+            try:  # optimistic first, as in decode_derive_endorsement
+                value, nxt = _u_derive_endorsement(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_derive_endorsement(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -13871,7 +12600,12 @@ def iter_dense_record(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_dense_record(mv, pos, end)
+            try:  # optimistic first, as in decode_dense_record
+                value, nxt = _u_dense_record(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_dense_record(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -13952,7 +12686,12 @@ def iter_pile_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_pile_file(mv, pos, end)
+            try:  # optimistic first, as in decode_pile_file
+                value, nxt = _u_pile_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_pile_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

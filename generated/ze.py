@@ -1895,24 +1895,7 @@ def _em_wal_frame(values):
 
 def _d_wal_file(mv, pos, end):
     try:
-        if pos + 40 > end:
-            raise _short(pos, end, _T170)
-        _wal_file_header__f_magic, _wal_file_header__f_family_id, _wal_file_header__f_family_version, _wal_file_header__f_flags, _wal_file_header__f_header_length, _wal_file_header__f_file_length, _wal_file_header__f_first_seq = _S169.unpack_from(mv, pos)
-        _wal_file_header___r169 = pos
-        pos += 40
-        if _wal_file_header__f_magic != b'ZEPEMBED':
-            raise ConstraintError('bad magic', offset=_wal_file_header___r169, path='magic', expected=b'ZEPEMBED', found=_wal_file_header__f_magic)
-        if not _wal_file_header__f_family_id == 11:
-            raise ConstraintError('wrong family id (expected 11, WAL)', offset=_wal_file_header___r169 + 8, path='family_id', expected='family_id == 11', found=_wal_file_header__f_family_id)
-        if not _wal_file_header__f_flags == 0:
-            raise ConstraintError('WAL header flags must be zero', offset=_wal_file_header___r169 + 12, path='flags', expected='flags == 0', found=_wal_file_header__f_flags)
-        if not _wal_file_header__f_header_length == 40:
-            raise ConstraintError('WAL header_length must be exactly 40', offset=_wal_file_header___r169 + 16, path='header_length', expected='header_length == 40', found=_wal_file_header__f_header_length)
-        if not _wal_file_header__f_file_length == 0:
-            raise ConstraintError('WAL file_length must be zero (append-only)', offset=_wal_file_header___r169 + 24, path='file_length', expected='file_length == 0', found=_wal_file_header__f_file_length)
-        _wal_file_header___obj = _new(WalFileHeader)
-        _wal_file_header___obj.first_seq = _wal_file_header__f_first_seq
-        f_header = _wal_file_header___obj
+        f_header, pos = _d_wal_file_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     f_records = []
@@ -1923,33 +1906,7 @@ def _d_wal_file(mv, pos, end):
                 break
             _ip = pos
             try:
-                if pos + 14 > end:
-                    raise _short(pos, end, _T154)
-                _wal_frame__f_payload_len, _wal_frame__f_seq, _wal_frame__f_op = _S153.unpack_from(mv, pos)
-                _wal_frame___r153 = pos
-                pos += 14
-                _wal_frame___s_payload_len = _wal_frame___r153
-                _wal_frame___n = _wal_frame__f_payload_len
-                if _wal_frame___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_wal_frame___n)
-                if pos + _wal_frame___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_wal_frame___n, found=end - pos)
-                _wal_frame__f_payload = bytes(mv[pos:pos + _wal_frame___n])
-                pos += _wal_frame___n
-                _wal_frame___e_payload = pos
-                if pos + 8 > end:
-                    raise _short(pos, end, _T139)
-                _wal_frame__f_checksum, = _S47.unpack_from(mv, pos)
-                _wal_frame___r47 = pos
-                pos += 8
-                _wal_frame___ck = _ck_xxh3_64(mv[_wal_frame___s_payload_len:_wal_frame___e_payload])
-                if _wal_frame__f_checksum != _wal_frame___ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=_wal_frame___r47, path='checksum', expected=_wal_frame___ck, found=_wal_frame__f_checksum)
-                _wal_frame___obj = _new(WalFrame)
-                _wal_frame___obj.seq = _wal_frame__f_seq
-                _wal_frame___obj.op = _wal_frame__f_op
-                _wal_frame___obj.payload = _wal_frame__f_payload
-                _x = _wal_frame___obj
+                _x, pos = _d_wal_frame(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -2142,61 +2099,7 @@ def _d_wal_record(mv, pos, end):
     end = pos + _n
     _sec_payload = pos
     try:
-        _wal_payload___re_pos, _wal_payload___re_end = (pos, end)
-        _wal_payload___tag = f_op
-        if _wal_payload___tag == 1:
-            try:
-                try:
-                    if pos + 4 > end:
-                        raise _short(pos, end, _T155)
-                    _wal_payload___op_upsert_v1___payload_v1_header__f_version, _wal_payload___op_upsert_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                    _wal_payload___op_upsert_v1___payload_v1_header___r30 = pos
-                    pos += 4
-                    if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
-                        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_wal_payload___op_upsert_v1___payload_v1_header__f_version)
-                    if not _wal_payload___op_upsert_v1___payload_v1_header__f_flags == 0:
-                        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_wal_payload___op_upsert_v1___payload_v1_header__f_flags)
-                    _wal_payload___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                    _wal_payload___op_upsert_v1__f_header = _wal_payload___op_upsert_v1___payload_v1_header___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('header') from None
-                if pos + 24 > end:
-                    raise _short(pos, end, _T18)
-                _wal_payload___op_upsert_v1__f_doc_id, _wal_payload___op_upsert_v1__f_revision = _S17.unpack_from(mv, pos)
-                pos += 24
-                _wal_payload___op_upsert_v1__f_doc_id = int.from_bytes(_wal_payload___op_upsert_v1__f_doc_id, 'little', signed=False)
-                try:
-                    if pos + 4 > end:
-                        raise _short(pos, end, _T144)
-                    _wal_payload___op_upsert_v1___f32_vector__f_dims, = _S23.unpack_from(mv, pos)
-                    _wal_payload___op_upsert_v1___f32_vector___r23 = pos
-                    pos += 4
-                    if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
-                        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r23, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
-                    _wal_payload___op_upsert_v1___f32_vector___c = _wal_payload___op_upsert_v1___f32_vector__f_dims
-                    if _wal_payload___op_upsert_v1___f32_vector___c < 0 or _wal_payload___op_upsert_v1___f32_vector___c * 4 > end - pos:
-                        raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector___c) if _wal_payload___op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector___c * 4, found=end - pos)
-                    _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector___c * 4]), _PK145)
-                    pos += _wal_payload___op_upsert_v1___f32_vector___c * 4
-                    _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
-                    _wal_payload___op_upsert_v1___f32_vector___obj.values = _wal_payload___op_upsert_v1___f32_vector__f_values
-                    _wal_payload___op_upsert_v1__f_vector = _wal_payload___op_upsert_v1___f32_vector___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('vector') from None
-                _wal_payload___op_upsert_v1___obj = _new(OpUpsertV1)
-                _wal_payload___op_upsert_v1___obj.header = _wal_payload___op_upsert_v1__f_header
-                _wal_payload___op_upsert_v1___obj.doc_id = _wal_payload___op_upsert_v1__f_doc_id
-                _wal_payload___op_upsert_v1___obj.revision = _wal_payload___op_upsert_v1__f_revision
-                _wal_payload___op_upsert_v1___obj.vector = _wal_payload___op_upsert_v1__f_vector
-                _wal_payload__f_body = _wal_payload___op_upsert_v1___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('body') from None
-            _wal_payload___obj = _new(WalPayload)
-            _wal_payload___obj.body = _wal_payload__f_body
-            f_payload = _wal_payload___obj
-        else:
-            pos, end = (_wal_payload___re_pos, _wal_payload___re_end)
-            f_payload, pos = _d_wal_payload(mv, pos, end, f_op)
+        f_payload, pos = _d_wal_payload(mv, pos, end, f_op)
     except DecodeError as _exc:
         raise _exc.prefixed('payload') from None
     if pos != end:
@@ -2383,365 +2286,32 @@ def _d_wal_payload(mv, pos, end, p_op):
     _tag = p_op
     if _tag == 1:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_upsert_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_upsert_v1___payload_v1_header__f_version)
-                if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
-                _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_v1__f_header = _op_upsert_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 24 > end:
-                raise _short(pos, end, _T18)
-            _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision = _S17.unpack_from(mv, pos)
-            pos += 24
-            _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T144)
-                _op_upsert_v1___f32_vector__f_dims, = _S23.unpack_from(mv, pos)
-                _op_upsert_v1___f32_vector___r23 = pos
-                pos += 4
-                if not _op_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r23, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
-                _op_upsert_v1___f32_vector___c = _op_upsert_v1___f32_vector__f_dims
-                if _op_upsert_v1___f32_vector___c < 0 or _op_upsert_v1___f32_vector___c * 4 > end - pos:
-                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector___c) if _op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
-                _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector___c * 4]), _PK145)
-                pos += _op_upsert_v1___f32_vector___c * 4
-                _op_upsert_v1___f32_vector___obj = _new(F32Vector)
-                _op_upsert_v1___f32_vector___obj.values = _op_upsert_v1___f32_vector__f_values
-                _op_upsert_v1__f_vector = _op_upsert_v1___f32_vector___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('vector') from None
-            _op_upsert_v1___obj = _new(OpUpsertV1)
-            _op_upsert_v1___obj.header = _op_upsert_v1__f_header
-            _op_upsert_v1___obj.doc_id = _op_upsert_v1__f_doc_id
-            _op_upsert_v1___obj.revision = _op_upsert_v1__f_revision
-            _op_upsert_v1___obj.vector = _op_upsert_v1__f_vector
-            f_body = _op_upsert_v1___obj
+            f_body, pos = _d_op_upsert_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_delete_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_delete_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
-                if not _op_delete_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
-                _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_delete_v1__f_header = _op_delete_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 4 > end:
-                raise _short(pos, end, _T68)
-            _op_delete_v1__f_count, = _S23.unpack_from(mv, pos)
-            _op_delete_v1___r23 = pos
-            pos += 4
-            if not _op_delete_v1__f_count >= 1:
-                raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r23, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
-            _op_delete_v1___c = _op_delete_v1__f_count
-            if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c) if _op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
-            _op_delete_v1___st = _RC156.get(_op_delete_v1___c)
-            if _op_delete_v1___st is None:
-                _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
-                if len(_RC156) < 64:
-                    _RC156[_op_delete_v1___c] = _op_delete_v1___st
-            _op_delete_v1___it = iter(_op_delete_v1___st.unpack_from(mv, pos))
-            _op_delete_v1__f_doc_ids = [_op_delete_v1___hi << 64 | _op_delete_v1___lo for _op_delete_v1___lo, _op_delete_v1___hi in zip(_op_delete_v1___it, _op_delete_v1___it)]
-            pos += _op_delete_v1___c * 16
-            _op_delete_v1___obj = _new(OpDeleteV1)
-            _op_delete_v1___obj.header = _op_delete_v1__f_header
-            _op_delete_v1___obj.doc_ids = _op_delete_v1__f_doc_ids
-            f_body = _op_delete_v1___obj
+            f_body, pos = _d_op_delete_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_metadata_edit_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_metadata_edit_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_metadata_edit_v1___payload_v1_header__f_version)
-                if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
-                _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_metadata_edit_v1__f_header = _op_metadata_edit_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 28 > end:
-                raise _short(pos, end, _T158)
-            _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id = _S157.unpack_from(mv, pos)
-            pos += 28
-            _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-            try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T149)
-                _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S148.unpack_from(mv, pos)
-                _op_metadata_edit_v1___metadata_value___r148 = pos
-                pos += 8
-                _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
-                if _op_metadata_edit_v1___metadata_value___v is None:
-                    raise ConstraintError('unknown value_kind value', offset=_op_metadata_edit_v1___metadata_value___r148, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value__f_kind)
-                _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
-                if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r148 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
-                _op_metadata_edit_v1___metadata_value___n = _op_metadata_edit_v1___metadata_value__f_value_len
-                if _op_metadata_edit_v1___metadata_value___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value___n)
-                if pos + _op_metadata_edit_v1___metadata_value___n > end:
-                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value___n) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value___n, found=end - pos)
-                _op_metadata_edit_v1___metadata_value___outer_end_value = end
-                end = pos + _op_metadata_edit_v1___metadata_value___n
-                _op_metadata_edit_v1___metadata_value___sec_value = pos
-                _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
-                if _op_metadata_edit_v1___metadata_value___tag == 0:
-                    _op_metadata_edit_v1___metadata_value__f_value = None
-                elif _op_metadata_edit_v1___metadata_value___tag == 1:
-                    try:
-                        if pos + 8 > end:
-                            raise _short(pos, end, _T150)
-                        _op_metadata_edit_v1___metadata_value___value_u64__f_value, = _S47.unpack_from(mv, pos)
-                        pos += 8
-                        _op_metadata_edit_v1___metadata_value___value_u64___obj = _new(ValueU64)
-                        _op_metadata_edit_v1___metadata_value___value_u64___obj.value = _op_metadata_edit_v1___metadata_value___value_u64__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_u64___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 2:
-                    try:
-                        if pos + 8 > end:
-                            raise _short(pos, end, _T150)
-                        _op_metadata_edit_v1___metadata_value___value_i64__f_value, = _S146.unpack_from(mv, pos)
-                        pos += 8
-                        _op_metadata_edit_v1___metadata_value___value_i64___obj = _new(ValueI64)
-                        _op_metadata_edit_v1___metadata_value___value_i64___obj.value = _op_metadata_edit_v1___metadata_value___value_i64__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_i64___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 3:
-                    try:
-                        if pos + 8 > end:
-                            raise _short(pos, end, _T150)
-                        _op_metadata_edit_v1___metadata_value___value_f64__f_value, = _S47.unpack_from(mv, pos)
-                        pos += 8
-                        _op_metadata_edit_v1___metadata_value___value_f64___obj = _new(ValueF64)
-                        _op_metadata_edit_v1___metadata_value___value_f64___obj.value = _op_metadata_edit_v1___metadata_value___value_f64__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_f64___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 4:
-                    try:
-                        if pos + 1 > end:
-                            raise _short(pos, end, _T151)
-                        _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
-                        _op_metadata_edit_v1___metadata_value___value_bool___r126 = pos
-                        pos += 1
-                        if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_op_metadata_edit_v1___metadata_value___value_bool___r126, path='value', expected='value == 0 or value == 1', found=_op_metadata_edit_v1___metadata_value___value_bool__f_value)
-                        _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
-                        _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 5:
-                    try:
-                        if pos + (end - pos) > end:
-                            raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                        try:
-                            _op_metadata_edit_v1___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
-                        except UnicodeDecodeError as _u:
-                            raise _text_error(_u, pos, 'utf-8', 'value') from None
-                        pos += end - pos
-                        _op_metadata_edit_v1___metadata_value___value_string___obj = _new(ValueString)
-                        _op_metadata_edit_v1___metadata_value___value_string___obj.value = _op_metadata_edit_v1___metadata_value___value_string__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_string___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 6:
-                    try:
-                        if pos + 16 > end:
-                            raise _short(pos, end, _T152)
-                        _op_metadata_edit_v1___metadata_value___value_id128__f_value, = _S66.unpack_from(mv, pos)
-                        pos += 16
-                        _op_metadata_edit_v1___metadata_value___value_id128__f_value = int.from_bytes(_op_metadata_edit_v1___metadata_value___value_id128__f_value, 'little', signed=False)
-                        _op_metadata_edit_v1___metadata_value___value_id128___obj = _new(ValueId128)
-                        _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                else:
-                    raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value___tag)
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_op_metadata_edit_v1___metadata_value___sec_value, path='value', expected=end - _op_metadata_edit_v1___metadata_value___sec_value, found=pos - _op_metadata_edit_v1___metadata_value___sec_value)
-                end = _op_metadata_edit_v1___metadata_value___outer_end_value
-                _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
-                _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
-                _op_metadata_edit_v1___metadata_value___obj.value = _op_metadata_edit_v1___metadata_value__f_value
-                _op_metadata_edit_v1__f_value = _op_metadata_edit_v1___metadata_value___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('value') from None
-            _op_metadata_edit_v1___obj = _new(OpMetadataEditV1)
-            _op_metadata_edit_v1___obj.header = _op_metadata_edit_v1__f_header
-            _op_metadata_edit_v1___obj.doc_id = _op_metadata_edit_v1__f_doc_id
-            _op_metadata_edit_v1___obj.revision = _op_metadata_edit_v1__f_revision
-            _op_metadata_edit_v1___obj.column_id = _op_metadata_edit_v1__f_column_id
-            _op_metadata_edit_v1___obj.value = _op_metadata_edit_v1__f_value
-            f_body = _op_metadata_edit_v1___obj
+            f_body, pos = _d_op_metadata_edit_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 4:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_timestamped_upsert_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_timestamped_upsert_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_timestamped_upsert_v1___payload_v1_header__f_version)
-                if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
-                _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_timestamped_upsert_v1__f_header = _op_timestamped_upsert_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 32 > end:
-                raise _short(pos, end, _T160)
-            _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts = _S159.unpack_from(mv, pos)
-            pos += 32
-            _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T144)
-                _op_timestamped_upsert_v1___f32_vector__f_dims, = _S23.unpack_from(mv, pos)
-                _op_timestamped_upsert_v1___f32_vector___r23 = pos
-                pos += 4
-                if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r23, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
-                _op_timestamped_upsert_v1___f32_vector___c = _op_timestamped_upsert_v1___f32_vector__f_dims
-                if _op_timestamped_upsert_v1___f32_vector___c < 0 or _op_timestamped_upsert_v1___f32_vector___c * 4 > end - pos:
-                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector___c) if _op_timestamped_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
-                _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector___c * 4]), _PK145)
-                pos += _op_timestamped_upsert_v1___f32_vector___c * 4
-                _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
-                _op_timestamped_upsert_v1___f32_vector___obj.values = _op_timestamped_upsert_v1___f32_vector__f_values
-                _op_timestamped_upsert_v1__f_vector = _op_timestamped_upsert_v1___f32_vector___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('vector') from None
-            _op_timestamped_upsert_v1___obj = _new(OpTimestampedUpsertV1)
-            _op_timestamped_upsert_v1___obj.header = _op_timestamped_upsert_v1__f_header
-            _op_timestamped_upsert_v1___obj.doc_id = _op_timestamped_upsert_v1__f_doc_id
-            _op_timestamped_upsert_v1___obj.revision = _op_timestamped_upsert_v1__f_revision
-            _op_timestamped_upsert_v1___obj.ts = _op_timestamped_upsert_v1__f_ts
-            _op_timestamped_upsert_v1___obj.vector = _op_timestamped_upsert_v1__f_vector
-            f_body = _op_timestamped_upsert_v1___obj
+            f_body, pos = _d_op_timestamped_upsert_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 5:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_upsert_metadata_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_metadata_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_upsert_metadata_v1___payload_v1_header__f_version)
-                if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
-                _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_metadata_v1__f_header = _op_upsert_metadata_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 32 > end:
-                raise _short(pos, end, _T162)
-            _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S161.unpack_from(mv, pos)
-            _op_upsert_metadata_v1___r161 = pos
-            pos += 32
-            _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
-            if not _op_upsert_metadata_v1__f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r161 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
-            _op_upsert_metadata_v1___n = _op_upsert_metadata_v1__f_metadata_len
-            if _op_upsert_metadata_v1___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1___n)
-            if pos + _op_upsert_metadata_v1___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='metadata', expected=_op_upsert_metadata_v1___n, found=end - pos)
-            _op_upsert_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_metadata_v1___n])
-            pos += _op_upsert_metadata_v1___n
-            _op_upsert_metadata_v1___c = _op_upsert_metadata_v1__f_dims
-            if _op_upsert_metadata_v1___c < 0 or _op_upsert_metadata_v1___c * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1___c) if _op_upsert_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
-            _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1___c * 4]), _PK145)
-            pos += _op_upsert_metadata_v1___c * 4
-            _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
-            _op_upsert_metadata_v1___obj.header = _op_upsert_metadata_v1__f_header
-            _op_upsert_metadata_v1___obj.doc_id = _op_upsert_metadata_v1__f_doc_id
-            _op_upsert_metadata_v1___obj.revision = _op_upsert_metadata_v1__f_revision
-            _op_upsert_metadata_v1___obj.metadata = _op_upsert_metadata_v1__f_metadata
-            _op_upsert_metadata_v1___obj.vector = _op_upsert_metadata_v1__f_vector
-            f_body = _op_upsert_metadata_v1___obj
+            f_body, pos = _d_op_upsert_metadata_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 6:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_upsert_ts_metadata_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_version)
-                if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
-                _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_ts_metadata_v1__f_header = _op_upsert_ts_metadata_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 40 > end:
-                raise _short(pos, end, _T164)
-            _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S163.unpack_from(mv, pos)
-            _op_upsert_ts_metadata_v1___r163 = pos
-            pos += 40
-            _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
-            if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r163 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
-            _op_upsert_ts_metadata_v1___n = _op_upsert_ts_metadata_v1__f_metadata_len
-            if _op_upsert_ts_metadata_v1___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1___n)
-            if pos + _op_upsert_ts_metadata_v1___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='metadata', expected=_op_upsert_ts_metadata_v1___n, found=end - pos)
-            _op_upsert_ts_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___n])
-            pos += _op_upsert_ts_metadata_v1___n
-            _op_upsert_ts_metadata_v1___c = _op_upsert_ts_metadata_v1__f_dims
-            if _op_upsert_ts_metadata_v1___c < 0 or _op_upsert_ts_metadata_v1___c * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1___c) if _op_upsert_ts_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
-            _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___c * 4]), _PK145)
-            pos += _op_upsert_ts_metadata_v1___c * 4
-            _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
-            _op_upsert_ts_metadata_v1___obj.header = _op_upsert_ts_metadata_v1__f_header
-            _op_upsert_ts_metadata_v1___obj.doc_id = _op_upsert_ts_metadata_v1__f_doc_id
-            _op_upsert_ts_metadata_v1___obj.revision = _op_upsert_ts_metadata_v1__f_revision
-            _op_upsert_ts_metadata_v1___obj.ts = _op_upsert_ts_metadata_v1__f_ts
-            _op_upsert_ts_metadata_v1___obj.metadata = _op_upsert_ts_metadata_v1__f_metadata
-            _op_upsert_ts_metadata_v1___obj.vector = _op_upsert_ts_metadata_v1__f_vector
-            f_body = _op_upsert_ts_metadata_v1___obj
+            f_body, pos = _d_op_upsert_ts_metadata_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 7:
@@ -2751,139 +2321,12 @@ def _d_wal_payload(mv, pos, end, p_op):
             raise _exc.prefixed('body') from None
     elif _tag == 8:
         try:
-            if pos + 8 > end:
-                raise _short(pos, end, _T165)
-            _op_batch_member__f_index, _op_batch_member__f_count = _S11.unpack_from(mv, pos)
-            _op_batch_member___r11 = pos
-            pos += 8
-            if not (_op_batch_member__f_count >= 2 and _op_batch_member__f_index < _op_batch_member__f_count):
-                raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_batch_member___r11 + 4, path='count', expected='count >= 2 and index < count', found=_op_batch_member__f_count)
-            try:
-                _op_batch_member__f_body, pos = _d_op_upsert_v2(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('body') from None
-            _op_batch_member___obj = _new(OpBatchMember)
-            _op_batch_member___obj.index = _op_batch_member__f_index
-            _op_batch_member___obj.count = _op_batch_member__f_count
-            _op_batch_member___obj.body = _op_batch_member__f_body
-            f_body = _op_batch_member___obj
+            f_body, pos = _d_op_batch_member(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 9:
         try:
-            _op_prepared_mutation___re_pos, _op_prepared_mutation___re_end = (pos, end)
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_prepared_mutation___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_prepared_mutation___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___payload_v1_header___r30, path='version', expected='version == 1', found=_op_prepared_mutation___payload_v1_header__f_version)
-                if not _op_prepared_mutation___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___payload_v1_header__f_flags)
-                _op_prepared_mutation___payload_v1_header___obj = PayloadV1Header()
-                _op_prepared_mutation__f_header = _op_prepared_mutation___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            try:
-                if pos + 64 > end:
-                    raise _short(pos, end, _T166)
-                _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation = _S109.unpack_from(mv, pos)
-                _op_prepared_mutation___transaction_binding___r109 = pos
-                pos += 64
-                _op_prepared_mutation___transaction_binding__f_transaction = int.from_bytes(_op_prepared_mutation___transaction_binding__f_transaction, 'little', signed=False)
-                if not _op_prepared_mutation___transaction_binding__f_transaction != 0:
-                    raise ConstraintError('transaction id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r109, path='transaction', expected='transaction != 0', found=_op_prepared_mutation___transaction_binding__f_transaction)
-                _op_prepared_mutation___transaction_binding__f_participant = int.from_bytes(_op_prepared_mutation___transaction_binding__f_participant, 'little', signed=False)
-                if not _op_prepared_mutation___transaction_binding__f_participant != 0:
-                    raise ConstraintError('participant id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r109 + 16, path='participant', expected='participant != 0', found=_op_prepared_mutation___transaction_binding__f_participant)
-                if not _op_prepared_mutation___transaction_binding__f_first_seq != 0:
-                    raise ConstraintError('first_seq must be non-zero', offset=_op_prepared_mutation___transaction_binding___r109 + 32, path='first_seq', expected='first_seq != 0', found=_op_prepared_mutation___transaction_binding__f_first_seq)
-                if not (_op_prepared_mutation___transaction_binding__f_last_seq >= _op_prepared_mutation___transaction_binding__f_first_seq and _op_prepared_mutation___transaction_binding__f_last_seq - _op_prepared_mutation___transaction_binding__f_first_seq < 4294967295):
-                    raise ConstraintError('binding sequence span must fit u32', offset=_op_prepared_mutation___transaction_binding___r109 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_op_prepared_mutation___transaction_binding__f_last_seq)
-                if not _op_prepared_mutation___transaction_binding__f_final_generation != 0:
-                    raise ConstraintError('final_generation must be non-zero', offset=_op_prepared_mutation___transaction_binding___r109 + 56, path='final_generation', expected='final_generation != 0', found=_op_prepared_mutation___transaction_binding__f_final_generation)
-                _op_prepared_mutation___transaction_binding___obj = _new(TransactionBinding)
-                _op_prepared_mutation___transaction_binding___obj.transaction = _op_prepared_mutation___transaction_binding__f_transaction
-                _op_prepared_mutation___transaction_binding___obj.participant = _op_prepared_mutation___transaction_binding__f_participant
-                _op_prepared_mutation___transaction_binding___obj.first_seq = _op_prepared_mutation___transaction_binding__f_first_seq
-                _op_prepared_mutation___transaction_binding___obj.last_seq = _op_prepared_mutation___transaction_binding__f_last_seq
-                _op_prepared_mutation___transaction_binding___obj.manifest_digest = _op_prepared_mutation___transaction_binding__f_manifest_digest
-                _op_prepared_mutation___transaction_binding___obj.final_generation = _op_prepared_mutation___transaction_binding__f_final_generation
-                _op_prepared_mutation__f_binding = _op_prepared_mutation___transaction_binding___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('binding') from None
-            if pos + 10 > end:
-                raise _short(pos, end, _T168)
-            _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op = _S167.unpack_from(mv, pos)
-            _op_prepared_mutation___r167 = pos
-            pos += 10
-            if not _op_prepared_mutation__f_count == _op_prepared_mutation__f_binding.last_seq - _op_prepared_mutation__f_binding.first_seq + 1:
-                raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_op_prepared_mutation___r167 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=_op_prepared_mutation__f_count)
-            if not _op_prepared_mutation__f_index < _op_prepared_mutation__f_count:
-                raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_prepared_mutation___r167 + 4, path='count', expected='index < count', found=_op_prepared_mutation__f_count)
-            if not (_op_prepared_mutation__f_inner_op >= 1 and _op_prepared_mutation__f_inner_op <= 7):
-                raise ConstraintError('prepared mutation inner op must be 1..7', offset=_op_prepared_mutation___r167 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=_op_prepared_mutation__f_inner_op)
-            _op_prepared_mutation___tag = _op_prepared_mutation__f_inner_op
-            if _op_prepared_mutation___tag == 1:
-                try:
-                    try:
-                        if pos + 4 > end:
-                            raise _short(pos, end, _T155)
-                        _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                        _op_prepared_mutation___op_upsert_v1___payload_v1_header___r30 = pos
-                        pos += 4
-                        if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version == 1:
-                            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version)
-                        if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags == 0:
-                            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags)
-                        _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                        _op_prepared_mutation___op_upsert_v1__f_header = _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('header') from None
-                    if pos + 24 > end:
-                        raise _short(pos, end, _T18)
-                    _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision = _S17.unpack_from(mv, pos)
-                    pos += 24
-                    _op_prepared_mutation___op_upsert_v1__f_doc_id = int.from_bytes(_op_prepared_mutation___op_upsert_v1__f_doc_id, 'little', signed=False)
-                    try:
-                        if pos + 4 > end:
-                            raise _short(pos, end, _T144)
-                        _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims, = _S23.unpack_from(mv, pos)
-                        _op_prepared_mutation___op_upsert_v1___f32_vector___r23 = pos
-                        pos += 4
-                        if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
-                            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r23, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
-                        _op_prepared_mutation___op_upsert_v1___f32_vector___c = _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims
-                        if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0 or _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4 > end - pos:
-                            raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector___c) if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4, found=end - pos)
-                        _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4]), _PK145)
-                        pos += _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4
-                        _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
-                        _op_prepared_mutation___op_upsert_v1___f32_vector___obj.values = _op_prepared_mutation___op_upsert_v1___f32_vector__f_values
-                        _op_prepared_mutation___op_upsert_v1__f_vector = _op_prepared_mutation___op_upsert_v1___f32_vector___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('vector') from None
-                    _op_prepared_mutation___op_upsert_v1___obj = _new(OpUpsertV1)
-                    _op_prepared_mutation___op_upsert_v1___obj.header = _op_prepared_mutation___op_upsert_v1__f_header
-                    _op_prepared_mutation___op_upsert_v1___obj.doc_id = _op_prepared_mutation___op_upsert_v1__f_doc_id
-                    _op_prepared_mutation___op_upsert_v1___obj.revision = _op_prepared_mutation___op_upsert_v1__f_revision
-                    _op_prepared_mutation___op_upsert_v1___obj.vector = _op_prepared_mutation___op_upsert_v1__f_vector
-                    _op_prepared_mutation__f_inner = _op_prepared_mutation___op_upsert_v1___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('inner') from None
-                _op_prepared_mutation___obj = _new(OpPreparedMutation)
-                _op_prepared_mutation___obj.header = _op_prepared_mutation__f_header
-                _op_prepared_mutation___obj.binding = _op_prepared_mutation__f_binding
-                _op_prepared_mutation___obj.index = _op_prepared_mutation__f_index
-                _op_prepared_mutation___obj.count = _op_prepared_mutation__f_count
-                _op_prepared_mutation___obj.inner_op = _op_prepared_mutation__f_inner_op
-                _op_prepared_mutation___obj.inner = _op_prepared_mutation__f_inner
-                f_body = _op_prepared_mutation___obj
-            else:
-                pos, end = (_op_prepared_mutation___re_pos, _op_prepared_mutation___re_end)
-                f_body, pos = _d_op_prepared_mutation(mv, pos, end)
+            f_body, pos = _d_op_prepared_mutation(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 10:
@@ -2893,74 +2336,7 @@ def _d_wal_payload(mv, pos, end, p_op):
             raise _exc.prefixed('body') from None
     elif _tag == 11:
         try:
-            if pos + 10 > end:
-                raise _short(pos, end, _T168)
-            _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op = _S167.unpack_from(mv, pos)
-            _op_mixed_member___r167 = pos
-            pos += 10
-            if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
-                raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_mixed_member___r167 + 4, path='count', expected='count >= 2 and index < count', found=_op_mixed_member__f_count)
-            if not (_op_mixed_member__f_inner_op == 2 or _op_mixed_member__f_inner_op == 7 or _op_mixed_member__f_inner_op == 10):
-                raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_op_mixed_member___r167 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=_op_mixed_member__f_inner_op)
-            _op_mixed_member___tag = _op_mixed_member__f_inner_op
-            if _op_mixed_member___tag == 2:
-                try:
-                    try:
-                        if pos + 4 > end:
-                            raise _short(pos, end, _T155)
-                        _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                        _op_mixed_member___op_delete_v1___payload_v1_header___r30 = pos
-                        pos += 4
-                        if not _op_mixed_member___op_delete_v1___payload_v1_header__f_version == 1:
-                            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_version)
-                        if not _op_mixed_member___op_delete_v1___payload_v1_header__f_flags == 0:
-                            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_flags)
-                        _op_mixed_member___op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                        _op_mixed_member___op_delete_v1__f_header = _op_mixed_member___op_delete_v1___payload_v1_header___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('header') from None
-                    if pos + 4 > end:
-                        raise _short(pos, end, _T68)
-                    _op_mixed_member___op_delete_v1__f_count, = _S23.unpack_from(mv, pos)
-                    _op_mixed_member___op_delete_v1___r23 = pos
-                    pos += 4
-                    if not _op_mixed_member___op_delete_v1__f_count >= 1:
-                        raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r23, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
-                    _op_mixed_member___op_delete_v1___c = _op_mixed_member___op_delete_v1__f_count
-                    if _op_mixed_member___op_delete_v1___c < 0 or _op_mixed_member___op_delete_v1___c * 16 > end - pos:
-                        raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1___c) if _op_mixed_member___op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1___c) + ' needs at least ' + str(_op_mixed_member___op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1___c * 16, found=end - pos)
-                    _op_mixed_member___op_delete_v1___st = _RC156.get(_op_mixed_member___op_delete_v1___c)
-                    if _op_mixed_member___op_delete_v1___st is None:
-                        _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1___c)
-                        if len(_RC156) < 64:
-                            _RC156[_op_mixed_member___op_delete_v1___c] = _op_mixed_member___op_delete_v1___st
-                    _op_mixed_member___op_delete_v1___it = iter(_op_mixed_member___op_delete_v1___st.unpack_from(mv, pos))
-                    _op_mixed_member___op_delete_v1__f_doc_ids = [_op_mixed_member___op_delete_v1___hi << 64 | _op_mixed_member___op_delete_v1___lo for _op_mixed_member___op_delete_v1___lo, _op_mixed_member___op_delete_v1___hi in zip(_op_mixed_member___op_delete_v1___it, _op_mixed_member___op_delete_v1___it)]
-                    pos += _op_mixed_member___op_delete_v1___c * 16
-                    _op_mixed_member___op_delete_v1___obj = _new(OpDeleteV1)
-                    _op_mixed_member___op_delete_v1___obj.header = _op_mixed_member___op_delete_v1__f_header
-                    _op_mixed_member___op_delete_v1___obj.doc_ids = _op_mixed_member___op_delete_v1__f_doc_ids
-                    _op_mixed_member__f_inner = _op_mixed_member___op_delete_v1___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('inner') from None
-            elif _op_mixed_member___tag == 7:
-                try:
-                    _op_mixed_member__f_inner, pos = _d_op_upsert_v2(mv, pos, end)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('inner') from None
-            elif _op_mixed_member___tag == 10:
-                try:
-                    _op_mixed_member__f_inner, pos = _d_graph_envelope(mv, pos, end)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('inner') from None
-            else:
-                raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=_op_mixed_member___tag)
-            _op_mixed_member___obj = _new(OpMixedMember)
-            _op_mixed_member___obj.index = _op_mixed_member__f_index
-            _op_mixed_member___obj.count = _op_mixed_member__f_count
-            _op_mixed_member___obj.inner_op = _op_mixed_member__f_inner_op
-            _op_mixed_member___obj.inner = _op_mixed_member__f_inner
-            f_body = _op_mixed_member___obj
+            f_body, pos = _d_op_mixed_member(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -4606,110 +3982,7 @@ def _d_typed_column(mv, pos, end):
     pos += 4
     _a_value = pos
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T149)
-        _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S148.unpack_from(mv, pos)
-        _metadata_value___r148 = pos
-        pos += 8
-        _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
-        if _metadata_value___v is None:
-            raise ConstraintError('unknown value_kind value', offset=_metadata_value___r148, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value__f_kind)
-        _metadata_value__f_kind = _metadata_value___v
-        if _metadata_value__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r148 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
-        _metadata_value___n = _metadata_value__f_value_len
-        if _metadata_value___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value___n)
-        if pos + _metadata_value___n > end:
-            raise TruncatedError('section needs ' + str(_metadata_value___n) + ' bytes', offset=pos, path='value', expected=_metadata_value___n, found=end - pos)
-        _metadata_value___outer_end_value = end
-        end = pos + _metadata_value___n
-        _metadata_value___sec_value = pos
-        _metadata_value___tag = _metadata_value__f_kind
-        if _metadata_value___tag == 0:
-            _metadata_value__f_value = None
-        elif _metadata_value___tag == 1:
-            try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T150)
-                _metadata_value___value_u64__f_value, = _S47.unpack_from(mv, pos)
-                pos += 8
-                _metadata_value___value_u64___obj = _new(ValueU64)
-                _metadata_value___value_u64___obj.value = _metadata_value___value_u64__f_value
-                _metadata_value__f_value = _metadata_value___value_u64___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('value') from None
-        elif _metadata_value___tag == 2:
-            try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T150)
-                _metadata_value___value_i64__f_value, = _S146.unpack_from(mv, pos)
-                pos += 8
-                _metadata_value___value_i64___obj = _new(ValueI64)
-                _metadata_value___value_i64___obj.value = _metadata_value___value_i64__f_value
-                _metadata_value__f_value = _metadata_value___value_i64___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('value') from None
-        elif _metadata_value___tag == 3:
-            try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T150)
-                _metadata_value___value_f64__f_value, = _S47.unpack_from(mv, pos)
-                pos += 8
-                _metadata_value___value_f64___obj = _new(ValueF64)
-                _metadata_value___value_f64___obj.value = _metadata_value___value_f64__f_value
-                _metadata_value__f_value = _metadata_value___value_f64___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('value') from None
-        elif _metadata_value___tag == 4:
-            try:
-                if pos + 1 > end:
-                    raise _short(pos, end, _T151)
-                _metadata_value___value_bool__f_value = mv[pos]
-                _metadata_value___value_bool___r126 = pos
-                pos += 1
-                if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
-                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_metadata_value___value_bool___r126, path='value', expected='value == 0 or value == 1', found=_metadata_value___value_bool__f_value)
-                _metadata_value___value_bool___obj = _new(ValueBool)
-                _metadata_value___value_bool___obj.value = _metadata_value___value_bool__f_value
-                _metadata_value__f_value = _metadata_value___value_bool___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('value') from None
-        elif _metadata_value___tag == 5:
-            try:
-                if pos + (end - pos) > end:
-                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                try:
-                    _metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
-                except UnicodeDecodeError as _u:
-                    raise _text_error(_u, pos, 'utf-8', 'value') from None
-                pos += end - pos
-                _metadata_value___value_string___obj = _new(ValueString)
-                _metadata_value___value_string___obj.value = _metadata_value___value_string__f_value
-                _metadata_value__f_value = _metadata_value___value_string___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('value') from None
-        elif _metadata_value___tag == 6:
-            try:
-                if pos + 16 > end:
-                    raise _short(pos, end, _T152)
-                _metadata_value___value_id128__f_value, = _S66.unpack_from(mv, pos)
-                pos += 16
-                _metadata_value___value_id128__f_value = int.from_bytes(_metadata_value___value_id128__f_value, 'little', signed=False)
-                _metadata_value___value_id128___obj = _new(ValueId128)
-                _metadata_value___value_id128___obj.value = _metadata_value___value_id128__f_value
-                _metadata_value__f_value = _metadata_value___value_id128___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('value') from None
-        else:
-            raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value___tag)
-        if pos != end:
-            raise ConstraintError('section size mismatch', offset=_metadata_value___sec_value, path='value', expected=end - _metadata_value___sec_value, found=pos - _metadata_value___sec_value)
-        end = _metadata_value___outer_end_value
-        _metadata_value___obj = _new(MetadataValue)
-        _metadata_value___obj.kind = _metadata_value__f_kind
-        _metadata_value___obj.value = _metadata_value__f_value
-        f_value = _metadata_value___obj
+        f_value, pos = _d_metadata_value(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('value') from None
     if not (f_value.kind != 0):
@@ -5012,21 +4285,7 @@ def _d_op_upsert_v2(mv, pos, end):
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if _attr(f_fields, 'vector', pos, 'vector'):
         try:
-            if pos + 4 > end:
-                raise _short(pos, end, _T144)
-            _f32_vector__f_dims, = _S23.unpack_from(mv, pos)
-            _f32_vector___r23 = pos
-            pos += 4
-            if not _f32_vector__f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r23, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
-            _f32_vector___c = _f32_vector__f_dims
-            if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c) if _f32_vector___c < 0 else TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
-            _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector___c * 4]), _PK145)
-            pos += _f32_vector___c * 4
-            _f32_vector___obj = _new(F32Vector)
-            _f32_vector___obj.values = _f32_vector__f_values
-            f_vector = _f32_vector___obj
+            f_vector, pos = _d_f32_vector(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('vector') from None
     else:
@@ -5075,124 +4334,7 @@ def _d_op_upsert_v2(mv, pos, end):
         try:
             for _i in range(_c):
                 try:
-                    if pos + 4 > end:
-                        raise _short(pos, end, _T147)
-                    _typed_column__f_column_id, = _S23.unpack_from(mv, pos)
-                    pos += 4
-                    _typed_column___a_value = pos
-                    try:
-                        if pos + 8 > end:
-                            raise _short(pos, end, _T149)
-                        _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S148.unpack_from(mv, pos)
-                        _typed_column___metadata_value___r148 = pos
-                        pos += 8
-                        _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
-                        if _typed_column___metadata_value___v is None:
-                            raise ConstraintError('unknown value_kind value', offset=_typed_column___metadata_value___r148, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_typed_column___metadata_value__f_kind)
-                        _typed_column___metadata_value__f_kind = _typed_column___metadata_value___v
-                        if _typed_column___metadata_value__f_reserved != b'\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_typed_column___metadata_value___r148 + 1, path='reserved', expected=b'\x00\x00\x00', found=_typed_column___metadata_value__f_reserved)
-                        _typed_column___metadata_value___n = _typed_column___metadata_value__f_value_len
-                        if _typed_column___metadata_value___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_typed_column___metadata_value___n)
-                        if pos + _typed_column___metadata_value___n > end:
-                            raise TruncatedError('section needs ' + str(_typed_column___metadata_value___n) + ' bytes', offset=pos, path='value', expected=_typed_column___metadata_value___n, found=end - pos)
-                        _typed_column___metadata_value___outer_end_value = end
-                        end = pos + _typed_column___metadata_value___n
-                        _typed_column___metadata_value___sec_value = pos
-                        _typed_column___metadata_value___tag = _typed_column___metadata_value__f_kind
-                        if _typed_column___metadata_value___tag == 0:
-                            _typed_column___metadata_value__f_value = None
-                        elif _typed_column___metadata_value___tag == 1:
-                            try:
-                                if pos + 8 > end:
-                                    raise _short(pos, end, _T150)
-                                _typed_column___metadata_value___value_u64__f_value, = _S47.unpack_from(mv, pos)
-                                pos += 8
-                                _typed_column___metadata_value___value_u64___obj = _new(ValueU64)
-                                _typed_column___metadata_value___value_u64___obj.value = _typed_column___metadata_value___value_u64__f_value
-                                _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_u64___obj
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('value') from None
-                        elif _typed_column___metadata_value___tag == 2:
-                            try:
-                                if pos + 8 > end:
-                                    raise _short(pos, end, _T150)
-                                _typed_column___metadata_value___value_i64__f_value, = _S146.unpack_from(mv, pos)
-                                pos += 8
-                                _typed_column___metadata_value___value_i64___obj = _new(ValueI64)
-                                _typed_column___metadata_value___value_i64___obj.value = _typed_column___metadata_value___value_i64__f_value
-                                _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_i64___obj
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('value') from None
-                        elif _typed_column___metadata_value___tag == 3:
-                            try:
-                                if pos + 8 > end:
-                                    raise _short(pos, end, _T150)
-                                _typed_column___metadata_value___value_f64__f_value, = _S47.unpack_from(mv, pos)
-                                pos += 8
-                                _typed_column___metadata_value___value_f64___obj = _new(ValueF64)
-                                _typed_column___metadata_value___value_f64___obj.value = _typed_column___metadata_value___value_f64__f_value
-                                _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_f64___obj
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('value') from None
-                        elif _typed_column___metadata_value___tag == 4:
-                            try:
-                                if pos + 1 > end:
-                                    raise _short(pos, end, _T151)
-                                _typed_column___metadata_value___value_bool__f_value = mv[pos]
-                                _typed_column___metadata_value___value_bool___r126 = pos
-                                pos += 1
-                                if not (_typed_column___metadata_value___value_bool__f_value == 0 or _typed_column___metadata_value___value_bool__f_value == 1):
-                                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_typed_column___metadata_value___value_bool___r126, path='value', expected='value == 0 or value == 1', found=_typed_column___metadata_value___value_bool__f_value)
-                                _typed_column___metadata_value___value_bool___obj = _new(ValueBool)
-                                _typed_column___metadata_value___value_bool___obj.value = _typed_column___metadata_value___value_bool__f_value
-                                _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_bool___obj
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('value') from None
-                        elif _typed_column___metadata_value___tag == 5:
-                            try:
-                                if pos + (end - pos) > end:
-                                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                                try:
-                                    _typed_column___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
-                                except UnicodeDecodeError as _u:
-                                    raise _text_error(_u, pos, 'utf-8', 'value') from None
-                                pos += end - pos
-                                _typed_column___metadata_value___value_string___obj = _new(ValueString)
-                                _typed_column___metadata_value___value_string___obj.value = _typed_column___metadata_value___value_string__f_value
-                                _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_string___obj
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('value') from None
-                        elif _typed_column___metadata_value___tag == 6:
-                            try:
-                                if pos + 16 > end:
-                                    raise _short(pos, end, _T152)
-                                _typed_column___metadata_value___value_id128__f_value, = _S66.unpack_from(mv, pos)
-                                pos += 16
-                                _typed_column___metadata_value___value_id128__f_value = int.from_bytes(_typed_column___metadata_value___value_id128__f_value, 'little', signed=False)
-                                _typed_column___metadata_value___value_id128___obj = _new(ValueId128)
-                                _typed_column___metadata_value___value_id128___obj.value = _typed_column___metadata_value___value_id128__f_value
-                                _typed_column___metadata_value__f_value = _typed_column___metadata_value___value_id128___obj
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('value') from None
-                        else:
-                            raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_typed_column___metadata_value___tag)
-                        if pos != end:
-                            raise ConstraintError('section size mismatch', offset=_typed_column___metadata_value___sec_value, path='value', expected=end - _typed_column___metadata_value___sec_value, found=pos - _typed_column___metadata_value___sec_value)
-                        end = _typed_column___metadata_value___outer_end_value
-                        _typed_column___metadata_value___obj = _new(MetadataValue)
-                        _typed_column___metadata_value___obj.kind = _typed_column___metadata_value__f_kind
-                        _typed_column___metadata_value___obj.value = _typed_column___metadata_value__f_value
-                        _typed_column__f_value = _typed_column___metadata_value___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                    if not _typed_column__f_value.kind != 0:
-                        raise ConstraintError('typed columns cannot carry Null', offset=_typed_column___a_value, path='value', expected='value.kind != 0', found=_typed_column__f_value)
-                    _typed_column___obj = _new(TypedColumn)
-                    _typed_column___obj.column_id = _typed_column__f_column_id
-                    _typed_column___obj.value = _typed_column__f_value
-                    _x = _typed_column___obj
+                    _x, pos = _d_typed_column(mv, pos, end)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 f_columns.append(_x)
@@ -5828,45 +4970,11 @@ def _e_transaction_binding(out, v):
 
 def _d_op_prepared_mutation(mv, pos, end):
     try:
-        if pos + 4 > end:
-            raise _short(pos, end, _T155)
-        _payload_v1_header__f_version, _payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-        _payload_v1_header___r30 = pos
-        pos += 4
-        if not _payload_v1_header__f_version == 1:
-            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r30, path='version', expected='version == 1', found=_payload_v1_header__f_version)
-        if not _payload_v1_header__f_flags == 0:
-            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
-        _payload_v1_header___obj = PayloadV1Header()
-        f_header = _payload_v1_header___obj
+        f_header, pos = _d_payload_v1_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     try:
-        if pos + 64 > end:
-            raise _short(pos, end, _T166)
-        _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation = _S109.unpack_from(mv, pos)
-        _transaction_binding___r109 = pos
-        pos += 64
-        _transaction_binding__f_transaction = int.from_bytes(_transaction_binding__f_transaction, 'little', signed=False)
-        if not _transaction_binding__f_transaction != 0:
-            raise ConstraintError('transaction id must be non-zero', offset=_transaction_binding___r109, path='transaction', expected='transaction != 0', found=_transaction_binding__f_transaction)
-        _transaction_binding__f_participant = int.from_bytes(_transaction_binding__f_participant, 'little', signed=False)
-        if not _transaction_binding__f_participant != 0:
-            raise ConstraintError('participant id must be non-zero', offset=_transaction_binding___r109 + 16, path='participant', expected='participant != 0', found=_transaction_binding__f_participant)
-        if not _transaction_binding__f_first_seq != 0:
-            raise ConstraintError('first_seq must be non-zero', offset=_transaction_binding___r109 + 32, path='first_seq', expected='first_seq != 0', found=_transaction_binding__f_first_seq)
-        if not (_transaction_binding__f_last_seq >= _transaction_binding__f_first_seq and _transaction_binding__f_last_seq - _transaction_binding__f_first_seq < 4294967295):
-            raise ConstraintError('binding sequence span must fit u32', offset=_transaction_binding___r109 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_transaction_binding__f_last_seq)
-        if not _transaction_binding__f_final_generation != 0:
-            raise ConstraintError('final_generation must be non-zero', offset=_transaction_binding___r109 + 56, path='final_generation', expected='final_generation != 0', found=_transaction_binding__f_final_generation)
-        _transaction_binding___obj = _new(TransactionBinding)
-        _transaction_binding___obj.transaction = _transaction_binding__f_transaction
-        _transaction_binding___obj.participant = _transaction_binding__f_participant
-        _transaction_binding___obj.first_seq = _transaction_binding__f_first_seq
-        _transaction_binding___obj.last_seq = _transaction_binding__f_last_seq
-        _transaction_binding___obj.manifest_digest = _transaction_binding__f_manifest_digest
-        _transaction_binding___obj.final_generation = _transaction_binding__f_final_generation
-        f_binding = _transaction_binding___obj
+        f_binding, pos = _d_transaction_binding(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('binding') from None
     if pos + 10 > end:
@@ -5883,365 +4991,32 @@ def _d_op_prepared_mutation(mv, pos, end):
     _tag = f_inner_op
     if _tag == 1:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_upsert_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_upsert_v1___payload_v1_header__f_version)
-                if not _op_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
-                _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_v1__f_header = _op_upsert_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 24 > end:
-                raise _short(pos, end, _T18)
-            _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision = _S17.unpack_from(mv, pos)
-            pos += 24
-            _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T144)
-                _op_upsert_v1___f32_vector__f_dims, = _S23.unpack_from(mv, pos)
-                _op_upsert_v1___f32_vector___r23 = pos
-                pos += 4
-                if not _op_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r23, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
-                _op_upsert_v1___f32_vector___c = _op_upsert_v1___f32_vector__f_dims
-                if _op_upsert_v1___f32_vector___c < 0 or _op_upsert_v1___f32_vector___c * 4 > end - pos:
-                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector___c) if _op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
-                _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector___c * 4]), _PK145)
-                pos += _op_upsert_v1___f32_vector___c * 4
-                _op_upsert_v1___f32_vector___obj = _new(F32Vector)
-                _op_upsert_v1___f32_vector___obj.values = _op_upsert_v1___f32_vector__f_values
-                _op_upsert_v1__f_vector = _op_upsert_v1___f32_vector___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('vector') from None
-            _op_upsert_v1___obj = _new(OpUpsertV1)
-            _op_upsert_v1___obj.header = _op_upsert_v1__f_header
-            _op_upsert_v1___obj.doc_id = _op_upsert_v1__f_doc_id
-            _op_upsert_v1___obj.revision = _op_upsert_v1__f_revision
-            _op_upsert_v1___obj.vector = _op_upsert_v1__f_vector
-            f_inner = _op_upsert_v1___obj
+            f_inner, pos = _d_op_upsert_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 2:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_delete_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_delete_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
-                if not _op_delete_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
-                _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_delete_v1__f_header = _op_delete_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 4 > end:
-                raise _short(pos, end, _T68)
-            _op_delete_v1__f_count, = _S23.unpack_from(mv, pos)
-            _op_delete_v1___r23 = pos
-            pos += 4
-            if not _op_delete_v1__f_count >= 1:
-                raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r23, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
-            _op_delete_v1___c = _op_delete_v1__f_count
-            if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c) if _op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
-            _op_delete_v1___st = _RC156.get(_op_delete_v1___c)
-            if _op_delete_v1___st is None:
-                _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
-                if len(_RC156) < 64:
-                    _RC156[_op_delete_v1___c] = _op_delete_v1___st
-            _op_delete_v1___it = iter(_op_delete_v1___st.unpack_from(mv, pos))
-            _op_delete_v1__f_doc_ids = [_op_delete_v1___hi << 64 | _op_delete_v1___lo for _op_delete_v1___lo, _op_delete_v1___hi in zip(_op_delete_v1___it, _op_delete_v1___it)]
-            pos += _op_delete_v1___c * 16
-            _op_delete_v1___obj = _new(OpDeleteV1)
-            _op_delete_v1___obj.header = _op_delete_v1__f_header
-            _op_delete_v1___obj.doc_ids = _op_delete_v1__f_doc_ids
-            f_inner = _op_delete_v1___obj
+            f_inner, pos = _d_op_delete_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 3:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_metadata_edit_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_metadata_edit_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_metadata_edit_v1___payload_v1_header__f_version)
-                if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
-                _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_metadata_edit_v1__f_header = _op_metadata_edit_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 28 > end:
-                raise _short(pos, end, _T158)
-            _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id = _S157.unpack_from(mv, pos)
-            pos += 28
-            _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-            try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T149)
-                _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S148.unpack_from(mv, pos)
-                _op_metadata_edit_v1___metadata_value___r148 = pos
-                pos += 8
-                _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
-                if _op_metadata_edit_v1___metadata_value___v is None:
-                    raise ConstraintError('unknown value_kind value', offset=_op_metadata_edit_v1___metadata_value___r148, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value__f_kind)
-                _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
-                if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r148 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
-                _op_metadata_edit_v1___metadata_value___n = _op_metadata_edit_v1___metadata_value__f_value_len
-                if _op_metadata_edit_v1___metadata_value___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value___n)
-                if pos + _op_metadata_edit_v1___metadata_value___n > end:
-                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value___n) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value___n, found=end - pos)
-                _op_metadata_edit_v1___metadata_value___outer_end_value = end
-                end = pos + _op_metadata_edit_v1___metadata_value___n
-                _op_metadata_edit_v1___metadata_value___sec_value = pos
-                _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
-                if _op_metadata_edit_v1___metadata_value___tag == 0:
-                    _op_metadata_edit_v1___metadata_value__f_value = None
-                elif _op_metadata_edit_v1___metadata_value___tag == 1:
-                    try:
-                        if pos + 8 > end:
-                            raise _short(pos, end, _T150)
-                        _op_metadata_edit_v1___metadata_value___value_u64__f_value, = _S47.unpack_from(mv, pos)
-                        pos += 8
-                        _op_metadata_edit_v1___metadata_value___value_u64___obj = _new(ValueU64)
-                        _op_metadata_edit_v1___metadata_value___value_u64___obj.value = _op_metadata_edit_v1___metadata_value___value_u64__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_u64___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 2:
-                    try:
-                        if pos + 8 > end:
-                            raise _short(pos, end, _T150)
-                        _op_metadata_edit_v1___metadata_value___value_i64__f_value, = _S146.unpack_from(mv, pos)
-                        pos += 8
-                        _op_metadata_edit_v1___metadata_value___value_i64___obj = _new(ValueI64)
-                        _op_metadata_edit_v1___metadata_value___value_i64___obj.value = _op_metadata_edit_v1___metadata_value___value_i64__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_i64___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 3:
-                    try:
-                        if pos + 8 > end:
-                            raise _short(pos, end, _T150)
-                        _op_metadata_edit_v1___metadata_value___value_f64__f_value, = _S47.unpack_from(mv, pos)
-                        pos += 8
-                        _op_metadata_edit_v1___metadata_value___value_f64___obj = _new(ValueF64)
-                        _op_metadata_edit_v1___metadata_value___value_f64___obj.value = _op_metadata_edit_v1___metadata_value___value_f64__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_f64___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 4:
-                    try:
-                        if pos + 1 > end:
-                            raise _short(pos, end, _T151)
-                        _op_metadata_edit_v1___metadata_value___value_bool__f_value = mv[pos]
-                        _op_metadata_edit_v1___metadata_value___value_bool___r126 = pos
-                        pos += 1
-                        if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
-                            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_op_metadata_edit_v1___metadata_value___value_bool___r126, path='value', expected='value == 0 or value == 1', found=_op_metadata_edit_v1___metadata_value___value_bool__f_value)
-                        _op_metadata_edit_v1___metadata_value___value_bool___obj = _new(ValueBool)
-                        _op_metadata_edit_v1___metadata_value___value_bool___obj.value = _op_metadata_edit_v1___metadata_value___value_bool__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_bool___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 5:
-                    try:
-                        if pos + (end - pos) > end:
-                            raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                        try:
-                            _op_metadata_edit_v1___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
-                        except UnicodeDecodeError as _u:
-                            raise _text_error(_u, pos, 'utf-8', 'value') from None
-                        pos += end - pos
-                        _op_metadata_edit_v1___metadata_value___value_string___obj = _new(ValueString)
-                        _op_metadata_edit_v1___metadata_value___value_string___obj.value = _op_metadata_edit_v1___metadata_value___value_string__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_string___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                elif _op_metadata_edit_v1___metadata_value___tag == 6:
-                    try:
-                        if pos + 16 > end:
-                            raise _short(pos, end, _T152)
-                        _op_metadata_edit_v1___metadata_value___value_id128__f_value, = _S66.unpack_from(mv, pos)
-                        pos += 16
-                        _op_metadata_edit_v1___metadata_value___value_id128__f_value = int.from_bytes(_op_metadata_edit_v1___metadata_value___value_id128__f_value, 'little', signed=False)
-                        _op_metadata_edit_v1___metadata_value___value_id128___obj = _new(ValueId128)
-                        _op_metadata_edit_v1___metadata_value___value_id128___obj.value = _op_metadata_edit_v1___metadata_value___value_id128__f_value
-                        _op_metadata_edit_v1___metadata_value__f_value = _op_metadata_edit_v1___metadata_value___value_id128___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('value') from None
-                else:
-                    raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value___tag)
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_op_metadata_edit_v1___metadata_value___sec_value, path='value', expected=end - _op_metadata_edit_v1___metadata_value___sec_value, found=pos - _op_metadata_edit_v1___metadata_value___sec_value)
-                end = _op_metadata_edit_v1___metadata_value___outer_end_value
-                _op_metadata_edit_v1___metadata_value___obj = _new(MetadataValue)
-                _op_metadata_edit_v1___metadata_value___obj.kind = _op_metadata_edit_v1___metadata_value__f_kind
-                _op_metadata_edit_v1___metadata_value___obj.value = _op_metadata_edit_v1___metadata_value__f_value
-                _op_metadata_edit_v1__f_value = _op_metadata_edit_v1___metadata_value___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('value') from None
-            _op_metadata_edit_v1___obj = _new(OpMetadataEditV1)
-            _op_metadata_edit_v1___obj.header = _op_metadata_edit_v1__f_header
-            _op_metadata_edit_v1___obj.doc_id = _op_metadata_edit_v1__f_doc_id
-            _op_metadata_edit_v1___obj.revision = _op_metadata_edit_v1__f_revision
-            _op_metadata_edit_v1___obj.column_id = _op_metadata_edit_v1__f_column_id
-            _op_metadata_edit_v1___obj.value = _op_metadata_edit_v1__f_value
-            f_inner = _op_metadata_edit_v1___obj
+            f_inner, pos = _d_op_metadata_edit_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 4:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_timestamped_upsert_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_timestamped_upsert_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_timestamped_upsert_v1___payload_v1_header__f_version)
-                if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
-                _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_timestamped_upsert_v1__f_header = _op_timestamped_upsert_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 32 > end:
-                raise _short(pos, end, _T160)
-            _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts = _S159.unpack_from(mv, pos)
-            pos += 32
-            _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T144)
-                _op_timestamped_upsert_v1___f32_vector__f_dims, = _S23.unpack_from(mv, pos)
-                _op_timestamped_upsert_v1___f32_vector___r23 = pos
-                pos += 4
-                if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
-                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r23, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
-                _op_timestamped_upsert_v1___f32_vector___c = _op_timestamped_upsert_v1___f32_vector__f_dims
-                if _op_timestamped_upsert_v1___f32_vector___c < 0 or _op_timestamped_upsert_v1___f32_vector___c * 4 > end - pos:
-                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector___c) if _op_timestamped_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
-                _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector___c * 4]), _PK145)
-                pos += _op_timestamped_upsert_v1___f32_vector___c * 4
-                _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
-                _op_timestamped_upsert_v1___f32_vector___obj.values = _op_timestamped_upsert_v1___f32_vector__f_values
-                _op_timestamped_upsert_v1__f_vector = _op_timestamped_upsert_v1___f32_vector___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('vector') from None
-            _op_timestamped_upsert_v1___obj = _new(OpTimestampedUpsertV1)
-            _op_timestamped_upsert_v1___obj.header = _op_timestamped_upsert_v1__f_header
-            _op_timestamped_upsert_v1___obj.doc_id = _op_timestamped_upsert_v1__f_doc_id
-            _op_timestamped_upsert_v1___obj.revision = _op_timestamped_upsert_v1__f_revision
-            _op_timestamped_upsert_v1___obj.ts = _op_timestamped_upsert_v1__f_ts
-            _op_timestamped_upsert_v1___obj.vector = _op_timestamped_upsert_v1__f_vector
-            f_inner = _op_timestamped_upsert_v1___obj
+            f_inner, pos = _d_op_timestamped_upsert_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 5:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_upsert_metadata_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_metadata_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_upsert_metadata_v1___payload_v1_header__f_version)
-                if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
-                _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_metadata_v1__f_header = _op_upsert_metadata_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 32 > end:
-                raise _short(pos, end, _T162)
-            _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S161.unpack_from(mv, pos)
-            _op_upsert_metadata_v1___r161 = pos
-            pos += 32
-            _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
-            if not _op_upsert_metadata_v1__f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r161 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
-            _op_upsert_metadata_v1___n = _op_upsert_metadata_v1__f_metadata_len
-            if _op_upsert_metadata_v1___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1___n)
-            if pos + _op_upsert_metadata_v1___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='metadata', expected=_op_upsert_metadata_v1___n, found=end - pos)
-            _op_upsert_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_metadata_v1___n])
-            pos += _op_upsert_metadata_v1___n
-            _op_upsert_metadata_v1___c = _op_upsert_metadata_v1__f_dims
-            if _op_upsert_metadata_v1___c < 0 or _op_upsert_metadata_v1___c * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1___c) if _op_upsert_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
-            _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1___c * 4]), _PK145)
-            pos += _op_upsert_metadata_v1___c * 4
-            _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
-            _op_upsert_metadata_v1___obj.header = _op_upsert_metadata_v1__f_header
-            _op_upsert_metadata_v1___obj.doc_id = _op_upsert_metadata_v1__f_doc_id
-            _op_upsert_metadata_v1___obj.revision = _op_upsert_metadata_v1__f_revision
-            _op_upsert_metadata_v1___obj.metadata = _op_upsert_metadata_v1__f_metadata
-            _op_upsert_metadata_v1___obj.vector = _op_upsert_metadata_v1__f_vector
-            f_inner = _op_upsert_metadata_v1___obj
+            f_inner, pos = _d_op_upsert_metadata_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 6:
         try:
-            try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T155)
-                _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags = _S30.unpack_from(mv, pos)
-                _op_upsert_ts_metadata_v1___payload_v1_header___r30 = pos
-                pos += 4
-                if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
-                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r30, path='version', expected='version == 1', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_version)
-                if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
-                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r30 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
-                _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_ts_metadata_v1__f_header = _op_upsert_ts_metadata_v1___payload_v1_header___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('header') from None
-            if pos + 40 > end:
-                raise _short(pos, end, _T164)
-            _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S163.unpack_from(mv, pos)
-            _op_upsert_ts_metadata_v1___r163 = pos
-            pos += 40
-            _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
-            if not _op_upsert_ts_metadata_v1__f_dims >= 1:
-                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r163 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
-            _op_upsert_ts_metadata_v1___n = _op_upsert_ts_metadata_v1__f_metadata_len
-            if _op_upsert_ts_metadata_v1___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1___n)
-            if pos + _op_upsert_ts_metadata_v1___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='metadata', expected=_op_upsert_ts_metadata_v1___n, found=end - pos)
-            _op_upsert_ts_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___n])
-            pos += _op_upsert_ts_metadata_v1___n
-            _op_upsert_ts_metadata_v1___c = _op_upsert_ts_metadata_v1__f_dims
-            if _op_upsert_ts_metadata_v1___c < 0 or _op_upsert_ts_metadata_v1___c * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1___c) if _op_upsert_ts_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
-            _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___c * 4]), _PK145)
-            pos += _op_upsert_ts_metadata_v1___c * 4
-            _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
-            _op_upsert_ts_metadata_v1___obj.header = _op_upsert_ts_metadata_v1__f_header
-            _op_upsert_ts_metadata_v1___obj.doc_id = _op_upsert_ts_metadata_v1__f_doc_id
-            _op_upsert_ts_metadata_v1___obj.revision = _op_upsert_ts_metadata_v1__f_revision
-            _op_upsert_ts_metadata_v1___obj.ts = _op_upsert_ts_metadata_v1__f_ts
-            _op_upsert_ts_metadata_v1___obj.metadata = _op_upsert_ts_metadata_v1__f_metadata
-            _op_upsert_ts_metadata_v1___obj.vector = _op_upsert_ts_metadata_v1__f_vector
-            f_inner = _op_upsert_ts_metadata_v1___obj
+            f_inner, pos = _d_op_upsert_ts_metadata_v1(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 7:
@@ -7186,34 +5961,7 @@ def _d_zgw_frame(mv, pos, end):
     _tag = f_kind
     if _tag == 1:
         try:
-            if pos + 56 > end:
-                raise _short(pos, end, _T117)
-            _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S116.unpack_from(mv, pos)
-            _zgw_begin___r116 = pos
-            pos += 56
-            _zgw_begin__f_store = int.from_bytes(_zgw_begin__f_store, 'little', signed=False)
-            _zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_begin__f_envelope_kind)
-            if _zgw_begin___v is None:
-                raise ConstraintError('unknown envelope_kind value', offset=_zgw_begin___r116 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_begin__f_envelope_kind)
-            _zgw_begin__f_envelope_kind = _zgw_begin___v
-            if _zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_begin___r116 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_begin__f_reserved)
-            if not _zgw_begin__f_target_generation == _zgw_begin__f_base_generation + 1:
-                raise ConstraintError('target generation must be base + 1', offset=_zgw_begin___r116 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_begin__f_target_generation)
-            if _zgw_begin__f_change_count > 16384:
-                raise ConstraintError('value out of range', offset=_zgw_begin___r116 + 40, path='change_count', expected='None..16384', found=_zgw_begin__f_change_count)
-            if _zgw_begin__f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_begin___r116 + 44, path='reserved2', expected=0, found=_zgw_begin__f_reserved2)
-            if _zgw_begin__f_complete_envelope_bytes > 16777216:
-                raise ConstraintError('value out of range', offset=_zgw_begin___r116 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_begin__f_complete_envelope_bytes)
-            _zgw_begin___obj = _new(ZgwBegin)
-            _zgw_begin___obj.store = _zgw_begin__f_store
-            _zgw_begin___obj.envelope_kind = _zgw_begin__f_envelope_kind
-            _zgw_begin___obj.base_generation = _zgw_begin__f_base_generation
-            _zgw_begin___obj.target_generation = _zgw_begin__f_target_generation
-            _zgw_begin___obj.change_count = _zgw_begin__f_change_count
-            _zgw_begin___obj.complete_envelope_bytes = _zgw_begin__f_complete_envelope_bytes
-            f_payload = _zgw_begin___obj
+            f_payload, pos = _d_zgw_begin(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 2:
@@ -7223,341 +5971,22 @@ def _d_zgw_frame(mv, pos, end):
             raise _exc.prefixed('payload') from None
     elif _tag == 3:
         try:
-            try:
-                if pos + 64 > end:
-                    raise _short(pos, end, _T81)
-                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                pos += 64
-                _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
-                _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
-                _zgw_inventory___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                _zgw_inventory___artifact_descriptor___obj.store = _zgw_inventory___artifact_descriptor__f_store
-                _zgw_inventory___artifact_descriptor___obj.artifact = _zgw_inventory___artifact_descriptor__f_artifact
-                _zgw_inventory___artifact_descriptor___obj.creation_generation = _zgw_inventory___artifact_descriptor__f_creation_generation
-                _zgw_inventory___artifact_descriptor___obj.creation_serial = _zgw_inventory___artifact_descriptor__f_creation_serial
-                _zgw_inventory___artifact_descriptor___obj.complete_file_length = _zgw_inventory___artifact_descriptor__f_complete_file_length
-                _zgw_inventory___artifact_descriptor___obj.family = _zgw_inventory___artifact_descriptor__f_family
-                _zgw_inventory___artifact_descriptor___obj.version = _zgw_inventory___artifact_descriptor__f_version
-                _zgw_inventory___artifact_descriptor___obj.whole_file_checksum = _zgw_inventory___artifact_descriptor__f_whole_file_checksum
-                _zgw_inventory__f_descriptor = _zgw_inventory___artifact_descriptor___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('descriptor') from None
-            if pos + 24 > end:
-                raise _short(pos, end, _T131)
-            _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S130.unpack_from(mv, pos)
-            _zgw_inventory___r130 = pos
-            pos += 24
-            _zgw_inventory___v = _INVENTORYSTATE_BY_VALUE.get(_zgw_inventory__f_state)
-            if _zgw_inventory___v is None:
-                raise ConstraintError('unknown inventory_state value', offset=_zgw_inventory___r130, path='state', expected=[1, 2, 3, 4], found=_zgw_inventory__f_state)
-            _zgw_inventory__f_state = _zgw_inventory___v
-            if _zgw_inventory__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_inventory___r130 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_inventory__f_reserved)
-            _zgw_inventory__f_intent = int.from_bytes(_zgw_inventory__f_intent, 'little', signed=False)
-            if not (_zgw_inventory__f_intent == 0) == (_zgw_inventory__f_state <= 2):
-                raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_zgw_inventory___r130 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=_zgw_inventory__f_intent)
-            _zgw_inventory___obj = _new(ZgwInventory)
-            _zgw_inventory___obj.descriptor = _zgw_inventory__f_descriptor
-            _zgw_inventory___obj.state = _zgw_inventory__f_state
-            _zgw_inventory___obj.intent = _zgw_inventory__f_intent
-            f_payload = _zgw_inventory___obj
+            f_payload, pos = _d_zgw_inventory(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 4:
         try:
-            if pos + 48 > end:
-                raise _short(pos, end, _T133)
-            _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved = _S132.unpack_from(mv, pos)
-            _zgw_reclaim_intent___r132 = pos
-            pos += 48
-            _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
-            if not _zgw_reclaim_intent__f_completed_mark_state == 1:
-                raise ConstraintError('completed-mark state must be 1', offset=_zgw_reclaim_intent___r132 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=_zgw_reclaim_intent__f_completed_mark_state)
-            if _zgw_reclaim_intent__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r132 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_intent__f_reserved)
-            try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.store = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.artifact = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.creation_generation = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.creation_serial = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.complete_file_length = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.family = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
-                    _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _zgw_reclaim_intent___required_ref___r82 = pos
-                pos += 32
-                _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
-                if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_intent___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_intent___required_ref__f_artifact)
-                _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
-                _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
-                _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
-                _zgw_reclaim_intent___required_ref___obj.offset = _zgw_reclaim_intent___required_ref__f_offset
-                _zgw_reclaim_intent___required_ref___obj.length = _zgw_reclaim_intent___required_ref__f_length
-                _zgw_reclaim_intent___required_ref___obj.block_kind = _zgw_reclaim_intent___required_ref__f_block_kind
-                _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
-                _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('protected') from None
-            if pos + 8 > end:
-                raise _short(pos, end, _T134)
-            _zgw_reclaim_intent__f_protected_digest, = _S47.unpack_from(mv, pos)
-            pos += 8
-            try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.store = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.artifact = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.creation_generation = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.creation_serial = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.complete_file_length = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.family = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
-                    _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
-                    _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _zgw_reclaim_intent___required_ref___r82 = pos
-                pos += 32
-                _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
-                if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_intent___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_intent___required_ref__f_artifact)
-                _zgw_reclaim_intent___required_ref___obj = _new(RequiredRef)
-                _zgw_reclaim_intent___required_ref___obj.descriptor = _zgw_reclaim_intent___required_ref__f_descriptor
-                _zgw_reclaim_intent___required_ref___obj.artifact = _zgw_reclaim_intent___required_ref__f_artifact
-                _zgw_reclaim_intent___required_ref___obj.offset = _zgw_reclaim_intent___required_ref__f_offset
-                _zgw_reclaim_intent___required_ref___obj.length = _zgw_reclaim_intent___required_ref__f_length
-                _zgw_reclaim_intent___required_ref___obj.block_kind = _zgw_reclaim_intent___required_ref__f_block_kind
-                _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
-                _zgw_reclaim_intent__f_completed_mark = _zgw_reclaim_intent___required_ref___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('completed_mark') from None
-            if pos + 16 > end:
-                raise _short(pos, end, _T135)
-            _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S60.unpack_from(mv, pos)
-            _zgw_reclaim_intent___r60 = pos
-            pos += 16
-            if _zgw_reclaim_intent__f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r60 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
-            _zgw_reclaim_intent___c = _zgw_reclaim_intent__f_candidate_count
-            if _zgw_reclaim_intent___c < 0 or _zgw_reclaim_intent___c * 64 > end - pos:
-                raise ConstraintError('negative count ' + str(_zgw_reclaim_intent___c), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent___c) if _zgw_reclaim_intent___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent___c) + ' needs at least ' + str(_zgw_reclaim_intent___c * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent___c * 64, found=end - pos)
-            _zgw_reclaim_intent__f_candidates = []
-            try:
-                for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent___c):
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _zgw_reclaim_intent___artifact_descriptor_f_store = int.from_bytes(_zgw_reclaim_intent___artifact_descriptor_f_store, 'little', signed=False)
-                    _zgw_reclaim_intent___artifact_descriptor_f_artifact = int.from_bytes(_zgw_reclaim_intent___artifact_descriptor_f_artifact, 'little', signed=False)
-                    _zgw_reclaim_intent___artifact_descriptor__obj = _new(ArtifactDescriptor)
-                    _zgw_reclaim_intent___artifact_descriptor__obj.store = _zgw_reclaim_intent___artifact_descriptor_f_store
-                    _zgw_reclaim_intent___artifact_descriptor__obj.artifact = _zgw_reclaim_intent___artifact_descriptor_f_artifact
-                    _zgw_reclaim_intent___artifact_descriptor__obj.creation_generation = _zgw_reclaim_intent___artifact_descriptor_f_creation_generation
-                    _zgw_reclaim_intent___artifact_descriptor__obj.creation_serial = _zgw_reclaim_intent___artifact_descriptor_f_creation_serial
-                    _zgw_reclaim_intent___artifact_descriptor__obj.complete_file_length = _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length
-                    _zgw_reclaim_intent___artifact_descriptor__obj.family = _zgw_reclaim_intent___artifact_descriptor_f_family
-                    _zgw_reclaim_intent___artifact_descriptor__obj.version = _zgw_reclaim_intent___artifact_descriptor_f_version
-                    _zgw_reclaim_intent___artifact_descriptor__obj.whole_file_checksum = _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum
-                    _zgw_reclaim_intent___x = _zgw_reclaim_intent___artifact_descriptor__obj
-                    _zgw_reclaim_intent__f_candidates.append(_zgw_reclaim_intent___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_zgw_reclaim_intent___i) + ']').prefixed('candidates') from None
-            _zgw_reclaim_intent___obj = _new(ZgwReclaimIntent)
-            _zgw_reclaim_intent___obj.id = _zgw_reclaim_intent__f_id
-            _zgw_reclaim_intent___obj.capture_generation = _zgw_reclaim_intent__f_capture_generation
-            _zgw_reclaim_intent___obj.capture_sequence = _zgw_reclaim_intent__f_capture_sequence
-            _zgw_reclaim_intent___obj.serial_fence = _zgw_reclaim_intent__f_serial_fence
-            _zgw_reclaim_intent___obj.completed_mark_state = _zgw_reclaim_intent__f_completed_mark_state
-            _zgw_reclaim_intent___obj.protected = _zgw_reclaim_intent__f_protected
-            _zgw_reclaim_intent___obj.protected_digest = _zgw_reclaim_intent__f_protected_digest
-            _zgw_reclaim_intent___obj.completed_mark = _zgw_reclaim_intent__f_completed_mark
-            _zgw_reclaim_intent___obj.mark_digest = _zgw_reclaim_intent__f_mark_digest
-            _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
-            f_payload = _zgw_reclaim_intent___obj
+            f_payload, pos = _d_zgw_reclaim_intent(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 5:
         try:
-            if pos + 16 > end:
-                raise _short(pos, end, _T136)
-            _zgw_reclaim_complete__f_id, = _S66.unpack_from(mv, pos)
-            pos += 16
-            _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
-            try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.store = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.artifact = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.creation_generation = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.creation_serial = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.complete_file_length = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.family = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version
-                    _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum
-                    _zgw_reclaim_complete___required_ref__f_descriptor = _zgw_reclaim_complete___required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _zgw_reclaim_complete___required_ref___r82 = pos
-                pos += 32
-                _zgw_reclaim_complete___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref__f_artifact, 'little', signed=False)
-                if not _zgw_reclaim_complete___required_ref__f_artifact == _zgw_reclaim_complete___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_complete___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_complete___required_ref__f_artifact)
-                _zgw_reclaim_complete___required_ref___obj = _new(RequiredRef)
-                _zgw_reclaim_complete___required_ref___obj.descriptor = _zgw_reclaim_complete___required_ref__f_descriptor
-                _zgw_reclaim_complete___required_ref___obj.artifact = _zgw_reclaim_complete___required_ref__f_artifact
-                _zgw_reclaim_complete___required_ref___obj.offset = _zgw_reclaim_complete___required_ref__f_offset
-                _zgw_reclaim_complete___required_ref___obj.length = _zgw_reclaim_complete___required_ref__f_length
-                _zgw_reclaim_complete___required_ref___obj.block_kind = _zgw_reclaim_complete___required_ref__f_block_kind
-                _zgw_reclaim_complete___required_ref___obj.block_version = _zgw_reclaim_complete___required_ref__f_block_version
-                _zgw_reclaim_complete__f_intent = _zgw_reclaim_complete___required_ref___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('intent') from None
-            if pos + 8 > end:
-                raise _short(pos, end, _T137)
-            _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved = _S78.unpack_from(mv, pos)
-            _zgw_reclaim_complete___r78 = pos
-            pos += 8
-            if not _zgw_reclaim_complete__f_durable_state == 3:
-                raise ConstraintError('durable state must be 3', offset=_zgw_reclaim_complete___r78, path='durable_state', expected='durable_state == 3', found=_zgw_reclaim_complete__f_durable_state)
-            if _zgw_reclaim_complete__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___r78 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_complete__f_reserved)
-            try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T107)
-                _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S11.unpack_from(mv, pos)
-                _zgw_reclaim_complete___descriptor_list___r11 = pos
-                pos += 8
-                if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r11 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
-                _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
-                if _zgw_reclaim_complete___descriptor_list___c < 0 or _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
-                _zgw_reclaim_complete___descriptor_list__f_rows = []
-                try:
-                    for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
-                        if pos + 64 > end:
-                            raise _short(pos, end, _T81)
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                        pos += 64
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store = int.from_bytes(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, 'little', signed=False)
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact = int.from_bytes(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, 'little', signed=False)
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj = _new(ArtifactDescriptor)
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.store = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.artifact = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.creation_generation = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.creation_serial = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.complete_file_length = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.family = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.version = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.whole_file_checksum = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum
-                        _zgw_reclaim_complete___descriptor_list___x = _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj
-                        _zgw_reclaim_complete___descriptor_list__f_rows.append(_zgw_reclaim_complete___descriptor_list___x)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('[' + str(_zgw_reclaim_complete___descriptor_list___i) + ']').prefixed('rows') from None
-                _zgw_reclaim_complete___descriptor_list___obj = _new(DescriptorList)
-                _zgw_reclaim_complete___descriptor_list___obj.rows = _zgw_reclaim_complete___descriptor_list__f_rows
-                _zgw_reclaim_complete__f_completed = _zgw_reclaim_complete___descriptor_list___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('completed') from None
-            try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T107)
-                _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S11.unpack_from(mv, pos)
-                _zgw_reclaim_complete___descriptor_list___r11 = pos
-                pos += 8
-                if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r11 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
-                _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
-                if _zgw_reclaim_complete___descriptor_list___c < 0 or _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
-                _zgw_reclaim_complete___descriptor_list__f_rows = []
-                try:
-                    for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
-                        if pos + 64 > end:
-                            raise _short(pos, end, _T81)
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                        pos += 64
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store = int.from_bytes(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, 'little', signed=False)
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact = int.from_bytes(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, 'little', signed=False)
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj = _new(ArtifactDescriptor)
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.store = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.artifact = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.creation_generation = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.creation_serial = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.complete_file_length = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.family = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.version = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version
-                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj.whole_file_checksum = _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum
-                        _zgw_reclaim_complete___descriptor_list___x = _zgw_reclaim_complete___descriptor_list___artifact_descriptor__obj
-                        _zgw_reclaim_complete___descriptor_list__f_rows.append(_zgw_reclaim_complete___descriptor_list___x)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('[' + str(_zgw_reclaim_complete___descriptor_list___i) + ']').prefixed('rows') from None
-                _zgw_reclaim_complete___descriptor_list___obj = _new(DescriptorList)
-                _zgw_reclaim_complete___descriptor_list___obj.rows = _zgw_reclaim_complete___descriptor_list__f_rows
-                _zgw_reclaim_complete__f_remaining = _zgw_reclaim_complete___descriptor_list___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('remaining') from None
-            _zgw_reclaim_complete___obj = _new(ZgwReclaimComplete)
-            _zgw_reclaim_complete___obj.id = _zgw_reclaim_complete__f_id
-            _zgw_reclaim_complete___obj.intent = _zgw_reclaim_complete__f_intent
-            _zgw_reclaim_complete___obj.durable_state = _zgw_reclaim_complete__f_durable_state
-            _zgw_reclaim_complete___obj.completed = _zgw_reclaim_complete__f_completed
-            _zgw_reclaim_complete___obj.remaining = _zgw_reclaim_complete__f_remaining
-            f_payload = _zgw_reclaim_complete___obj
+            f_payload, pos = _d_zgw_reclaim_complete(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 6:
         try:
-            if pos + 16 > end:
-                raise _short(pos, end, _T138)
-            _zgw_commit__f_change_count, _zgw_commit__f_reserved, _zgw_commit__f_digest = _S14.unpack_from(mv, pos)
-            _zgw_commit___r14 = pos
-            pos += 16
-            if _zgw_commit__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgw_commit___r14 + 4, path='reserved', expected=0, found=_zgw_commit__f_reserved)
-            try:
-                _zgw_commit__f_state, pos = _d_commit_state(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('state') from None
-            _zgw_commit___obj = _new(ZgwCommit)
-            _zgw_commit___obj.change_count = _zgw_commit__f_change_count
-            _zgw_commit___obj.digest = _zgw_commit__f_digest
-            _zgw_commit___obj.state = _zgw_commit__f_state
-            f_payload = _zgw_commit___obj
+            f_payload, pos = _d_zgw_commit(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     else:
@@ -8861,98 +7290,7 @@ def _em_zgw_envelope_size(values):
 
 def _d_graph_envelope(mv, pos, end):
     try:
-        _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-        if pos + 56 > end:
-            raise _short(pos, end, _T115)
-        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved = _S114.unpack_from(mv, pos)
-        _zgw_frame___r114 = pos
-        pos += 56
-        _zgw_frame___s_magic = _zgw_frame___r114
-        if _zgw_frame__f_magic != b'ZGWF':
-            raise ConstraintError('bad magic', offset=_zgw_frame___r114, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
-        _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
-        if _zgw_frame___v is None:
-            raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r114 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
-        _zgw_frame__f_kind = _zgw_frame___v
-        if not _zgw_frame__f_version == 1:
-            raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r114 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
-        _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
-        if not _zgw_frame__f_batch_id != 0:
-            raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r114 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
-        _zgw_frame___e_reserved = _zgw_frame___r114 + 56
-        if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r114 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-        if pos + 8 > end:
-            raise _short(pos, end, _T48)
-        _zgw_frame__f_header_checksum, = _S47.unpack_from(mv, pos)
-        _zgw_frame___r47 = pos
-        pos += 8
-        _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
-        if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r47, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
-        _zgw_frame___n = _zgw_frame__f_payload_len
-        if _zgw_frame___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
-        if pos + _zgw_frame___n > end:
-            raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
-        _zgw_frame___outer_end_payload = end
-        end = pos + _zgw_frame___n
-        _zgw_frame___sec_payload = pos
-        _zgw_frame___tag = _zgw_frame__f_kind
-        if _zgw_frame___tag == 1:
-            try:
-                if pos + 56 > end:
-                    raise _short(pos, end, _T117)
-                _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes = _S116.unpack_from(mv, pos)
-                _zgw_frame___zgw_begin___r116 = pos
-                pos += 56
-                _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
-                _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
-                if _zgw_frame___zgw_begin___v is None:
-                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r116 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
-                _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
-                if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r116 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
-                if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                    raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r116 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
-                if _zgw_frame___zgw_begin__f_change_count > 16384:
-                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r116 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
-                if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r116 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
-                if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r116 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
-                _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
-                _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
-                _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
-                _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
-                _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
-                _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
-                _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
-                _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('payload') from None
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
-            end = _zgw_frame___outer_end_payload
-            _zgw_frame___e_payload = pos
-            if pos + 8 > end:
-                raise _short(pos, end, _T139)
-            _zgw_frame__f_checksum, = _S47.unpack_from(mv, pos)
-            _zgw_frame___r47 = pos
-            pos += 8
-            _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
-            if _zgw_frame__f_checksum != _zgw_frame___ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r47, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
-            _zgw_frame___obj = _new(ZgwFrame)
-            _zgw_frame___obj.kind = _zgw_frame__f_kind
-            _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
-            _zgw_frame___obj.sequence = _zgw_frame__f_sequence
-            _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
-            _zgw_frame___obj.payload = _zgw_frame__f_payload
-            f_begin = _zgw_frame___obj
-        else:
-            pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
-            f_begin, pos = _d_zgw_frame(mv, pos, end)
+        f_begin, pos = _d_zgw_frame(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('begin') from None
     _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
@@ -8962,196 +7300,14 @@ def _d_graph_envelope(mv, pos, end):
     try:
         for _i in range(_c):
             try:
-                _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-                if pos + 56 > end:
-                    raise _short(pos, end, _T115)
-                _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved = _S114.unpack_from(mv, pos)
-                _zgw_frame___r114 = pos
-                pos += 56
-                _zgw_frame___s_magic = _zgw_frame___r114
-                if _zgw_frame__f_magic != b'ZGWF':
-                    raise ConstraintError('bad magic', offset=_zgw_frame___r114, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
-                _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
-                if _zgw_frame___v is None:
-                    raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r114 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
-                _zgw_frame__f_kind = _zgw_frame___v
-                if not _zgw_frame__f_version == 1:
-                    raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r114 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
-                _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
-                if not _zgw_frame__f_batch_id != 0:
-                    raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r114 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
-                _zgw_frame___e_reserved = _zgw_frame___r114 + 56
-                if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r114 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-                if pos + 8 > end:
-                    raise _short(pos, end, _T48)
-                _zgw_frame__f_header_checksum, = _S47.unpack_from(mv, pos)
-                _zgw_frame___r47 = pos
-                pos += 8
-                _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
-                if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-                    raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r47, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
-                _zgw_frame___n = _zgw_frame__f_payload_len
-                if _zgw_frame___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
-                if pos + _zgw_frame___n > end:
-                    raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
-                _zgw_frame___outer_end_payload = end
-                end = pos + _zgw_frame___n
-                _zgw_frame___sec_payload = pos
-                _zgw_frame___tag = _zgw_frame__f_kind
-                if _zgw_frame___tag == 1:
-                    try:
-                        if pos + 56 > end:
-                            raise _short(pos, end, _T117)
-                        _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes = _S116.unpack_from(mv, pos)
-                        _zgw_frame___zgw_begin___r116 = pos
-                        pos += 56
-                        _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
-                        _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
-                        if _zgw_frame___zgw_begin___v is None:
-                            raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r116 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
-                        _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
-                        if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r116 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
-                        if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                            raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r116 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
-                        if _zgw_frame___zgw_begin__f_change_count > 16384:
-                            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r116 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
-                        if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r116 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
-                        if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r116 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
-                        _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
-                        _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
-                        _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
-                        _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
-                        _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
-                        _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
-                        _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
-                        _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('payload') from None
-                    if pos != end:
-                        raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
-                    end = _zgw_frame___outer_end_payload
-                    _zgw_frame___e_payload = pos
-                    if pos + 8 > end:
-                        raise _short(pos, end, _T139)
-                    _zgw_frame__f_checksum, = _S47.unpack_from(mv, pos)
-                    _zgw_frame___r47 = pos
-                    pos += 8
-                    _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
-                    if _zgw_frame__f_checksum != _zgw_frame___ck:
-                        raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r47, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
-                    _zgw_frame___obj = _new(ZgwFrame)
-                    _zgw_frame___obj.kind = _zgw_frame__f_kind
-                    _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
-                    _zgw_frame___obj.sequence = _zgw_frame__f_sequence
-                    _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
-                    _zgw_frame___obj.payload = _zgw_frame__f_payload
-                    _x = _zgw_frame___obj
-                else:
-                    pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
-                    _x, pos = _d_zgw_frame(mv, pos, end)
+                _x, pos = _d_zgw_frame(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_changes.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('changes') from None
     try:
-        _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-        if pos + 56 > end:
-            raise _short(pos, end, _T115)
-        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved = _S114.unpack_from(mv, pos)
-        _zgw_frame___r114 = pos
-        pos += 56
-        _zgw_frame___s_magic = _zgw_frame___r114
-        if _zgw_frame__f_magic != b'ZGWF':
-            raise ConstraintError('bad magic', offset=_zgw_frame___r114, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
-        _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
-        if _zgw_frame___v is None:
-            raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r114 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
-        _zgw_frame__f_kind = _zgw_frame___v
-        if not _zgw_frame__f_version == 1:
-            raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r114 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
-        _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
-        if not _zgw_frame__f_batch_id != 0:
-            raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r114 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
-        _zgw_frame___e_reserved = _zgw_frame___r114 + 56
-        if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r114 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
-        if pos + 8 > end:
-            raise _short(pos, end, _T48)
-        _zgw_frame__f_header_checksum, = _S47.unpack_from(mv, pos)
-        _zgw_frame___r47 = pos
-        pos += 8
-        _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
-        if _zgw_frame__f_header_checksum != _zgw_frame___ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r47, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
-        _zgw_frame___n = _zgw_frame__f_payload_len
-        if _zgw_frame___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
-        if pos + _zgw_frame___n > end:
-            raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
-        _zgw_frame___outer_end_payload = end
-        end = pos + _zgw_frame___n
-        _zgw_frame___sec_payload = pos
-        _zgw_frame___tag = _zgw_frame__f_kind
-        if _zgw_frame___tag == 1:
-            try:
-                if pos + 56 > end:
-                    raise _short(pos, end, _T117)
-                _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes = _S116.unpack_from(mv, pos)
-                _zgw_frame___zgw_begin___r116 = pos
-                pos += 56
-                _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
-                _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
-                if _zgw_frame___zgw_begin___v is None:
-                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r116 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
-                _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
-                if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r116 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
-                if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
-                    raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r116 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
-                if _zgw_frame___zgw_begin__f_change_count > 16384:
-                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r116 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
-                if _zgw_frame___zgw_begin__f_reserved2 != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r116 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
-                if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
-                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r116 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
-                _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
-                _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
-                _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
-                _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
-                _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
-                _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
-                _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
-                _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('payload') from None
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
-            end = _zgw_frame___outer_end_payload
-            _zgw_frame___e_payload = pos
-            if pos + 8 > end:
-                raise _short(pos, end, _T139)
-            _zgw_frame__f_checksum, = _S47.unpack_from(mv, pos)
-            _zgw_frame___r47 = pos
-            pos += 8
-            _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
-            if _zgw_frame__f_checksum != _zgw_frame___ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r47, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
-            _zgw_frame___obj = _new(ZgwFrame)
-            _zgw_frame___obj.kind = _zgw_frame__f_kind
-            _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
-            _zgw_frame___obj.sequence = _zgw_frame__f_sequence
-            _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
-            _zgw_frame___obj.payload = _zgw_frame__f_payload
-            f_commit = _zgw_frame___obj
-        else:
-            pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
-            f_commit, pos = _d_zgw_frame(mv, pos, end)
+        f_commit, pos = _d_zgw_frame(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('commit') from None
     _obj = _new(GraphEnvelope)
@@ -9527,22 +7683,7 @@ def _em_artifact_descriptor(values):
 
 def _d_required_ref(mv, pos, end):
     try:
-        if pos + 64 > end:
-            raise _short(pos, end, _T81)
-        _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-        pos += 64
-        _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
-        _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
-        _artifact_descriptor___obj = _new(ArtifactDescriptor)
-        _artifact_descriptor___obj.store = _artifact_descriptor__f_store
-        _artifact_descriptor___obj.artifact = _artifact_descriptor__f_artifact
-        _artifact_descriptor___obj.creation_generation = _artifact_descriptor__f_creation_generation
-        _artifact_descriptor___obj.creation_serial = _artifact_descriptor__f_creation_serial
-        _artifact_descriptor___obj.complete_file_length = _artifact_descriptor__f_complete_file_length
-        _artifact_descriptor___obj.family = _artifact_descriptor__f_family
-        _artifact_descriptor___obj.version = _artifact_descriptor__f_version
-        _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-        f_descriptor = _artifact_descriptor___obj
+        f_descriptor, pos = _d_artifact_descriptor(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('descriptor') from None
     if pos + 32 > end:
@@ -9662,41 +7803,7 @@ def _d_optional_ref(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r78 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if (f_present == 1):
         try:
-            try:
-                if pos + 64 > end:
-                    raise _short(pos, end, _T81)
-                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                pos += 64
-                _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                _required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                _required_ref___artifact_descriptor___obj.store = _required_ref___artifact_descriptor__f_store
-                _required_ref___artifact_descriptor___obj.artifact = _required_ref___artifact_descriptor__f_artifact
-                _required_ref___artifact_descriptor___obj.creation_generation = _required_ref___artifact_descriptor__f_creation_generation
-                _required_ref___artifact_descriptor___obj.creation_serial = _required_ref___artifact_descriptor__f_creation_serial
-                _required_ref___artifact_descriptor___obj.complete_file_length = _required_ref___artifact_descriptor__f_complete_file_length
-                _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
-                _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
-                _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-                _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('descriptor') from None
-            if pos + 32 > end:
-                raise _short(pos, end, _T83)
-            _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S82.unpack_from(mv, pos)
-            _required_ref___r82 = pos
-            pos += 32
-            _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
-            if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
-            _required_ref___obj = _new(RequiredRef)
-            _required_ref___obj.descriptor = _required_ref__f_descriptor
-            _required_ref___obj.artifact = _required_ref__f_artifact
-            _required_ref___obj.offset = _required_ref__f_offset
-            _required_ref___obj.length = _required_ref__f_length
-            _required_ref___obj.block_kind = _required_ref__f_block_kind
-            _required_ref___obj.block_version = _required_ref__f_block_version
-            f_ref = _required_ref___obj
+            f_ref, pos = _d_required_ref(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('ref') from None
     else:
@@ -9862,272 +7969,26 @@ def _d_commit_state(mv, pos, end):
     try:
         for _i in range(_c):
             try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T79)
-                _optional_ref__f_present, _optional_ref__f_reserved = _S78.unpack_from(mv, pos)
-                _optional_ref___r78 = pos
-                pos += 8
-                if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-                    raise ConstraintError('unknown presence tag', offset=_optional_ref___r78, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
-                if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r78 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
-                if _optional_ref__f_present == 1:
-                    try:
-                        try:
-                            if pos + 64 > end:
-                                raise _short(pos, end, _T81)
-                            _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                            pos += 64
-                            _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                            _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                            _optional_ref___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                            _optional_ref___required_ref___artifact_descriptor___obj.store = _optional_ref___required_ref___artifact_descriptor__f_store
-                            _optional_ref___required_ref___artifact_descriptor___obj.artifact = _optional_ref___required_ref___artifact_descriptor__f_artifact
-                            _optional_ref___required_ref___artifact_descriptor___obj.creation_generation = _optional_ref___required_ref___artifact_descriptor__f_creation_generation
-                            _optional_ref___required_ref___artifact_descriptor___obj.creation_serial = _optional_ref___required_ref___artifact_descriptor__f_creation_serial
-                            _optional_ref___required_ref___artifact_descriptor___obj.complete_file_length = _optional_ref___required_ref___artifact_descriptor__f_complete_file_length
-                            _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
-                            _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
-                            _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-                            _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('descriptor') from None
-                        if pos + 32 > end:
-                            raise _short(pos, end, _T83)
-                        _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                        _optional_ref___required_ref___r82 = pos
-                        pos += 32
-                        _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
-                        if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
-                        _optional_ref___required_ref___obj = _new(RequiredRef)
-                        _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
-                        _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
-                        _optional_ref___required_ref___obj.offset = _optional_ref___required_ref__f_offset
-                        _optional_ref___required_ref___obj.length = _optional_ref___required_ref__f_length
-                        _optional_ref___required_ref___obj.block_kind = _optional_ref___required_ref__f_block_kind
-                        _optional_ref___required_ref___obj.block_version = _optional_ref___required_ref__f_block_version
-                        _optional_ref__f_ref = _optional_ref___required_ref___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('ref') from None
-                else:
-                    _optional_ref__f_ref = None
-                _optional_ref___obj = _new(OptionalRef)
-                _optional_ref___obj.present = _optional_ref__f_present
-                _optional_ref___obj.ref = _optional_ref__f_ref
-                _x = _optional_ref___obj
+                _x, pos = _d_optional_ref(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_roots.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('roots') from None
     try:
-        try:
-            if pos + 64 > end:
-                raise _short(pos, end, _T81)
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-            pos += 64
-            _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
-            _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-            _required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-            _required_ref___artifact_descriptor___obj.store = _required_ref___artifact_descriptor__f_store
-            _required_ref___artifact_descriptor___obj.artifact = _required_ref___artifact_descriptor__f_artifact
-            _required_ref___artifact_descriptor___obj.creation_generation = _required_ref___artifact_descriptor__f_creation_generation
-            _required_ref___artifact_descriptor___obj.creation_serial = _required_ref___artifact_descriptor__f_creation_serial
-            _required_ref___artifact_descriptor___obj.complete_file_length = _required_ref___artifact_descriptor__f_complete_file_length
-            _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
-            _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
-            _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-            _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-        except DecodeError as _exc:
-            raise _exc.prefixed('descriptor') from None
-        if pos + 32 > end:
-            raise _short(pos, end, _T83)
-        _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S82.unpack_from(mv, pos)
-        _required_ref___r82 = pos
-        pos += 32
-        _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
-        if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
-        _required_ref___obj = _new(RequiredRef)
-        _required_ref___obj.descriptor = _required_ref__f_descriptor
-        _required_ref___obj.artifact = _required_ref__f_artifact
-        _required_ref___obj.offset = _required_ref__f_offset
-        _required_ref___obj.length = _required_ref__f_length
-        _required_ref___obj.block_kind = _required_ref__f_block_kind
-        _required_ref___obj.block_version = _required_ref__f_block_version
-        f_catalog = _required_ref___obj
+        f_catalog, pos = _d_required_ref(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('catalog') from None
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T79)
-        _optional_ref__f_present, _optional_ref__f_reserved = _S78.unpack_from(mv, pos)
-        _optional_ref___r78 = pos
-        pos += 8
-        if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-            raise ConstraintError('unknown presence tag', offset=_optional_ref___r78, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
-        if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r78 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
-        if _optional_ref__f_present == 1:
-            try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _optional_ref___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _optional_ref___required_ref___artifact_descriptor___obj.store = _optional_ref___required_ref___artifact_descriptor__f_store
-                    _optional_ref___required_ref___artifact_descriptor___obj.artifact = _optional_ref___required_ref___artifact_descriptor__f_artifact
-                    _optional_ref___required_ref___artifact_descriptor___obj.creation_generation = _optional_ref___required_ref___artifact_descriptor__f_creation_generation
-                    _optional_ref___required_ref___artifact_descriptor___obj.creation_serial = _optional_ref___required_ref___artifact_descriptor__f_creation_serial
-                    _optional_ref___required_ref___artifact_descriptor___obj.complete_file_length = _optional_ref___required_ref___artifact_descriptor__f_complete_file_length
-                    _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
-                    _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
-                    _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-                    _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _optional_ref___required_ref___r82 = pos
-                pos += 32
-                _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
-                if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
-                _optional_ref___required_ref___obj = _new(RequiredRef)
-                _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
-                _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
-                _optional_ref___required_ref___obj.offset = _optional_ref___required_ref__f_offset
-                _optional_ref___required_ref___obj.length = _optional_ref___required_ref__f_length
-                _optional_ref___required_ref___obj.block_kind = _optional_ref___required_ref__f_block_kind
-                _optional_ref___required_ref___obj.block_version = _optional_ref___required_ref__f_block_version
-                _optional_ref__f_ref = _optional_ref___required_ref___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('ref') from None
-        else:
-            _optional_ref__f_ref = None
-        _optional_ref___obj = _new(OptionalRef)
-        _optional_ref___obj.present = _optional_ref__f_present
-        _optional_ref___obj.ref = _optional_ref__f_ref
-        f_vector = _optional_ref___obj
+        f_vector, pos = _d_optional_ref(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('vector') from None
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T79)
-        _optional_ref__f_present, _optional_ref__f_reserved = _S78.unpack_from(mv, pos)
-        _optional_ref___r78 = pos
-        pos += 8
-        if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-            raise ConstraintError('unknown presence tag', offset=_optional_ref___r78, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
-        if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r78 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
-        if _optional_ref__f_present == 1:
-            try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _optional_ref___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _optional_ref___required_ref___artifact_descriptor___obj.store = _optional_ref___required_ref___artifact_descriptor__f_store
-                    _optional_ref___required_ref___artifact_descriptor___obj.artifact = _optional_ref___required_ref___artifact_descriptor__f_artifact
-                    _optional_ref___required_ref___artifact_descriptor___obj.creation_generation = _optional_ref___required_ref___artifact_descriptor__f_creation_generation
-                    _optional_ref___required_ref___artifact_descriptor___obj.creation_serial = _optional_ref___required_ref___artifact_descriptor__f_creation_serial
-                    _optional_ref___required_ref___artifact_descriptor___obj.complete_file_length = _optional_ref___required_ref___artifact_descriptor__f_complete_file_length
-                    _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
-                    _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
-                    _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-                    _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _optional_ref___required_ref___r82 = pos
-                pos += 32
-                _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
-                if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
-                _optional_ref___required_ref___obj = _new(RequiredRef)
-                _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
-                _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
-                _optional_ref___required_ref___obj.offset = _optional_ref___required_ref__f_offset
-                _optional_ref___required_ref___obj.length = _optional_ref___required_ref__f_length
-                _optional_ref___required_ref___obj.block_kind = _optional_ref___required_ref__f_block_kind
-                _optional_ref___required_ref___obj.block_version = _optional_ref___required_ref__f_block_version
-                _optional_ref__f_ref = _optional_ref___required_ref___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('ref') from None
-        else:
-            _optional_ref__f_ref = None
-        _optional_ref___obj = _new(OptionalRef)
-        _optional_ref___obj.present = _optional_ref__f_present
-        _optional_ref___obj.ref = _optional_ref__f_ref
-        f_text = _optional_ref___obj
+        f_text, pos = _d_optional_ref(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('text') from None
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T79)
-        _optional_ref__f_present, _optional_ref__f_reserved = _S78.unpack_from(mv, pos)
-        _optional_ref___r78 = pos
-        pos += 8
-        if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-            raise ConstraintError('unknown presence tag', offset=_optional_ref___r78, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
-        if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r78 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
-        if _optional_ref__f_present == 1:
-            try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _optional_ref___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _optional_ref___required_ref___artifact_descriptor___obj.store = _optional_ref___required_ref___artifact_descriptor__f_store
-                    _optional_ref___required_ref___artifact_descriptor___obj.artifact = _optional_ref___required_ref___artifact_descriptor__f_artifact
-                    _optional_ref___required_ref___artifact_descriptor___obj.creation_generation = _optional_ref___required_ref___artifact_descriptor__f_creation_generation
-                    _optional_ref___required_ref___artifact_descriptor___obj.creation_serial = _optional_ref___required_ref___artifact_descriptor__f_creation_serial
-                    _optional_ref___required_ref___artifact_descriptor___obj.complete_file_length = _optional_ref___required_ref___artifact_descriptor__f_complete_file_length
-                    _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
-                    _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
-                    _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-                    _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _optional_ref___required_ref___r82 = pos
-                pos += 32
-                _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
-                if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
-                _optional_ref___required_ref___obj = _new(RequiredRef)
-                _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
-                _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
-                _optional_ref___required_ref___obj.offset = _optional_ref___required_ref__f_offset
-                _optional_ref___required_ref___obj.length = _optional_ref___required_ref__f_length
-                _optional_ref___required_ref___obj.block_kind = _optional_ref___required_ref__f_block_kind
-                _optional_ref___required_ref___obj.block_version = _optional_ref___required_ref__f_block_version
-                _optional_ref__f_ref = _optional_ref___required_ref___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('ref') from None
-        else:
-            _optional_ref__f_ref = None
-        _optional_ref___obj = _new(OptionalRef)
-        _optional_ref___obj.present = _optional_ref__f_present
-        _optional_ref___obj.ref = _optional_ref__f_ref
-        f_reclaim = _optional_ref___obj
+        f_reclaim, pos = _d_optional_ref(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('reclaim') from None
     if pos + 8 > end:
@@ -10144,41 +8005,7 @@ def _d_commit_state(mv, pos, end):
     try:
         for _i in range(_c):
             try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _required_ref___artifact_descriptor___obj.store = _required_ref___artifact_descriptor__f_store
-                    _required_ref___artifact_descriptor___obj.artifact = _required_ref___artifact_descriptor__f_artifact
-                    _required_ref___artifact_descriptor___obj.creation_generation = _required_ref___artifact_descriptor__f_creation_generation
-                    _required_ref___artifact_descriptor___obj.creation_serial = _required_ref___artifact_descriptor__f_creation_serial
-                    _required_ref___artifact_descriptor___obj.complete_file_length = _required_ref___artifact_descriptor__f_complete_file_length
-                    _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
-                    _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
-                    _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-                    _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _required_ref___r82 = pos
-                pos += 32
-                _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
-                if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
-                _required_ref___obj = _new(RequiredRef)
-                _required_ref___obj.descriptor = _required_ref__f_descriptor
-                _required_ref___obj.artifact = _required_ref__f_artifact
-                _required_ref___obj.offset = _required_ref__f_offset
-                _required_ref___obj.length = _required_ref__f_length
-                _required_ref___obj.block_kind = _required_ref__f_block_kind
-                _required_ref___obj.block_version = _required_ref__f_block_version
-                _x = _required_ref___obj
+                _x, pos = _d_required_ref(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_prepared.append(_x)
@@ -10938,205 +8765,14 @@ def _d_zgw_mutation(mv, pos, end):
     end = pos + _n
     _sec_zgop = pos
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T121)
-        _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present = _S120.unpack_from(mv, pos)
-        _zgop___r120 = pos
-        pos += 8
-        if _zgop__f_magic != b'ZGOP':
-            raise ConstraintError('bad magic', offset=_zgop___r120, path='magic', expected=b'ZGOP', found=_zgop__f_magic)
-        if not _zgop__f_version == 1:
-            raise UnsupportedError('unsupported ZGOP version', offset=_zgop___r120 + 4, path='version', expected='version == 1', found=_zgop__f_version)
-        _zgop___v = _ZGOPOPERATION_BY_VALUE.get(_zgop__f_operation)
-        if _zgop___v is None:
-            raise ConstraintError('unknown zgop_operation value', offset=_zgop___r120 + 6, path='operation', expected=[1, 2, 3, 4, 5], found=_zgop__f_operation)
-        _zgop__f_operation = _zgop___v
-        if not (_zgop__f_key_present == 0 or _zgop__f_key_present == 1):
-            raise ConstraintError('unknown presence tag', offset=_zgop___r120 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=_zgop__f_key_present)
-        if _zgop__f_key_present == 1:
-            try:
-                if pos + 9 > end:
-                    raise _short(pos, end, _T123)
-                _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S122.unpack_from(mv, pos)
-                _zgop___zgop_key___r122 = pos
-                pos += 9
-                _zgop___zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_key__f_entity)
-                if _zgop___zgop_key___v is None:
-                    raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_key___r122, path='entity', expected=[1, 2], found=_zgop___zgop_key__f_entity)
-                _zgop___zgop_key__f_entity = _zgop___zgop_key___v
-                if pos + _zgop___zgop_key__n_namespace > end:
-                    raise TruncatedError('str truncated', offset=pos, path='namespace', expected=_zgop___zgop_key__n_namespace, found=end - pos)
-                try:
-                    _zgop___zgop_key__f_namespace = str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
-                except UnicodeDecodeError as _u:
-                    raise _text_error(_u, pos, 'utf-8', 'namespace') from None
-                pos += _zgop___zgop_key__n_namespace
-                if pos + 8 > end:
-                    raise _short(pos, end, _T124)
-                _zgop___zgop_key__n_key, = _S47.unpack_from(mv, pos)
-                pos += 8
-                if pos + _zgop___zgop_key__n_key > end:
-                    raise TruncatedError('str truncated', offset=pos, path='key', expected=_zgop___zgop_key__n_key, found=end - pos)
-                try:
-                    _zgop___zgop_key__f_key = str(mv[pos:pos + _zgop___zgop_key__n_key], 'utf-8')
-                except UnicodeDecodeError as _u:
-                    raise _text_error(_u, pos, 'utf-8', 'key') from None
-                pos += _zgop___zgop_key__n_key
-                _zgop___zgop_key___obj = _new(ZgopKey)
-                _zgop___zgop_key___obj.entity = _zgop___zgop_key__f_entity
-                _zgop___zgop_key___obj.namespace = _zgop___zgop_key__f_namespace
-                _zgop___zgop_key___obj.key = _zgop___zgop_key__f_key
-                _zgop__f_key = _zgop___zgop_key___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('key') from None
-        else:
-            _zgop__f_key = None
-        if pos + 16 > end:
-            raise _short(pos, end, _T125)
-        _zgop__f_requested_revision, _zgop__f_installed_revision = _S89.unpack_from(mv, pos)
-        _zgop___r89 = pos
-        pos += 16
-        if not _zgop__f_requested_revision != 0:
-            raise ConstraintError('requested revision must be non-zero', offset=_zgop___r89, path='requested_revision', expected='requested_revision != 0', found=_zgop__f_requested_revision)
-        if not _zgop__f_installed_revision != 0:
-            raise ConstraintError('installed revision must be non-zero', offset=_zgop___r89 + 8, path='installed_revision', expected='installed_revision != 0', found=_zgop__f_installed_revision)
-        try:
-            if pos + 1 > end:
-                raise _short(pos, end, _T127)
-            _zgop___zgop_expected__f_tag = mv[pos]
-            _zgop___zgop_expected___r126 = pos
-            pos += 1
-            if not (_zgop___zgop_expected__f_tag >= 1 and _zgop___zgop_expected__f_tag <= 3):
-                raise ConstraintError('unknown expected-state tag', offset=_zgop___zgop_expected___r126, path='tag', expected='tag >= 1 and tag <= 3', found=_zgop___zgop_expected__f_tag)
-            if _zgop___zgop_expected__f_tag == 2:
-                if pos + 1 > end:
-                    raise TruncatedError('field truncated', offset=pos, path='entity', expected=1, found=end - pos)
-                _zgop___zgop_expected__f_entity = _S126.unpack_from(mv, pos)[0]
-                _zgop___zgop_expected___at = pos
-                pos += 1
-                _zgop___zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_expected__f_entity)
-                if _zgop___zgop_expected___v is None:
-                    raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_expected___at, path='entity', expected=[1, 2], found=_zgop___zgop_expected__f_entity)
-                _zgop___zgop_expected__f_entity = _zgop___zgop_expected___v
-            else:
-                _zgop___zgop_expected__f_entity = None
-            if _zgop___zgop_expected__f_tag == 2:
-                if pos + 16 > end:
-                    raise TruncatedError('field truncated', offset=pos, path='entity_id', expected=16, found=end - pos)
-                _zgop___zgop_expected__f_entity_id = _S66.unpack_from(mv, pos)[0]
-                _zgop___zgop_expected___at = pos
-                pos += 16
-                _zgop___zgop_expected__f_entity_id = int.from_bytes(_zgop___zgop_expected__f_entity_id, 'little', signed=False)
-            else:
-                _zgop___zgop_expected__f_entity_id = None
-            if _zgop___zgop_expected__f_tag == 3:
-                if pos + 8 > end:
-                    raise TruncatedError('field truncated', offset=pos, path='revision', expected=8, found=end - pos)
-                _zgop___zgop_expected__f_revision = _S47.unpack_from(mv, pos)[0]
-                _zgop___zgop_expected___at = pos
-                pos += 8
-            else:
-                _zgop___zgop_expected__f_revision = None
-            _zgop___zgop_expected___obj = _new(ZgopExpected)
-            _zgop___zgop_expected___obj.tag = _zgop___zgop_expected__f_tag
-            _zgop___zgop_expected___obj.entity = _zgop___zgop_expected__f_entity
-            _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
-            _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
-            _zgop__f_expected = _zgop___zgop_expected___obj
-        except DecodeError as _exc:
-            raise _exc.prefixed('expected') from None
-        if pos + 26 > end:
-            raise _short(pos, end, _T129)
-        _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation = _S128.unpack_from(mv, pos)
-        _zgop___r128 = pos
-        pos += 26
-        _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
-        if _zgop___v is None:
-            raise ConstraintError('unknown entity_kind value', offset=_zgop___r128, path='incarnation_kind', expected=[1, 2], found=_zgop__f_incarnation_kind)
-        _zgop__f_incarnation_kind = _zgop___v
-        if not (_zgop__f_key_present == 0 or _zgop__f_key.entity == _zgop__f_incarnation_kind):
-            raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_zgop___r128, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=_zgop__f_incarnation_kind)
-        if not (_zgop__f_expected.tag != 2 or _zgop__f_expected.entity == _zgop__f_incarnation_kind):
-            raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_zgop___r128, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=_zgop__f_incarnation_kind)
-        _zgop__f_incarnation = int.from_bytes(_zgop__f_incarnation, 'little', signed=False)
-        if not (_zgop__f_incarnation != 0 or _zgop__f_incarnation_kind == 1):
-            raise ConstraintError('relationship incarnation must be non-zero', offset=_zgop___r128 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=_zgop__f_incarnation)
-        _zgop___v = _DELETEMODE_BY_VALUE.get(_zgop__f_delete_mode)
-        if _zgop___v is None:
-            raise ConstraintError('unknown delete_mode value', offset=_zgop___r128 + 17, path='delete_mode', expected=[0, 1, 2], found=_zgop__f_delete_mode)
-        _zgop__f_delete_mode = _zgop___v
-        _zgop___obj = _new(Zgop)
-        _zgop___obj.operation = _zgop__f_operation
-        _zgop___obj.key_present = _zgop__f_key_present
-        _zgop___obj.key = _zgop__f_key
-        _zgop___obj.requested_revision = _zgop__f_requested_revision
-        _zgop___obj.installed_revision = _zgop__f_installed_revision
-        _zgop___obj.expected = _zgop__f_expected
-        _zgop___obj.incarnation_kind = _zgop__f_incarnation_kind
-        _zgop___obj.incarnation = _zgop__f_incarnation
-        _zgop___obj.delete_mode = _zgop__f_delete_mode
-        _zgop___obj.original_generation = _zgop__f_original_generation
-        f_zgop = _zgop___obj
+        f_zgop, pos = _d_zgop(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('zgop') from None
     if pos != end:
         raise ConstraintError('section size mismatch', offset=_sec_zgop, path='zgop', expected=end - _sec_zgop, found=pos - _sec_zgop)
     end = _outer_end_zgop
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T79)
-        _optional_ref__f_present, _optional_ref__f_reserved = _S78.unpack_from(mv, pos)
-        _optional_ref___r78 = pos
-        pos += 8
-        if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
-            raise ConstraintError('unknown presence tag', offset=_optional_ref___r78, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
-        if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r78 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
-        if _optional_ref__f_present == 1:
-            try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _optional_ref___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _optional_ref___required_ref___artifact_descriptor___obj.store = _optional_ref___required_ref___artifact_descriptor__f_store
-                    _optional_ref___required_ref___artifact_descriptor___obj.artifact = _optional_ref___required_ref___artifact_descriptor__f_artifact
-                    _optional_ref___required_ref___artifact_descriptor___obj.creation_generation = _optional_ref___required_ref___artifact_descriptor__f_creation_generation
-                    _optional_ref___required_ref___artifact_descriptor___obj.creation_serial = _optional_ref___required_ref___artifact_descriptor__f_creation_serial
-                    _optional_ref___required_ref___artifact_descriptor___obj.complete_file_length = _optional_ref___required_ref___artifact_descriptor__f_complete_file_length
-                    _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
-                    _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
-                    _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-                    _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _optional_ref___required_ref___r82 = pos
-                pos += 32
-                _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
-                if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
-                _optional_ref___required_ref___obj = _new(RequiredRef)
-                _optional_ref___required_ref___obj.descriptor = _optional_ref___required_ref__f_descriptor
-                _optional_ref___required_ref___obj.artifact = _optional_ref___required_ref__f_artifact
-                _optional_ref___required_ref___obj.offset = _optional_ref___required_ref__f_offset
-                _optional_ref___required_ref___obj.length = _optional_ref___required_ref__f_length
-                _optional_ref___required_ref___obj.block_kind = _optional_ref___required_ref__f_block_kind
-                _optional_ref___required_ref___obj.block_version = _optional_ref___required_ref__f_block_version
-                _optional_ref__f_ref = _optional_ref___required_ref___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('ref') from None
-        else:
-            _optional_ref__f_ref = None
-        _optional_ref___obj = _new(OptionalRef)
-        _optional_ref___obj.present = _optional_ref__f_present
-        _optional_ref___obj.ref = _optional_ref__f_ref
-        f_canonical = _optional_ref___obj
+        f_canonical, pos = _d_optional_ref(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('canonical') from None
     _obj = _new(ZgwMutation)
@@ -12000,95 +9636,12 @@ def _d_zgcp_participant(mv, pos, end):
     _tag = f_role
     if _tag == 2:
         try:
-            if pos + 8 > end:
-                raise _short(pos, end, _T107)
-            _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S11.unpack_from(mv, pos)
-            _zgcp_prepared_inventory___r11 = pos
-            pos += 8
-            if _zgcp_prepared_inventory__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r11 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
-            _zgcp_prepared_inventory___c = _zgcp_prepared_inventory__f_count
-            if _zgcp_prepared_inventory___c < 0 or _zgcp_prepared_inventory___c * 64 > end - pos:
-                raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory___c), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory___c) if _zgcp_prepared_inventory___c < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory___c) + ' needs at least ' + str(_zgcp_prepared_inventory___c * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory___c * 64, found=end - pos)
-            _zgcp_prepared_inventory__f_descriptors = []
-            try:
-                for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory___c):
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _zgcp_prepared_inventory___artifact_descriptor_f_store = int.from_bytes(_zgcp_prepared_inventory___artifact_descriptor_f_store, 'little', signed=False)
-                    _zgcp_prepared_inventory___artifact_descriptor_f_artifact = int.from_bytes(_zgcp_prepared_inventory___artifact_descriptor_f_artifact, 'little', signed=False)
-                    _zgcp_prepared_inventory___artifact_descriptor__obj = _new(ArtifactDescriptor)
-                    _zgcp_prepared_inventory___artifact_descriptor__obj.store = _zgcp_prepared_inventory___artifact_descriptor_f_store
-                    _zgcp_prepared_inventory___artifact_descriptor__obj.artifact = _zgcp_prepared_inventory___artifact_descriptor_f_artifact
-                    _zgcp_prepared_inventory___artifact_descriptor__obj.creation_generation = _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation
-                    _zgcp_prepared_inventory___artifact_descriptor__obj.creation_serial = _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial
-                    _zgcp_prepared_inventory___artifact_descriptor__obj.complete_file_length = _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length
-                    _zgcp_prepared_inventory___artifact_descriptor__obj.family = _zgcp_prepared_inventory___artifact_descriptor_f_family
-                    _zgcp_prepared_inventory___artifact_descriptor__obj.version = _zgcp_prepared_inventory___artifact_descriptor_f_version
-                    _zgcp_prepared_inventory___artifact_descriptor__obj.whole_file_checksum = _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum
-                    _zgcp_prepared_inventory___x = _zgcp_prepared_inventory___artifact_descriptor__obj
-                    _zgcp_prepared_inventory__f_descriptors.append(_zgcp_prepared_inventory___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_zgcp_prepared_inventory___i) + ']').prefixed('descriptors') from None
-            _zgcp_prepared_inventory___obj = _new(ZgcpPreparedInventory)
-            _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
-            f_body = _zgcp_prepared_inventory___obj
+            f_body, pos = _d_zgcp_prepared_inventory(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 7:
         try:
-            if pos + 8 > end:
-                raise _short(pos, end, _T108)
-            _zgcp_captured_base__f_unpinned, = _S49.unpack_from(mv, pos)
-            pos += 8
-            try:
-                if pos + 64 > end:
-                    raise _short(pos, end, _T110)
-                _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence = _S109.unpack_from(mv, pos)
-                pos += 64
-                _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
-                _zgcp_captured_base___spill_binding__f_session = int.from_bytes(_zgcp_captured_base___spill_binding__f_session, 'little', signed=False)
-                _zgcp_captured_base___spill_binding___obj = _new(SpillBinding)
-                _zgcp_captured_base___spill_binding___obj.store = _zgcp_captured_base___spill_binding__f_store
-                _zgcp_captured_base___spill_binding___obj.session = _zgcp_captured_base___spill_binding__f_session
-                _zgcp_captured_base___spill_binding___obj.capture_generation = _zgcp_captured_base___spill_binding__f_capture_generation
-                _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
-                _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
-                _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-                _zgcp_captured_base__f_binding = _zgcp_captured_base___spill_binding___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('binding') from None
-            if pos + 24 > end:
-                raise _short(pos, end, _T112)
-            _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S111.unpack_from(mv, pos)
-            _zgcp_captured_base___r111 = pos
-            pos += 24
-            if _zgcp_captured_base__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r111 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
-            _zgcp_captured_base___n = _zgcp_captured_base__f_state_len
-            if _zgcp_captured_base___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base___n)
-            if pos + _zgcp_captured_base___n > end:
-                raise TruncatedError('section needs ' + str(_zgcp_captured_base___n) + ' bytes', offset=pos, path='state', expected=_zgcp_captured_base___n, found=end - pos)
-            _zgcp_captured_base___outer_end_state = end
-            end = pos + _zgcp_captured_base___n
-            _zgcp_captured_base___sec_state = pos
-            try:
-                _zgcp_captured_base__f_state, pos = _d_commit_state(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('state') from None
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_zgcp_captured_base___sec_state, path='state', expected=end - _zgcp_captured_base___sec_state, found=pos - _zgcp_captured_base___sec_state)
-            end = _zgcp_captured_base___outer_end_state
-            _zgcp_captured_base___obj = _new(ZgcpCapturedBase)
-            _zgcp_captured_base___obj.unpinned = _zgcp_captured_base__f_unpinned
-            _zgcp_captured_base___obj.binding = _zgcp_captured_base__f_binding
-            _zgcp_captured_base___obj.absorbed_through = _zgcp_captured_base__f_absorbed_through
-            _zgcp_captured_base___obj.manifest_generation = _zgcp_captured_base__f_manifest_generation
-            _zgcp_captured_base___obj.state = _zgcp_captured_base__f_state
-            f_body = _zgcp_captured_base___obj
+            f_body, pos = _d_zgcp_captured_base(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -12644,76 +10197,12 @@ def _d_protected_value(mv, pos, end):
     _tag = f_tag
     if _tag == 5:
         try:
-            _fold_authority___c = 4
-            if _fold_authority___c < 0 or _fold_authority___c * 8 > end - pos:
-                raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-            _fold_authority___st = _RC101.get(_fold_authority___c)
-            if _fold_authority___st is None:
-                _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-                if len(_RC101) < 64:
-                    _RC101[_fold_authority___c] = _fold_authority___st
-            _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
-            pos += _fold_authority___c * 8
-            if pos + 72 > end:
-                raise _short(pos, end, _T103)
-            _fold_authority__f_reserved, = _S102.unpack_from(mv, pos)
-            _fold_authority___r102 = pos
-            pos += 72
-            if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r102, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
-            _fold_authority___obj = _new(FoldAuthority)
-            _fold_authority___obj.values = _fold_authority__f_values
-            f_value = _fold_authority___obj
+            f_value, pos = _d_fold_authority(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     elif _tag == 6:
         try:
-            try:
-                try:
-                    if pos + 64 > end:
-                        raise _short(pos, end, _T81)
-                    _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum = _S80.unpack_from(mv, pos)
-                    pos += 64
-                    _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
-                    _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
-                    _captured_base_value___required_ref___artifact_descriptor___obj = _new(ArtifactDescriptor)
-                    _captured_base_value___required_ref___artifact_descriptor___obj.store = _captured_base_value___required_ref___artifact_descriptor__f_store
-                    _captured_base_value___required_ref___artifact_descriptor___obj.artifact = _captured_base_value___required_ref___artifact_descriptor__f_artifact
-                    _captured_base_value___required_ref___artifact_descriptor___obj.creation_generation = _captured_base_value___required_ref___artifact_descriptor__f_creation_generation
-                    _captured_base_value___required_ref___artifact_descriptor___obj.creation_serial = _captured_base_value___required_ref___artifact_descriptor__f_creation_serial
-                    _captured_base_value___required_ref___artifact_descriptor___obj.complete_file_length = _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length
-                    _captured_base_value___required_ref___artifact_descriptor___obj.family = _captured_base_value___required_ref___artifact_descriptor__f_family
-                    _captured_base_value___required_ref___artifact_descriptor___obj.version = _captured_base_value___required_ref___artifact_descriptor__f_version
-                    _captured_base_value___required_ref___artifact_descriptor___obj.whole_file_checksum = _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum
-                    _captured_base_value___required_ref__f_descriptor = _captured_base_value___required_ref___artifact_descriptor___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('descriptor') from None
-                if pos + 32 > end:
-                    raise _short(pos, end, _T83)
-                _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version = _S82.unpack_from(mv, pos)
-                _captured_base_value___required_ref___r82 = pos
-                pos += 32
-                _captured_base_value___required_ref__f_artifact = int.from_bytes(_captured_base_value___required_ref__f_artifact, 'little', signed=False)
-                if not _captured_base_value___required_ref__f_artifact == _captured_base_value___required_ref__f_descriptor.artifact:
-                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_captured_base_value___required_ref___r82, path='artifact', expected='artifact == descriptor.artifact', found=_captured_base_value___required_ref__f_artifact)
-                _captured_base_value___required_ref___obj = _new(RequiredRef)
-                _captured_base_value___required_ref___obj.descriptor = _captured_base_value___required_ref__f_descriptor
-                _captured_base_value___required_ref___obj.artifact = _captured_base_value___required_ref__f_artifact
-                _captured_base_value___required_ref___obj.offset = _captured_base_value___required_ref__f_offset
-                _captured_base_value___required_ref___obj.length = _captured_base_value___required_ref__f_length
-                _captured_base_value___required_ref___obj.block_kind = _captured_base_value___required_ref__f_block_kind
-                _captured_base_value___required_ref___obj.block_version = _captured_base_value___required_ref__f_block_version
-                _captured_base_value__f_ref = _captured_base_value___required_ref___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('ref') from None
-            if pos + 8 > end:
-                raise _short(pos, end, _T104)
-            _captured_base_value__f_sequence, = _S47.unpack_from(mv, pos)
-            pos += 8
-            _captured_base_value___obj = _new(CapturedBaseValue)
-            _captured_base_value___obj.ref = _captured_base_value__f_ref
-            _captured_base_value___obj.sequence = _captured_base_value__f_sequence
-            f_value = _captured_base_value___obj
+            f_value, pos = _d_captured_base_value(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     else:
@@ -13019,30 +10508,7 @@ def _d_frame_file(mv, pos, end):
     end = pos + _n
     _sec_block = pos
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T59)
-        _frame_block__f_block_len, = _S47.unpack_from(mv, pos)
-        pos += 8
-        _frame_block___s_payload = pos
-        _frame_block___n = _frame_block__f_block_len
-        if _frame_block___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_block___n)
-        if pos + _frame_block___n > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_frame_block___n, found=end - pos)
-        _frame_block__f_payload = bytes(mv[pos:pos + _frame_block___n])
-        pos += _frame_block___n
-        _frame_block___e_payload = pos
-        if pos + 8 > end:
-            raise _short(pos, end, _T63)
-        _frame_block__f_block_checksum, = _S47.unpack_from(mv, pos)
-        _frame_block___r47 = pos
-        pos += 8
-        _frame_block___ck = _ck_xxh3_64(mv[_frame_block___s_payload:_frame_block___e_payload])
-        if _frame_block__f_block_checksum != _frame_block___ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=_frame_block___r47, path='block_checksum', expected=_frame_block___ck, found=_frame_block__f_block_checksum)
-        _frame_block___obj = _new(FrameBlock)
-        _frame_block___obj.payload = _frame_block__f_payload
-        f_block = _frame_block___obj
+        f_block, pos = _d_frame_block(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('block') from None
     if pos != end:
@@ -13648,189 +11114,11 @@ def _d_embedding_epoch(mv, pos, end):
     f_embedding_epoch_id, f_tokenizer_epoch_id = _S89.unpack_from(mv, pos)
     pos += 16
     try:
-        if pos + 4 > end:
-            raise _short(pos, end, _T51)
-        _embedding_tower__n_model_id, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _embedding_tower__n_model_id > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_embedding_tower__n_model_id, found=end - pos)
-        try:
-            _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
-        pos += _embedding_tower__n_model_id
-        if pos + 4 > end:
-            raise _short(pos, end, _T52)
-        _embedding_tower__n_model_version, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _embedding_tower__n_model_version > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_embedding_tower__n_model_version, found=end - pos)
-        try:
-            _embedding_tower__f_model_version = str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
-        pos += _embedding_tower__n_model_version
-        if pos + 4 > end:
-            raise _short(pos, end, _T53)
-        _embedding_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _embedding_tower__n_weights_digest > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_embedding_tower__n_weights_digest, found=end - pos)
-        _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
-        pos += _embedding_tower__n_weights_digest
-        if pos + 10 > end:
-            raise _short(pos, end, _T55)
-        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S54.unpack_from(mv, pos)
-        _embedding_tower___r54 = pos
-        pos += 10
-        _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
-        if _embedding_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r54 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
-        _embedding_tower__f_normalization = _embedding_tower___v
-        if pos + _embedding_tower__n_prompt_prefix > end:
-            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
-        try:
-            _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
-        pos += _embedding_tower__n_prompt_prefix
-        if pos + 12 > end:
-            raise _short(pos, end, _T93)
-        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S92.unpack_from(mv, pos)
-        _embedding_tower___r92 = pos
-        pos += 12
-        _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
-        if _embedding_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r92 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
-        _embedding_tower__f_runtime = _embedding_tower___v
-        _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
-        if _embedding_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r92 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
-        _embedding_tower__f_compute_units = _embedding_tower___v
-        if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r92 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
-        if _embedding_tower__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r92 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
-        if _embedding_tower__f_os_build_present == 1:
-            if pos + 4 > end:
-                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
-            _embedding_tower___n = _S23.unpack_from(mv, pos)[0]
-            pos += 4
-            if pos + _embedding_tower___n > end:
-                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_embedding_tower___n, found=end - pos)
-            try:
-                _embedding_tower__f_os_build = str(mv[pos:pos + _embedding_tower___n], 'utf-8')
-            except UnicodeDecodeError as _u:
-                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
-            pos += _embedding_tower___n
-        else:
-            _embedding_tower__f_os_build = None
-        _embedding_tower___obj = _new(EmbeddingTower)
-        _embedding_tower___obj.model_id = _embedding_tower__f_model_id
-        _embedding_tower___obj.model_version = _embedding_tower__f_model_version
-        _embedding_tower___obj.weights_digest = _embedding_tower__f_weights_digest
-        _embedding_tower___obj.dims = _embedding_tower__f_dims
-        _embedding_tower___obj.normalization = _embedding_tower__f_normalization
-        _embedding_tower___obj.prompt_prefix = _embedding_tower__f_prompt_prefix
-        _embedding_tower___obj.max_tokens = _embedding_tower__f_max_tokens
-        _embedding_tower___obj.runtime = _embedding_tower__f_runtime
-        _embedding_tower___obj.compute_units = _embedding_tower__f_compute_units
-        _embedding_tower___obj.os_build_present = _embedding_tower__f_os_build_present
-        _embedding_tower___obj.os_build = _embedding_tower__f_os_build
-        f_document = _embedding_tower___obj
+        f_document, pos = _d_embedding_tower(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('document') from None
     try:
-        if pos + 4 > end:
-            raise _short(pos, end, _T51)
-        _embedding_tower__n_model_id, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _embedding_tower__n_model_id > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_embedding_tower__n_model_id, found=end - pos)
-        try:
-            _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
-        pos += _embedding_tower__n_model_id
-        if pos + 4 > end:
-            raise _short(pos, end, _T52)
-        _embedding_tower__n_model_version, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _embedding_tower__n_model_version > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_embedding_tower__n_model_version, found=end - pos)
-        try:
-            _embedding_tower__f_model_version = str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
-        pos += _embedding_tower__n_model_version
-        if pos + 4 > end:
-            raise _short(pos, end, _T53)
-        _embedding_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _embedding_tower__n_weights_digest > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_embedding_tower__n_weights_digest, found=end - pos)
-        _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
-        pos += _embedding_tower__n_weights_digest
-        if pos + 10 > end:
-            raise _short(pos, end, _T55)
-        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S54.unpack_from(mv, pos)
-        _embedding_tower___r54 = pos
-        pos += 10
-        _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
-        if _embedding_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r54 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
-        _embedding_tower__f_normalization = _embedding_tower___v
-        if pos + _embedding_tower__n_prompt_prefix > end:
-            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
-        try:
-            _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
-        pos += _embedding_tower__n_prompt_prefix
-        if pos + 12 > end:
-            raise _short(pos, end, _T93)
-        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S92.unpack_from(mv, pos)
-        _embedding_tower___r92 = pos
-        pos += 12
-        _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
-        if _embedding_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r92 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
-        _embedding_tower__f_runtime = _embedding_tower___v
-        _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
-        if _embedding_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r92 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
-        _embedding_tower__f_compute_units = _embedding_tower___v
-        if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r92 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
-        if _embedding_tower__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r92 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
-        if _embedding_tower__f_os_build_present == 1:
-            if pos + 4 > end:
-                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
-            _embedding_tower___n = _S23.unpack_from(mv, pos)[0]
-            pos += 4
-            if pos + _embedding_tower___n > end:
-                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_embedding_tower___n, found=end - pos)
-            try:
-                _embedding_tower__f_os_build = str(mv[pos:pos + _embedding_tower___n], 'utf-8')
-            except UnicodeDecodeError as _u:
-                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
-            pos += _embedding_tower___n
-        else:
-            _embedding_tower__f_os_build = None
-        _embedding_tower___obj = _new(EmbeddingTower)
-        _embedding_tower___obj.model_id = _embedding_tower__f_model_id
-        _embedding_tower___obj.model_version = _embedding_tower__f_model_version
-        _embedding_tower___obj.weights_digest = _embedding_tower__f_weights_digest
-        _embedding_tower___obj.dims = _embedding_tower__f_dims
-        _embedding_tower___obj.normalization = _embedding_tower__f_normalization
-        _embedding_tower___obj.prompt_prefix = _embedding_tower__f_prompt_prefix
-        _embedding_tower___obj.max_tokens = _embedding_tower__f_max_tokens
-        _embedding_tower___obj.runtime = _embedding_tower__f_runtime
-        _embedding_tower___obj.compute_units = _embedding_tower__f_compute_units
-        _embedding_tower___obj.os_build_present = _embedding_tower__f_os_build_present
-        _embedding_tower___obj.os_build = _embedding_tower__f_os_build
-        f_query = _embedding_tower___obj
+        f_query, pos = _d_embedding_tower(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
@@ -15357,202 +12645,12 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     _tag = f_tag
     if _tag == 827478868:
         try:
-            if pos + 4 > end:
-                raise _short(pos, end, _T68)
-            _tsr1_body__f_count, = _S23.unpack_from(mv, pos)
-            _tsr1_body___r23 = pos
-            pos += 4
-            if not _tsr1_body__f_count == p_segment_count:
-                raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r23, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
-            _tsr1_body___c = _tsr1_body__f_count
-            if _tsr1_body___c < 0 or _tsr1_body___c * 24 > end - pos:
-                raise ConstraintError('negative count ' + str(_tsr1_body___c), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body___c) if _tsr1_body___c < 0 else TruncatedError('count ' + str(_tsr1_body___c) + ' needs at least ' + str(_tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body___c * 24, found=end - pos)
-            _tsr1_body__f_ranges = []
-            try:
-                for _tsr1_body___i in range(_tsr1_body___c):
-                    if pos + 24 > end:
-                        raise _short(pos, end, _T70)
-                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S69.unpack_from(mv, pos)
-                    _tsr1_body___r69 = pos
-                    pos += 24
-                    _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
-                    if _tsr1_body___v is None:
-                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r69, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
-                    _tsr1_body___clustering_range_f_tag = _tsr1_body___v
-                    if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r69 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
-                    if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r69 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
-                    if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r69 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
-                    _tsr1_body___clustering_range__obj = _new(ClusteringRange)
-                    _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
-                    _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
-                    _tsr1_body___clustering_range__obj.max_ts = _tsr1_body___clustering_range_f_max_ts
-                    _tsr1_body___x = _tsr1_body___clustering_range__obj
-                    _tsr1_body__f_ranges.append(_tsr1_body___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_tsr1_body___i) + ']').prefixed('ranges') from None
-            _tsr1_body___obj = _new(Tsr1Body)
-            _tsr1_body___obj.ranges = _tsr1_body__f_ranges
-            f_body = _tsr1_body___obj
+            f_body, pos = _d_tsr1_body(mv, pos, end, p_segment_count)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 861030234:
         try:
-            if pos + 4 > end:
-                raise _short(pos, end, _T71)
-            _zgr3_body__f_section_len, = _S23.unpack_from(mv, pos)
-            pos += 4
-            _zgr3_body___n = _zgr3_body__f_section_len
-            if _zgr3_body___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body___n)
-            if pos + _zgr3_body___n > end:
-                raise TruncatedError('section needs ' + str(_zgr3_body___n) + ' bytes', offset=pos, path='graph', expected=_zgr3_body___n, found=end - pos)
-            _zgr3_body___outer_end_graph = end
-            end = pos + _zgr3_body___n
-            _zgr3_body___sec_graph = pos
-            try:
-                if pos + 20 > end:
-                    raise _short(pos, end, _T73)
-                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S72.unpack_from(mv, pos)
-                _zgr3_body___graph_section___r72 = pos
-                pos += 20
-                if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r72, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
-                if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r72 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
-                _zgr3_body___graph_section___n = _zgr3_body___graph_section__f_state_len
-                if _zgr3_body___graph_section___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section___n)
-                if pos + _zgr3_body___graph_section___n > end:
-                    raise TruncatedError('section needs ' + str(_zgr3_body___graph_section___n) + ' bytes', offset=pos, path='state', expected=_zgr3_body___graph_section___n, found=end - pos)
-                _zgr3_body___graph_section___outer_end_state = end
-                end = pos + _zgr3_body___graph_section___n
-                _zgr3_body___graph_section___sec_state = pos
-                try:
-                    _zgr3_body___graph_section__f_state, pos = _d_commit_state(mv, pos, end)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('state') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_zgr3_body___graph_section___sec_state, path='state', expected=end - _zgr3_body___graph_section___sec_state, found=pos - _zgr3_body___graph_section___sec_state)
-                end = _zgr3_body___graph_section___outer_end_state
-                if pos + 4 > end:
-                    raise _short(pos, end, _T85)
-                _zgr3_body___graph_section__f_object_count, = _S23.unpack_from(mv, pos)
-                pos += 4
-                _zgr3_body___graph_section___c = _zgr3_body___graph_section__f_object_count
-                if _zgr3_body___graph_section___c < 0 or _zgr3_body___graph_section___c * 32 > end - pos:
-                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___c), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section___c) if _zgr3_body___graph_section___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___c) + ' needs at least ' + str(_zgr3_body___graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section___c * 32, found=end - pos)
-                _zgr3_body___graph_section__f_objects = []
-                try:
-                    for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section___c):
-                        if pos + 32 > end:
-                            raise _short(pos, end, _T87)
-                        _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S86.unpack_from(mv, pos)
-                        _zgr3_body___graph_section___r86 = pos
-                        pos += 32
-                        _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
-                        if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                            raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r86, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
-                        _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
-                        _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
-                        _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
-                        _zgr3_body___graph_section___graph_object__obj.checksum = _zgr3_body___graph_section___graph_object_f_checksum
-                        _zgr3_body___graph_section___x = _zgr3_body___graph_section___graph_object__obj
-                        _zgr3_body___graph_section__f_objects.append(_zgr3_body___graph_section___x)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('[' + str(_zgr3_body___graph_section___i) + ']').prefixed('objects') from None
-                _zgr3_body___graph_section__f_zgen = []
-                try:
-                    _zgr3_body___graph_section___i = 0
-                    while True:
-                        if pos >= end:
-                            break
-                        _zgr3_body___graph_section___ip = pos
-                        try:
-                            if pos + 16 > end:
-                                raise _short(pos, end, _T88)
-                            _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S14.unpack_from(mv, pos)
-                            _zgr3_body___graph_section___zgen_extension___r14 = pos
-                            pos += 16
-                            if not _zgr3_body___graph_section___zgen_extension__f_magic == 1313163098:
-                                raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_zgr3_body___graph_section___zgen_extension___r14, path='magic', expected='magic == 0x4e45475a', found=_zgr3_body___graph_section___zgen_extension__f_magic)
-                            if not (_zgr3_body___graph_section___zgen_extension__f_version == 1 or _zgr3_body___graph_section___zgen_extension__f_version == 2):
-                                raise UnsupportedError('unknown graph generation boundary version', offset=_zgr3_body___graph_section___zgen_extension___r14 + 4, path='version', expected='version == 1 or version == 2', found=_zgr3_body___graph_section___zgen_extension__f_version)
-                            _zgr3_body___graph_section___zgen_extension___a_row_count = pos
-                            if _zgr3_body___graph_section___zgen_extension__f_version == 2:
-                                if pos + 4 > end:
-                                    raise TruncatedError('field truncated', offset=pos, path='row_count', expected=4, found=end - pos)
-                                _zgr3_body___graph_section___zgen_extension__f_row_count = _S23.unpack_from(mv, pos)[0]
-                                _zgr3_body___graph_section___zgen_extension___at = pos
-                                pos += 4
-                            else:
-                                _zgr3_body___graph_section___zgen_extension__f_row_count = None
-                            if _zgr3_body___graph_section___zgen_extension__f_row_count is not None:
-                                if not _zgr3_body___graph_section___zgen_extension__f_row_count >= 1:
-                                    raise ConstraintError('ZGEN v2 needs at least one row', offset=_zgr3_body___graph_section___zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_zgr3_body___graph_section___zgen_extension__f_row_count)
-                            if _zgr3_body___graph_section___zgen_extension__f_version == 2:
-                                if pos + 4 > end:
-                                    raise TruncatedError('field truncated', offset=pos, path='reserved', expected=4, found=end - pos)
-                                _zgr3_body___graph_section___zgen_extension__f_reserved = _S23.unpack_from(mv, pos)[0]
-                                _zgr3_body___graph_section___zgen_extension___at = pos
-                                pos += 4
-                                if _zgr3_body___graph_section___zgen_extension__f_reserved != 0:
-                                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___zgen_extension___at, path='reserved', expected=0, found=_zgr3_body___graph_section___zgen_extension__f_reserved)
-                            else:
-                                _zgr3_body___graph_section___zgen_extension__f_reserved = None
-                            if _zgr3_body___graph_section___zgen_extension__f_version == 2:
-                                _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
-                                if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
-                                _zgr3_body___graph_section___zgen_extension__f_rows = []
-                                try:
-                                    for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
-                                        if pos + 16 > end:
-                                            raise _short(pos, end, _T90)
-                                        _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S89.unpack_from(mv, pos)
-                                        _zgr3_body___graph_section___zgen_extension___r89 = pos
-                                        pos += 16
-                                        if not _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count > 0:
-                                            raise ConstraintError('ZGEN increment counts must be positive', offset=_zgr3_body___graph_section___zgen_extension___r89 + 8, path='increment_count', expected='increment_count > 0', found=_zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count)
-                                        _zgr3_body___graph_section___zgen_extension___zgen_row__obj = _new(ZgenRow)
-                                        _zgr3_body___graph_section___zgen_extension___zgen_row__obj.after_sequence = _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence
-                                        _zgr3_body___graph_section___zgen_extension___zgen_row__obj.increment_count = _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count
-                                        _zgr3_body___graph_section___zgen_extension___x = _zgr3_body___graph_section___zgen_extension___zgen_row__obj
-                                        _zgr3_body___graph_section___zgen_extension__f_rows.append(_zgr3_body___graph_section___zgen_extension___x)
-                                except DecodeError as _exc:
-                                    raise _exc.prefixed('[' + str(_zgr3_body___graph_section___zgen_extension___i) + ']').prefixed('rows') from None
-                            else:
-                                _zgr3_body___graph_section___zgen_extension__f_rows = None
-                            _zgr3_body___graph_section___zgen_extension___obj = _new(ZgenExtension)
-                            _zgr3_body___graph_section___zgen_extension___obj.version = _zgr3_body___graph_section___zgen_extension__f_version
-                            _zgr3_body___graph_section___zgen_extension___obj.counted_through = _zgr3_body___graph_section___zgen_extension__f_counted_through
-                            _zgr3_body___graph_section___zgen_extension___obj.rows = _zgr3_body___graph_section___zgen_extension__f_rows
-                            _zgr3_body___graph_section___x = _zgr3_body___graph_section___zgen_extension___obj
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('') from None
-                        if pos <= _zgr3_body___graph_section___ip:
-                            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                        _zgr3_body___graph_section__f_zgen.append(_zgr3_body___graph_section___x)
-                        _zgr3_body___graph_section___i += 1
-                except DecodeError as _exc:
-                    raise _exc.prefixed('[' + str(_zgr3_body___graph_section___i) + ']').prefixed('zgen') from None
-                _zgr3_body___graph_section___obj = _new(GraphSection)
-                _zgr3_body___graph_section___obj.graph_present = _zgr3_body___graph_section__f_graph_present
-                _zgr3_body___graph_section___obj.absorbed_through = _zgr3_body___graph_section__f_absorbed_through
-                _zgr3_body___graph_section___obj.state = _zgr3_body___graph_section__f_state
-                _zgr3_body___graph_section___obj.objects = _zgr3_body___graph_section__f_objects
-                _zgr3_body___graph_section___obj.zgen = _zgr3_body___graph_section__f_zgen
-                _zgr3_body__f_graph = _zgr3_body___graph_section___obj
-            except DecodeError as _exc:
-                raise _exc.prefixed('graph') from None
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_zgr3_body___sec_graph, path='graph', expected=end - _zgr3_body___sec_graph, found=pos - _zgr3_body___sec_graph)
-            end = _zgr3_body___outer_end_graph
-            _zgr3_body___obj = _new(Zgr3Body)
-            _zgr3_body___obj.graph = _zgr3_body__f_graph
-            f_body = _zgr3_body___obj
+            f_body, pos = _d_zgr3_body(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -16225,22 +13323,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
     if f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r96 + 28, path='reserved', expected=0, found=f_reserved)
     try:
-        if pos + 24 > end:
-            raise _short(pos, end, _T99)
-        _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S98.unpack_from(mv, pos)
-        _epoch_alias___r98 = pos
-        pos += 24
-        if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-            raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r98, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
-        if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r98 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
-        if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-            raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r98 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
-        _epoch_alias___obj = _new(EpochAlias)
-        _epoch_alias___obj.present = _epoch_alias__f_present
-        _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
-        _epoch_alias___obj.tokenizer_epoch_id = _epoch_alias__f_tokenizer_epoch_id
-        f_alias = _epoch_alias___obj
+        f_alias, pos = _d_epoch_alias(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('alias') from None
     _c = f_segment_count
@@ -16334,81 +13417,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
                 break
             _ip = pos
             try:
-                _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
-                if pos + 4 > end:
-                    raise _short(pos, end, _T67)
-                _manifest_extension__f_tag, = _S23.unpack_from(mv, pos)
-                _manifest_extension___r23 = pos
-                pos += 4
-                _manifest_extension___s_tag = _manifest_extension___r23
-                if not (_manifest_extension__f_tag == 827478868 or _manifest_extension__f_tag == 861030234):
-                    raise ConstraintError('unknown manifest extension', offset=_manifest_extension___r23, path='tag', expected='tag == 0x31525354 or tag == 0x3352475a', found=_manifest_extension__f_tag)
-                if not (_manifest_extension__f_tag != 861030234 or p_version == 3):
-                    raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_manifest_extension___r23, path='tag', expected='tag != 0x3352475a or version == 3', found=_manifest_extension__f_tag)
-                _manifest_extension___tag = _manifest_extension__f_tag
-                if _manifest_extension___tag == 827478868:
-                    try:
-                        if pos + 4 > end:
-                            raise _short(pos, end, _T68)
-                        _manifest_extension___tsr1_body__f_count, = _S23.unpack_from(mv, pos)
-                        _manifest_extension___tsr1_body___r23 = pos
-                        pos += 4
-                        if not _manifest_extension___tsr1_body__f_count == f_segment_count:
-                            raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r23, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
-                        _manifest_extension___tsr1_body___c = _manifest_extension___tsr1_body__f_count
-                        if _manifest_extension___tsr1_body___c < 0 or _manifest_extension___tsr1_body___c * 24 > end - pos:
-                            raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body___c), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body___c) if _manifest_extension___tsr1_body___c < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body___c) + ' needs at least ' + str(_manifest_extension___tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body___c * 24, found=end - pos)
-                        _manifest_extension___tsr1_body__f_ranges = []
-                        try:
-                            for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body___c):
-                                if pos + 24 > end:
-                                    raise _short(pos, end, _T70)
-                                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S69.unpack_from(mv, pos)
-                                _manifest_extension___tsr1_body___r69 = pos
-                                pos += 24
-                                _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
-                                if _manifest_extension___tsr1_body___v is None:
-                                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r69, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
-                                _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
-                                if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r69 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
-                                if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r69 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
-                                if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r69 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
-                                _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
-                                _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
-                                _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
-                                _manifest_extension___tsr1_body___clustering_range__obj.max_ts = _manifest_extension___tsr1_body___clustering_range_f_max_ts
-                                _manifest_extension___tsr1_body___x = _manifest_extension___tsr1_body___clustering_range__obj
-                                _manifest_extension___tsr1_body__f_ranges.append(_manifest_extension___tsr1_body___x)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('[' + str(_manifest_extension___tsr1_body___i) + ']').prefixed('ranges') from None
-                        _manifest_extension___tsr1_body___obj = _new(Tsr1Body)
-                        _manifest_extension___tsr1_body___obj.ranges = _manifest_extension___tsr1_body__f_ranges
-                        _manifest_extension__f_body = _manifest_extension___tsr1_body___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                    _manifest_extension___e_body = pos
-                    if _manifest_extension__f_tag == 861030234:
-                        if pos + 8 > end:
-                            raise TruncatedError('field truncated', offset=pos, path='checksum', expected=8, found=end - pos)
-                        _manifest_extension__f_checksum = _S47.unpack_from(mv, pos)[0]
-                        _manifest_extension___at = pos
-                        pos += 8
-                    else:
-                        _manifest_extension__f_checksum = None
-                    if _manifest_extension__f_checksum is not None:
-                        _manifest_extension___ck = _ck_xxh3_64(mv[_manifest_extension___s_tag:_manifest_extension___e_body])
-                        if _manifest_extension__f_checksum != _manifest_extension___ck:
-                            raise ChecksumError('xxh3_64 mismatch', offset=pos - 8, path='checksum', expected=_manifest_extension___ck, found=_manifest_extension__f_checksum)
-                    _manifest_extension___obj = _new(ManifestExtension)
-                    _manifest_extension___obj.tag = _manifest_extension__f_tag
-                    _manifest_extension___obj.body = _manifest_extension__f_body
-                    _x = _manifest_extension___obj
-                else:
-                    pos, end = (_manifest_extension___re_pos, _manifest_extension___re_end)
-                    _x, pos = _d_manifest_extension(mv, pos, end, p_version, f_segment_count)
+                _x, pos = _d_manifest_extension(mv, pos, end, p_version, f_segment_count)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -16878,59 +13887,7 @@ def _d_purge_file(mv, pos, end):
     end = pos + _n
     _sec_block = pos
     try:
-        if pos + 8 > end:
-            raise _short(pos, end, _T59)
-        _purge_block__f_block_len, = _S47.unpack_from(mv, pos)
-        pos += 8
-        _purge_block___s_payload = pos
-        _purge_block___n = _purge_block__f_block_len
-        if _purge_block___n < 0:
-            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_purge_block___n)
-        if pos + _purge_block___n > end:
-            raise TruncatedError('section needs ' + str(_purge_block___n) + ' bytes', offset=pos, path='payload', expected=_purge_block___n, found=end - pos)
-        _purge_block___outer_end_payload = end
-        end = pos + _purge_block___n
-        _purge_block___sec_payload = pos
-        try:
-            if pos + 16 > end:
-                raise _short(pos, end, _T61)
-            _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S60.unpack_from(mv, pos)
-            _purge_block___purge_payload___r60 = pos
-            pos += 16
-            if _purge_block___purge_payload__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r60 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
-            _purge_block___purge_payload___c = _purge_block___purge_payload__f_id_count
-            if _purge_block___purge_payload___c < 0 or _purge_block___purge_payload___c * 16 > end - pos:
-                raise ConstraintError('negative count ' + str(_purge_block___purge_payload___c), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload___c) if _purge_block___purge_payload___c < 0 else TruncatedError('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
-            _purge_block___purge_payload___st = _RC62.get(_purge_block___purge_payload___c)
-            if _purge_block___purge_payload___st is None:
-                _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload___c)
-                if len(_RC62) < 64:
-                    _RC62[_purge_block___purge_payload___c] = _purge_block___purge_payload___st
-            _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
-            _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
-            pos += _purge_block___purge_payload___c * 16
-            _purge_block___purge_payload___obj = _new(PurgePayload)
-            _purge_block___purge_payload___obj.token_id = _purge_block___purge_payload__f_token_id
-            _purge_block___purge_payload___obj.doc_ids = _purge_block___purge_payload__f_doc_ids
-            _purge_block__f_payload = _purge_block___purge_payload___obj
-        except DecodeError as _exc:
-            raise _exc.prefixed('payload') from None
-        if pos != end:
-            raise ConstraintError('section size mismatch', offset=_purge_block___sec_payload, path='payload', expected=end - _purge_block___sec_payload, found=pos - _purge_block___sec_payload)
-        end = _purge_block___outer_end_payload
-        _purge_block___e_payload = pos
-        if pos + 8 > end:
-            raise _short(pos, end, _T63)
-        _purge_block__f_block_checksum, = _S47.unpack_from(mv, pos)
-        _purge_block___r47 = pos
-        pos += 8
-        _purge_block___ck = _ck_xxh3_64(mv[_purge_block___s_payload:_purge_block___e_payload])
-        if _purge_block__f_block_checksum != _purge_block___ck:
-            raise ChecksumError('xxh3_64 mismatch', offset=_purge_block___r47, path='block_checksum', expected=_purge_block___ck, found=_purge_block__f_block_checksum)
-        _purge_block___obj = _new(PurgeBlock)
-        _purge_block___obj.payload = _purge_block__f_payload
-        f_block = _purge_block___obj
+        f_block, pos = _d_purge_block(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('block') from None
     if pos != end:
@@ -17177,185 +14134,11 @@ def _d_epoch_digest_input(mv, pos, end):
     if f_magic != b'ZEEMBEP2':
         raise ConstraintError('bad magic', offset=_r49, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     try:
-        if pos + 4 > end:
-            raise _short(pos, end, _T51)
-        _digest_tower__n_model_id, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_model_id > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_digest_tower__n_model_id, found=end - pos)
-        try:
-            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
-        pos += _digest_tower__n_model_id
-        if pos + 4 > end:
-            raise _short(pos, end, _T52)
-        _digest_tower__n_model_version, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_model_version > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_digest_tower__n_model_version, found=end - pos)
-        try:
-            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
-        pos += _digest_tower__n_model_version
-        if pos + 4 > end:
-            raise _short(pos, end, _T53)
-        _digest_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_weights_digest > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_digest_tower__n_weights_digest, found=end - pos)
-        _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
-        pos += _digest_tower__n_weights_digest
-        if pos + 10 > end:
-            raise _short(pos, end, _T55)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S54.unpack_from(mv, pos)
-        _digest_tower___r54 = pos
-        pos += 10
-        _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r54 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
-        _digest_tower__f_normalization = _digest_tower___v
-        if pos + _digest_tower__n_prompt_prefix > end:
-            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
-        try:
-            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
-        pos += _digest_tower__n_prompt_prefix
-        if pos + 9 > end:
-            raise _short(pos, end, _T57)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56.unpack_from(mv, pos)
-        _digest_tower___r56 = pos
-        pos += 9
-        _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r56 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
-        _digest_tower__f_runtime = _digest_tower___v
-        _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r56 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
-        _digest_tower__f_compute_units = _digest_tower___v
-        if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r56 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
-        if _digest_tower__f_os_build_present == 1:
-            if pos + 4 > end:
-                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
-            _digest_tower___n = _S23.unpack_from(mv, pos)[0]
-            pos += 4
-            if pos + _digest_tower___n > end:
-                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_digest_tower___n, found=end - pos)
-            try:
-                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
-            except UnicodeDecodeError as _u:
-                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
-            pos += _digest_tower___n
-        else:
-            _digest_tower__f_os_build = None
-        _digest_tower___obj = _new(DigestTower)
-        _digest_tower___obj.model_id = _digest_tower__f_model_id
-        _digest_tower___obj.model_version = _digest_tower__f_model_version
-        _digest_tower___obj.weights_digest = _digest_tower__f_weights_digest
-        _digest_tower___obj.dims = _digest_tower__f_dims
-        _digest_tower___obj.normalization = _digest_tower__f_normalization
-        _digest_tower___obj.prompt_prefix = _digest_tower__f_prompt_prefix
-        _digest_tower___obj.max_tokens = _digest_tower__f_max_tokens
-        _digest_tower___obj.runtime = _digest_tower__f_runtime
-        _digest_tower___obj.compute_units = _digest_tower__f_compute_units
-        _digest_tower___obj.os_build_present = _digest_tower__f_os_build_present
-        _digest_tower___obj.os_build = _digest_tower__f_os_build
-        f_document = _digest_tower___obj
+        f_document, pos = _d_digest_tower(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('document') from None
     try:
-        if pos + 4 > end:
-            raise _short(pos, end, _T51)
-        _digest_tower__n_model_id, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_model_id > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_digest_tower__n_model_id, found=end - pos)
-        try:
-            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
-        pos += _digest_tower__n_model_id
-        if pos + 4 > end:
-            raise _short(pos, end, _T52)
-        _digest_tower__n_model_version, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_model_version > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_digest_tower__n_model_version, found=end - pos)
-        try:
-            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
-        pos += _digest_tower__n_model_version
-        if pos + 4 > end:
-            raise _short(pos, end, _T53)
-        _digest_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_weights_digest > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_digest_tower__n_weights_digest, found=end - pos)
-        _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
-        pos += _digest_tower__n_weights_digest
-        if pos + 10 > end:
-            raise _short(pos, end, _T55)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S54.unpack_from(mv, pos)
-        _digest_tower___r54 = pos
-        pos += 10
-        _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r54 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
-        _digest_tower__f_normalization = _digest_tower___v
-        if pos + _digest_tower__n_prompt_prefix > end:
-            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
-        try:
-            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
-        pos += _digest_tower__n_prompt_prefix
-        if pos + 9 > end:
-            raise _short(pos, end, _T57)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56.unpack_from(mv, pos)
-        _digest_tower___r56 = pos
-        pos += 9
-        _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r56 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
-        _digest_tower__f_runtime = _digest_tower___v
-        _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r56 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
-        _digest_tower__f_compute_units = _digest_tower___v
-        if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r56 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
-        if _digest_tower__f_os_build_present == 1:
-            if pos + 4 > end:
-                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
-            _digest_tower___n = _S23.unpack_from(mv, pos)[0]
-            pos += 4
-            if pos + _digest_tower___n > end:
-                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_digest_tower___n, found=end - pos)
-            try:
-                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
-            except UnicodeDecodeError as _u:
-                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
-            pos += _digest_tower___n
-        else:
-            _digest_tower__f_os_build = None
-        _digest_tower___obj = _new(DigestTower)
-        _digest_tower___obj.model_id = _digest_tower__f_model_id
-        _digest_tower___obj.model_version = _digest_tower__f_model_version
-        _digest_tower___obj.weights_digest = _digest_tower__f_weights_digest
-        _digest_tower___obj.dims = _digest_tower__f_dims
-        _digest_tower___obj.normalization = _digest_tower__f_normalization
-        _digest_tower___obj.prompt_prefix = _digest_tower__f_prompt_prefix
-        _digest_tower___obj.max_tokens = _digest_tower__f_max_tokens
-        _digest_tower___obj.runtime = _digest_tower__f_runtime
-        _digest_tower___obj.compute_units = _digest_tower__f_compute_units
-        _digest_tower___obj.os_build_present = _digest_tower__f_os_build_present
-        _digest_tower___obj.os_build = _digest_tower__f_os_build
-        f_query = _digest_tower___obj
+        f_query, pos = _d_digest_tower(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
@@ -17752,94 +14535,7 @@ def _d_epoch_digest_input_v1(mv, pos, end):
     if f_magic != b'ZEEMBEP1':
         raise ConstraintError('bad magic', offset=_r49, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     try:
-        if pos + 4 > end:
-            raise _short(pos, end, _T51)
-        _digest_tower__n_model_id, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_model_id > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_digest_tower__n_model_id, found=end - pos)
-        try:
-            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
-        pos += _digest_tower__n_model_id
-        if pos + 4 > end:
-            raise _short(pos, end, _T52)
-        _digest_tower__n_model_version, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_model_version > end:
-            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_digest_tower__n_model_version, found=end - pos)
-        try:
-            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
-        pos += _digest_tower__n_model_version
-        if pos + 4 > end:
-            raise _short(pos, end, _T53)
-        _digest_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
-        pos += 4
-        if pos + _digest_tower__n_weights_digest > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_digest_tower__n_weights_digest, found=end - pos)
-        _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
-        pos += _digest_tower__n_weights_digest
-        if pos + 10 > end:
-            raise _short(pos, end, _T55)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S54.unpack_from(mv, pos)
-        _digest_tower___r54 = pos
-        pos += 10
-        _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r54 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
-        _digest_tower__f_normalization = _digest_tower___v
-        if pos + _digest_tower__n_prompt_prefix > end:
-            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
-        try:
-            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
-        pos += _digest_tower__n_prompt_prefix
-        if pos + 9 > end:
-            raise _short(pos, end, _T57)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56.unpack_from(mv, pos)
-        _digest_tower___r56 = pos
-        pos += 9
-        _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r56 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
-        _digest_tower__f_runtime = _digest_tower___v
-        _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
-        if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r56 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
-        _digest_tower__f_compute_units = _digest_tower___v
-        if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r56 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
-        if _digest_tower__f_os_build_present == 1:
-            if pos + 4 > end:
-                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
-            _digest_tower___n = _S23.unpack_from(mv, pos)[0]
-            pos += 4
-            if pos + _digest_tower___n > end:
-                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_digest_tower___n, found=end - pos)
-            try:
-                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
-            except UnicodeDecodeError as _u:
-                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
-            pos += _digest_tower___n
-        else:
-            _digest_tower__f_os_build = None
-        _digest_tower___obj = _new(DigestTower)
-        _digest_tower___obj.model_id = _digest_tower__f_model_id
-        _digest_tower___obj.model_version = _digest_tower__f_model_version
-        _digest_tower___obj.weights_digest = _digest_tower__f_weights_digest
-        _digest_tower___obj.dims = _digest_tower__f_dims
-        _digest_tower___obj.normalization = _digest_tower__f_normalization
-        _digest_tower___obj.prompt_prefix = _digest_tower__f_prompt_prefix
-        _digest_tower___obj.max_tokens = _digest_tower__f_max_tokens
-        _digest_tower___obj.runtime = _digest_tower__f_runtime
-        _digest_tower___obj.compute_units = _digest_tower__f_compute_units
-        _digest_tower___obj.os_build_present = _digest_tower__f_os_build_present
-        _digest_tower___obj.os_build = _digest_tower__f_os_build
-        f_tower = _digest_tower___obj
+        f_tower, pos = _d_digest_tower(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('tower') from None
     _obj = _new(EpochDigestInputV1)
@@ -18520,32 +15216,7 @@ def _e_vector_header(out, v):
 
 def _d_vector_codes_region(mv, pos, end):
     try:
-        if pos + 32 > end:
-            raise _short(pos, end, _T38)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S37.unpack_from(mv, pos)
-        _vector_header___r37 = pos
-        pos += 32
-        _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
-        if _vector_header___v is None:
-            if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r37, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r37, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        _vector_header__f_scheme = _vector_header___v
-        if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
-        if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
-        if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
-        if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
-        _vector_header___obj = _new(VectorHeader)
-        _vector_header___obj.scheme = _vector_header__f_scheme
-        _vector_header___obj.dims = _vector_header__f_dims
-        _vector_header___obj.row_stride = _vector_header__f_row_stride
-        _vector_header___obj.factor_stride = _vector_header__f_factor_stride
-        _vector_header___obj.row_count = _vector_header__f_row_count
-        f_header = _vector_header___obj
+        f_header, pos = _d_vector_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     _c = (f_header.row_stride * f_header.row_count)
@@ -18770,32 +15441,7 @@ def _em_int8_factors(values):
 
 def _d_vector_factors_region(mv, pos, end):
     try:
-        if pos + 32 > end:
-            raise _short(pos, end, _T38)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S37.unpack_from(mv, pos)
-        _vector_header___r37 = pos
-        pos += 32
-        _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
-        if _vector_header___v is None:
-            if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r37, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r37, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        _vector_header__f_scheme = _vector_header___v
-        if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
-        if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
-        if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
-        if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
-        _vector_header___obj = _new(VectorHeader)
-        _vector_header___obj.scheme = _vector_header__f_scheme
-        _vector_header___obj.dims = _vector_header__f_dims
-        _vector_header___obj.row_stride = _vector_header__f_row_stride
-        _vector_header___obj.factor_stride = _vector_header__f_factor_stride
-        _vector_header___obj.row_count = _vector_header__f_row_count
-        f_header = _vector_header___obj
+        f_header, pos = _d_vector_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if ((f_header.scheme == 4) and (f_header.factor_stride == 12)):
@@ -19017,32 +15663,7 @@ def _em_vector_factors_region(values):
 def _d_vector_rescore_region(mv, pos, end):
     _a_header = pos
     try:
-        if pos + 32 > end:
-            raise _short(pos, end, _T38)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S37.unpack_from(mv, pos)
-        _vector_header___r37 = pos
-        pos += 32
-        _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
-        if _vector_header___v is None:
-            if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r37, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r37, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        _vector_header__f_scheme = _vector_header___v
-        if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
-        if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
-        if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
-        if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r37 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
-        _vector_header___obj = _new(VectorHeader)
-        _vector_header___obj.scheme = _vector_header__f_scheme
-        _vector_header___obj.dims = _vector_header__f_dims
-        _vector_header___obj.row_stride = _vector_header__f_row_stride
-        _vector_header___obj.factor_stride = _vector_header__f_factor_stride
-        _vector_header___obj.row_count = _vector_header__f_row_count
-        f_header = _vector_header___obj
+        f_header, pos = _d_vector_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if not ((f_header.scheme == 0) and (f_header.factor_stride == 0) and (f_header.row_stride == (f_header.dims * 4))):
@@ -19495,71 +16116,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         f_bools = None
     if (p_type == 5):
         try:
-            if pos + 4 > end:
-                raise _short(pos, end, _T29)
-            _dictionary_column__f_dict_count, = _S23.unpack_from(mv, pos)
-            pos += 4
-            _dictionary_column___c = _dictionary_column__f_dict_count
-            if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
-            _dictionary_column__f_strings = []
-            try:
-                for _dictionary_column___i in range(_dictionary_column___c):
-                    if pos + 4 > end:
-                        raise TruncatedError('length prefix truncated', offset=pos, path='.length', expected=4, found=end - pos)
-                    _dictionary_column___n = _S23.unpack_from(mv, pos)[0]
-                    pos += 4
-                    if pos + _dictionary_column___n > end:
-                        raise TruncatedError('str truncated', offset=pos, path='', expected=_dictionary_column___n, found=end - pos)
-                    try:
-                        _dictionary_column___x = str(mv[pos:pos + _dictionary_column___n], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', '') from None
-                    pos += _dictionary_column___n
-                    _dictionary_column__f_strings.append(_dictionary_column___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_dictionary_column___i) + ']').prefixed('strings') from None
-            if pos + 4 > end:
-                raise _short(pos, end, _T31)
-            _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S30.unpack_from(mv, pos)
-            _dictionary_column___r30 = pos
-            pos += 4
-            if not (_dictionary_column__f_code_width == 2 or _dictionary_column__f_code_width == 4):
-                raise ConstraintError('dictionary code width must be 2 or 4', offset=_dictionary_column___r30, path='code_width', expected='code_width == 2 or code_width == 4', found=_dictionary_column__f_code_width)
-            if _dictionary_column__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_dictionary_column___r30 + 2, path='reserved', expected=0, found=_dictionary_column__f_reserved)
-            if _dictionary_column__f_code_width == 2:
-                _dictionary_column___c = p_rows
-                if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-                _dictionary_column___st = _RC32.get(_dictionary_column___c)
-                if _dictionary_column___st is None:
-                    _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                    if len(_RC32) < 64:
-                        _RC32[_dictionary_column___c] = _dictionary_column___st
-                _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
-                pos += _dictionary_column___c * 2
-            else:
-                _dictionary_column__f_codes16 = None
-            if _dictionary_column__f_code_width == 4:
-                _dictionary_column___c = p_rows
-                if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-                _dictionary_column___st = _RC33.get(_dictionary_column___c)
-                if _dictionary_column___st is None:
-                    _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                    if len(_RC33) < 64:
-                        _RC33[_dictionary_column___c] = _dictionary_column___st
-                _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
-                pos += _dictionary_column___c * 4
-            else:
-                _dictionary_column__f_codes32 = None
-            _dictionary_column___obj = _new(DictionaryColumn)
-            _dictionary_column___obj.strings = _dictionary_column__f_strings
-            _dictionary_column___obj.code_width = _dictionary_column__f_code_width
-            _dictionary_column___obj.codes16 = _dictionary_column__f_codes16
-            _dictionary_column___obj.codes32 = _dictionary_column__f_codes32
-            f_dictionary = _dictionary_column___obj
+            f_dictionary, pos = _d_dictionary_column(mv, pos, end, p_rows)
         except DecodeError as _exc:
             raise _exc.prefixed('dictionary') from None
     else:
@@ -20746,15 +17303,7 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     f_codes = bytes(mv[pos:pos + _n])
     pos += _n
     try:
-        if pos + 12 > end:
-            raise _short(pos, end, _T7)
-        _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S6.unpack_from(mv, pos)
-        pos += 12
-        _bit4_factors___obj = _new(Bit4Factors)
-        _bit4_factors___obj.scale = _bit4_factors__f_scale
-        _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
-        _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-        f_factors = _bit4_factors___obj
+        f_factors, pos = _d_bit4_factors(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('factors') from None
     if pos + 4 > end:
@@ -21163,7 +17712,12 @@ def iter_ze_header(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_ze_header(mv, pos, end)
+            try:  # optimistic first, as in decode_ze_header
+                value, nxt = _u_ze_header(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_ze_header(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -21244,7 +17798,12 @@ def iter_ze_header_ident(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_ze_header_ident(mv, pos, end)
+            try:  # optimistic first, as in decode_ze_header_ident
+                value, nxt = _u_ze_header_ident(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_ze_header_ident(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -21325,7 +17884,12 @@ def iter_framed_trailer_check(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_framed_trailer_check(mv, pos, end)
+            try:  # optimistic first, as in decode_framed_trailer_check
+                value, nxt = _u_framed_trailer_check(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_framed_trailer_check(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -21406,7 +17970,12 @@ def iter_segment_trailer(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_segment_trailer(mv, pos, end)
+            try:  # optimistic first, as in decode_segment_trailer
+                value, nxt = _u_segment_trailer(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_segment_trailer(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -21551,7 +18120,12 @@ def iter_wal_record_header(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_wal_record_header(mv, pos, end)
+            try:  # optimistic first, as in decode_wal_record_header
+                value, nxt = _u_wal_record_header(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_wal_record_header(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -21632,7 +18206,12 @@ def iter_wal_frame(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_wal_frame(mv, pos, end)
+            try:  # optimistic first, as in decode_wal_frame
+                value, nxt = _u_wal_frame(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_wal_frame(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -21713,7 +18292,12 @@ def iter_wal_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_wal_file(mv, pos, end)
+            try:  # optimistic first, as in decode_wal_file
+                value, nxt = _u_wal_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_wal_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -21794,7 +18378,12 @@ def iter_wal_record(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_wal_record(mv, pos, end)
+            try:  # optimistic first, as in decode_wal_record
+                value, nxt = _u_wal_record(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_wal_record(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -21875,7 +18464,12 @@ def iter_wal_payload(buf, offset: int = 0, end: int | None = None, *, op: int):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_wal_payload(mv, pos, end, op)
+            try:  # optimistic first, as in decode_wal_payload
+                value, nxt = _u_wal_payload(mv, pos, end, op)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_wal_payload(mv, pos, end, op)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -22907,7 +19501,12 @@ def iter_typed_column(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_typed_column(mv, pos, end)
+            try:  # optimistic first, as in decode_typed_column
+                value, nxt = _u_typed_column(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_typed_column(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -22988,7 +19587,12 @@ def iter_op_upsert_v2(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_op_upsert_v2(mv, pos, end)
+            try:  # optimistic first, as in decode_op_upsert_v2
+                value, nxt = _u_op_upsert_v2(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_op_upsert_v2(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23197,7 +19801,12 @@ def iter_op_prepared_mutation(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_op_prepared_mutation(mv, pos, end)
+            try:  # optimistic first, as in decode_op_prepared_mutation
+                value, nxt = _u_op_prepared_mutation(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_op_prepared_mutation(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23333,7 +19942,12 @@ def iter_zgw_file_header(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zgw_file_header(mv, pos, end)
+            try:  # optimistic first, as in decode_zgw_file_header
+                value, nxt = _u_zgw_file_header(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zgw_file_header(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23414,7 +20028,12 @@ def iter_zgw_frame(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zgw_frame(mv, pos, end)
+            try:  # optimistic first, as in decode_zgw_frame
+                value, nxt = _u_zgw_frame(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zgw_frame(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23495,7 +20114,12 @@ def iter_zgw_frame_header(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zgw_frame_header(mv, pos, end)
+            try:  # optimistic first, as in decode_zgw_frame_header
+                value, nxt = _u_zgw_frame_header(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zgw_frame_header(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23576,7 +20200,12 @@ def iter_zgw_envelope_size(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zgw_envelope_size(mv, pos, end)
+            try:  # optimistic first, as in decode_zgw_envelope_size
+                value, nxt = _u_zgw_envelope_size(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zgw_envelope_size(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23657,7 +20286,12 @@ def iter_graph_envelope(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_graph_envelope(mv, pos, end)
+            try:  # optimistic first, as in decode_graph_envelope
+                value, nxt = _u_graph_envelope(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_graph_envelope(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23793,7 +20427,12 @@ def iter_artifact_descriptor(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_artifact_descriptor(mv, pos, end)
+            try:  # optimistic first, as in decode_artifact_descriptor
+                value, nxt = _u_artifact_descriptor(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_artifact_descriptor(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23874,7 +20513,12 @@ def iter_required_ref(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_required_ref(mv, pos, end)
+            try:  # optimistic first, as in decode_required_ref
+                value, nxt = _u_required_ref(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_required_ref(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -23955,7 +20599,12 @@ def iter_optional_ref(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_optional_ref(mv, pos, end)
+            try:  # optimistic first, as in decode_optional_ref
+                value, nxt = _u_optional_ref(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_optional_ref(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -24036,7 +20685,12 @@ def iter_commit_state(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_commit_state(mv, pos, end)
+            try:  # optimistic first, as in decode_commit_state
+                value, nxt = _u_commit_state(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_commit_state(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -24364,7 +21018,12 @@ def iter_zgw_mutation(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zgw_mutation(mv, pos, end)
+            try:  # optimistic first, as in decode_zgw_mutation
+                value, nxt = _u_zgw_mutation(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zgw_mutation(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -24884,7 +21543,12 @@ def iter_zgcp_participant(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zgcp_participant(mv, pos, end)
+            try:  # optimistic first, as in decode_zgcp_participant
+                value, nxt = _u_zgcp_participant(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zgcp_participant(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -25093,7 +21757,12 @@ def iter_protected_value(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_protected_value(mv, pos, end)
+            try:  # optimistic first, as in decode_protected_value
+                value, nxt = _u_protected_value(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_protected_value(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -25238,7 +21907,12 @@ def iter_frame_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_frame_file(mv, pos, end)
+            try:  # optimistic first, as in decode_frame_file
+                value, nxt = _u_frame_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_frame_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -25511,7 +22185,12 @@ def iter_manifest_segment(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_manifest_segment(mv, pos, end)
+            try:  # optimistic first, as in decode_manifest_segment
+                value, nxt = _u_manifest_segment(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_manifest_segment(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -25656,7 +22335,12 @@ def iter_embedding_epoch(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_embedding_epoch(mv, pos, end)
+            try:  # optimistic first, as in decode_embedding_epoch
+                value, nxt = _u_embedding_epoch(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_embedding_epoch(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -25737,7 +22421,12 @@ def iter_column_def(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_column_def(mv, pos, end)
+            try:  # optimistic first, as in decode_column_def
+                value, nxt = _u_column_def(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_column_def(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -25818,7 +22507,12 @@ def iter_clustering_range(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_clustering_range(mv, pos, end)
+            try:  # optimistic first, as in decode_clustering_range
+                value, nxt = _u_clustering_range(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_clustering_range(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -25963,7 +22657,12 @@ def iter_graph_object(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_graph_object(mv, pos, end)
+            try:  # optimistic first, as in decode_graph_object
+                value, nxt = _u_graph_object(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_graph_object(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -26044,7 +22743,12 @@ def iter_zgen_row(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zgen_row(mv, pos, end)
+            try:  # optimistic first, as in decode_zgen_row
+                value, nxt = _u_zgen_row(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zgen_row(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -26125,7 +22829,12 @@ def iter_zgen_extension(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zgen_extension(mv, pos, end)
+            try:  # optimistic first, as in decode_zgen_extension
+                value, nxt = _u_zgen_extension(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zgen_extension(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -26334,7 +23043,12 @@ def iter_manifest_extension(buf, offset: int = 0, end: int | None = None, *, ver
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_manifest_extension(mv, pos, end, version, segment_count)
+            try:  # optimistic first, as in decode_manifest_extension
+                value, nxt = _u_manifest_extension(mv, pos, end, version, segment_count)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_manifest_extension(mv, pos, end, version, segment_count)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -26479,7 +23193,12 @@ def iter_purge_token_input(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_purge_token_input(mv, pos, end)
+            try:  # optimistic first, as in decode_purge_token_input
+                value, nxt = _u_purge_token_input(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_purge_token_input(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -26688,7 +23407,12 @@ def iter_purge_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_purge_file(mv, pos, end)
+            try:  # optimistic first, as in decode_purge_file
+                value, nxt = _u_purge_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_purge_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -26769,7 +23493,12 @@ def iter_epoch_digest_input(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_epoch_digest_input(mv, pos, end)
+            try:  # optimistic first, as in decode_epoch_digest_input
+                value, nxt = _u_epoch_digest_input(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_epoch_digest_input(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -26850,7 +23579,12 @@ def iter_epoch_digest_input_v1(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_epoch_digest_input_v1(mv, pos, end)
+            try:  # optimistic first, as in decode_epoch_digest_input_v1
+                value, nxt = _u_epoch_digest_input_v1(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_epoch_digest_input_v1(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -26995,7 +23729,12 @@ def iter_region_entry(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_region_entry(mv, pos, end)
+            try:  # optimistic first, as in decode_region_entry
+                value, nxt = _u_region_entry(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_region_entry(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27076,7 +23815,12 @@ def iter_segment_header(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_segment_header(mv, pos, end)
+            try:  # optimistic first, as in decode_segment_header
+                value, nxt = _u_segment_header(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_segment_header(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27221,7 +23965,12 @@ def iter_vector_codes_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_vector_codes_region(mv, pos, end)
+            try:  # optimistic first, as in decode_vector_codes_region
+                value, nxt = _u_vector_codes_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_vector_codes_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27302,7 +24051,12 @@ def iter_bit4_factors(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_bit4_factors(mv, pos, end)
+            try:  # optimistic first, as in decode_bit4_factors
+                value, nxt = _u_bit4_factors(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_bit4_factors(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27383,7 +24137,12 @@ def iter_int8_factors(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_int8_factors(mv, pos, end)
+            try:  # optimistic first, as in decode_int8_factors
+                value, nxt = _u_int8_factors(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_int8_factors(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27464,7 +24223,12 @@ def iter_vector_factors_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_vector_factors_region(mv, pos, end)
+            try:  # optimistic first, as in decode_vector_factors_region
+                value, nxt = _u_vector_factors_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_vector_factors_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27545,7 +24309,12 @@ def iter_vector_rescore_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_vector_rescore_region(mv, pos, end)
+            try:  # optimistic first, as in decode_vector_rescore_region
+                value, nxt = _u_vector_rescore_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_vector_rescore_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27626,7 +24395,12 @@ def iter_columns_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_columns_region(mv, pos, end)
+            try:  # optimistic first, as in decode_columns_region
+                value, nxt = _u_columns_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_columns_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27771,7 +24545,12 @@ def iter_column_data(buf, offset: int = 0, end: int | None = None, *, type: int,
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_column_data(mv, pos, end, type, rows)
+            try:  # optimistic first, as in decode_column_data
+                value, nxt = _u_column_data(mv, pos, end, type, rows)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_column_data(mv, pos, end, type, rows)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27852,7 +24631,12 @@ def iter_alive_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_alive_region(mv, pos, end)
+            try:  # optimistic first, as in decode_alive_region
+                value, nxt = _u_alive_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_alive_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -27933,7 +24717,12 @@ def iter_checksum_entry(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_checksum_entry(mv, pos, end)
+            try:  # optimistic first, as in decode_checksum_entry
+                value, nxt = _u_checksum_entry(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_checksum_entry(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -28014,7 +24803,12 @@ def iter_checksum_table_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_checksum_table_region(mv, pos, end)
+            try:  # optimistic first, as in decode_checksum_table_region
+                value, nxt = _u_checksum_table_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_checksum_table_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -28095,7 +24889,12 @@ def iter_document_version(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_document_version(mv, pos, end)
+            try:  # optimistic first, as in decode_document_version
+                value, nxt = _u_document_version(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_document_version(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -28176,7 +24975,12 @@ def iter_document_versions_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_document_versions_region(mv, pos, end)
+            try:  # optimistic first, as in decode_document_versions_region
+                value, nxt = _u_document_versions_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_document_versions_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -28257,7 +25061,12 @@ def iter_stored_metadata_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_stored_metadata_region(mv, pos, end)
+            try:  # optimistic first, as in decode_stored_metadata_region
+                value, nxt = _u_stored_metadata_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_stored_metadata_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -28338,7 +25147,12 @@ def iter_stored_text_region(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_stored_text_region(mv, pos, end)
+            try:  # optimistic first, as in decode_stored_text_region
+                value, nxt = _u_stored_text_region(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_stored_text_region(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -28419,7 +25233,12 @@ def iter_graph_node_block(buf, offset: int = 0, end: int | None = None, *, code_
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_graph_node_block(mv, pos, end, code_bytes, max_degree)
+            try:  # optimistic first, as in decode_graph_node_block
+                value, nxt = _u_graph_node_block(mv, pos, end, code_bytes, max_degree)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_graph_node_block(mv, pos, end, code_bytes, max_degree)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -28500,7 +25319,12 @@ def iter_graph_node_blocks_region(buf, offset: int = 0, end: int | None = None, 
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_graph_node_blocks_region(mv, pos, end, region_len)
+            try:  # optimistic first, as in decode_graph_node_blocks_region
+                value, nxt = _u_graph_node_blocks_region(mv, pos, end, region_len)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_graph_node_blocks_region(mv, pos, end, region_len)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -28,10 +28,26 @@ class Decoders:
                 or not self.twin_wanted(rec.name):
             return lines
         if len(rec.layouts) == 1:
-            lines += self.optimistic(rec, lines)
+            twin = self.optimistic(rec, lines)
         elif lay.order:
-            lines += self.optimistic(rec, lines, rec.name + lay.suffix)  # one per byte order
-        return lines
+            twin = self.optimistic(rec, lines, rec.name + lay.suffix)  # one per byte order
+        else:
+            return lines
+        if not twin:
+            return lines
+        # the twin reads; the checked decoder re-reads only what the twin could not (and
+        # gives the error): its sub-records are calls, not inlined bodies, the module is
+        # smaller by that and nothing slower (bench/twins.py)
+        return self.calling_decoder(rec, lay) + twin
+
+    def calling_decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
+        """The checked decoder of ``lay`` with every sub-record called, not inlined."""
+        sub = type(self)(self.family)
+        sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
+        sub._reach, sub._twins, sub._wanted = self._reach, self._twins, self._wanted
+        sub._no_twin = True
+        sub.INLINE_MAX_LINES = 0
+        return sub.checked_decoder(rec, lay)
 
     def checked_decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
         """The checked decoder of ``lay``, field by field."""

@@ -75,7 +75,8 @@ class Inlining:
         less per sub-record; the error paths are the caller's try/prefix as for a call.
         None when the callee is recursive, versioned, parameter-assigning or large."""
         name = callee.name
-        if name in self._inline_stack or callee.version_from or len(callee.layouts) != 1:
+        if name in self._inline_stack or callee.version_from or len(callee.layouts) != 1 \
+                or self.INLINE_MAX_LINES <= 0:
             return None
         # the template depends on the enclosing inlines only where they are reachable
         # from the callee (a cycle): elsewhere one template serves every site

@@ -827,7 +827,12 @@ def iter_meta_entry(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_meta_entry(mv, pos, end)
+            try:  # optimistic first, as in decode_meta_entry
+                value, nxt = _u_meta_entry(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_meta_entry(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -977,7 +982,12 @@ def iter_reading(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_reading(mv, pos, end)
+            try:  # optimistic first, as in decode_reading
+                value, nxt = _u_reading(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_reading(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

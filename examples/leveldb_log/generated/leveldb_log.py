@@ -287,73 +287,7 @@ def _d_write_batch(mv, pos, end):
     try:
         for _i in range(_c):
             try:
-                if pos + 1 > end:
-                    raise _short(pos, end, _T4)
-                _batch_op__f_tag = mv[pos]
-                _batch_op___r3 = pos
-                pos += 1
-                _batch_op___v = _VALUETYPE_BY_VALUE.get(_batch_op__f_tag)
-                if _batch_op___v is None:
-                    raise ConstraintError('unknown value_type value', offset=_batch_op___r3, path='tag', expected=[0, 1], found=_batch_op__f_tag)
-                _batch_op__f_tag = _batch_op___v
-                _batch_op___tag = _batch_op__f_tag
-                if _batch_op___tag == 1:
-                    try:
-                        if pos < end and mv[pos] < 128:
-                            _batch_op___put_op___n = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _batch_op___put_op___n = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
-                        if pos + _batch_op___put_op___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_batch_op___put_op___n, found=end - pos)
-                        _batch_op___put_op__f_key = bytes(mv[pos:pos + _batch_op___put_op___n])
-                        pos += _batch_op___put_op___n
-                        if pos < end and mv[pos] < 128:
-                            _batch_op___put_op___n = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _batch_op___put_op___n = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _batch_op___put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
-                        if pos + _batch_op___put_op___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_batch_op___put_op___n, found=end - pos)
-                        _batch_op___put_op__f_value = bytes(mv[pos:pos + _batch_op___put_op___n])
-                        pos += _batch_op___put_op___n
-                        _batch_op___put_op___obj = _new(PutOp)
-                        _batch_op___put_op___obj.key = _batch_op___put_op__f_key
-                        _batch_op___put_op___obj.value = _batch_op___put_op__f_value
-                        _batch_op__f_body = _batch_op___put_op___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                elif _batch_op___tag == 0:
-                    try:
-                        if pos < end and mv[pos] < 128:
-                            _batch_op___delete_op___n = mv[pos]
-                            pos += 1
-                        elif pos + 1 < end and mv[pos + 1] < 128:
-                            _batch_op___delete_op___n = mv[pos] & 127 | mv[pos + 1] << 7
-                            pos += 2
-                        else:
-                            _batch_op___delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
-                        if pos + _batch_op___delete_op___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_batch_op___delete_op___n, found=end - pos)
-                        _batch_op___delete_op__f_key = bytes(mv[pos:pos + _batch_op___delete_op___n])
-                        pos += _batch_op___delete_op___n
-                        _batch_op___delete_op___obj = _new(DeleteOp)
-                        _batch_op___delete_op___obj.key = _batch_op___delete_op__f_key
-                        _batch_op__f_body = _batch_op___delete_op___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('body') from None
-                else:
-                    raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 0], found=_batch_op___tag)
-                _batch_op___obj = _new(BatchOp)
-                _batch_op___obj.tag = _batch_op__f_tag
-                _batch_op___obj.body = _batch_op__f_body
-                _x = _batch_op___obj
+                _x, pos = _d_batch_op(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_ops.append(_x)
@@ -625,53 +559,12 @@ def _d_batch_op(mv, pos, end):
     _tag = f_tag
     if _tag == 1:
         try:
-            if pos < end and mv[pos] < 128:
-                _put_op___n = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _put_op___n = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _put_op___n, pos = _uleb128(mv, pos, end, 'key.length')
-            if pos + _put_op___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_put_op___n, found=end - pos)
-            _put_op__f_key = bytes(mv[pos:pos + _put_op___n])
-            pos += _put_op___n
-            if pos < end and mv[pos] < 128:
-                _put_op___n = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _put_op___n = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _put_op___n, pos = _uleb128(mv, pos, end, 'value.length')
-            if pos + _put_op___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_put_op___n, found=end - pos)
-            _put_op__f_value = bytes(mv[pos:pos + _put_op___n])
-            pos += _put_op___n
-            _put_op___obj = _new(PutOp)
-            _put_op___obj.key = _put_op__f_key
-            _put_op___obj.value = _put_op__f_value
-            f_body = _put_op___obj
+            f_body, pos = _d_put_op(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 0:
         try:
-            if pos < end and mv[pos] < 128:
-                _delete_op___n = mv[pos]
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 128:
-                _delete_op___n = mv[pos] & 127 | mv[pos + 1] << 7
-                pos += 2
-            else:
-                _delete_op___n, pos = _uleb128(mv, pos, end, 'key.length')
-            if pos + _delete_op___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='key', expected=_delete_op___n, found=end - pos)
-            _delete_op__f_key = bytes(mv[pos:pos + _delete_op___n])
-            pos += _delete_op___n
-            _delete_op___obj = _new(DeleteOp)
-            _delete_op___obj.key = _delete_op__f_key
-            f_body = _delete_op___obj
+            f_body, pos = _d_delete_op(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -1039,7 +932,12 @@ def iter_log_fragment(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_log_fragment(mv, pos, end)
+            try:  # optimistic first, as in decode_log_fragment
+                value, nxt = _u_log_fragment(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_log_fragment(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1120,7 +1018,12 @@ def iter_write_batch(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_write_batch(mv, pos, end)
+            try:  # optimistic first, as in decode_write_batch
+                value, nxt = _u_write_batch(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_write_batch(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1201,7 +1104,12 @@ def iter_batch_op(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_batch_op(mv, pos, end)
+            try:  # optimistic first, as in decode_batch_op
+                value, nxt = _u_batch_op(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_batch_op(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1410,7 +1318,12 @@ def iter_log_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_log_file(mv, pos, end)
+            try:  # optimistic first, as in decode_log_file
+                value, nxt = _u_log_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_log_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

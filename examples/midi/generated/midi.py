@@ -318,88 +318,7 @@ def _d_midi_file(mv, pos, end):
     try:
         for _i in range(_c):
             try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T4)
-                _track__f_magic, _track__f_length = _S3.unpack_from(mv, pos)
-                _track___r3 = pos
-                pos += 8
-                if _track__f_magic != b'MTrk':
-                    raise ConstraintError('bad magic', offset=_track___r3, path='magic', expected=b'MTrk', found=_track__f_magic)
-                _track___n = _track__f_length
-                if _track___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='events', expected='>= 0', found=_track___n)
-                if pos + _track___n > end:
-                    raise TruncatedError('section needs ' + str(_track___n) + ' bytes', offset=pos, path='events', expected=_track___n, found=end - pos)
-                _track___outer_end_events = end
-                end = pos + _track___n
-                _track___sec_events = pos
-                _track__f__chain = 0
-                _track__f_events = []
-                try:
-                    _track___i = 0
-                    while True:
-                        if pos >= end:
-                            break
-                        _track___ip = pos
-                        _track___p0 = pos
-                        try:
-                            _track___event___re_pos, _track___event___re_end = (pos, end)
-                            _track___event___at = pos
-                            _track___event__f_delta, pos = _ik_vlq.decode(mv, pos, end, 'delta')
-                            if end < pos + 1:
-                                raise TruncatedError('field truncated', offset=pos, path='lead', expected=1, found=end - pos)
-                            _track___event__f_lead = _S5.unpack_from(mv, pos)[0]
-                            if _track___event__f_lead >= 128:
-                                if pos + 1 > end:
-                                    raise TruncatedError('field truncated', offset=pos, path='status', expected=1, found=end - pos)
-                                _track___event__f_status = _S5.unpack_from(mv, pos)[0]
-                                _track___event___at = pos
-                                pos += 1
-                            else:
-                                _track___event__f_status = None
-                            _track___event___tag = (_track___event__f_status >> 4 if _track___event__f_status < 240 else _track___event__f_status) if _track___event__f_status is not None else _track__f__chain >> 4 if _track__f__chain < 240 else 0
-                            if _track___event___tag == 8:
-                                try:
-                                    if pos + 2 > end:
-                                        raise _short(pos, end, _T7)
-                                    _track___event___note__f_note, _track___event___note__f_velocity = _S6.unpack_from(mv, pos)
-                                    _track___event___note___r6 = pos
-                                    pos += 2
-                                    if _track___event___note__f_note > 127:
-                                        raise ConstraintError('value out of range', offset=_track___event___note___r6, path='note', expected='None..127', found=_track___event___note__f_note)
-                                    if _track___event___note__f_velocity > 127:
-                                        raise ConstraintError('value out of range', offset=_track___event___note___r6 + 1, path='velocity', expected='None..127', found=_track___event___note__f_velocity)
-                                    _track___event___note___obj = _new(Note)
-                                    _track___event___note___obj.note = _track___event___note__f_note
-                                    _track___event___note___obj.velocity = _track___event___note__f_velocity
-                                    _track___event__f_message = _track___event___note___obj
-                                except DecodeError as _exc:
-                                    raise _exc.prefixed('message') from None
-                                _track___event__f_effective = _track___event__f_status if _track___event__f_status is not None else _track__f__chain
-                                _track___event___obj = _new(Event)
-                                _track___event___obj.delta = _track___event__f_delta
-                                _track___event___obj.status = _track___event__f_status
-                                _track___event___obj.message = _track___event__f_message
-                                _track___event___obj.effective = _track___event__f_effective
-                                _track___x = _track___event___obj
-                            else:
-                                pos, end = (_track___event___re_pos, _track___event___re_end)
-                                _track___x, pos = _d_event(mv, pos, end, _track__f__chain)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('') from None
-                        _track__f__chain = _track___x.effective
-                        if pos <= _track___ip:
-                            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                        _track__f_events.append(_track___x)
-                        _track___i += 1
-                except DecodeError as _exc:
-                    raise _exc.prefixed('[' + str(_track___i) + ']').prefixed('events') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_track___sec_events, path='events', expected=end - _track___sec_events, found=pos - _track___sec_events)
-                end = _track___outer_end_events
-                _track___obj = _new(Track)
-                _track___obj.events = _track__f_events
-                _x = _track___obj
+                _x, pos = _d_track(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_tracks.append(_x)
@@ -770,197 +689,52 @@ def _d_event(mv, pos, end, p_running):
     _tag = (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0))
     if _tag == 8:
         try:
-            if pos + 2 > end:
-                raise _short(pos, end, _T7)
-            _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
-            _note___r6 = pos
-            pos += 2
-            if _note__f_note > 127:
-                raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
-            if _note__f_velocity > 127:
-                raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
-            _note___obj = _new(Note)
-            _note___obj.note = _note__f_note
-            _note___obj.velocity = _note__f_velocity
-            f_message = _note___obj
+            f_message, pos = _d_note(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 9:
         try:
-            if pos + 2 > end:
-                raise _short(pos, end, _T7)
-            _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
-            _note___r6 = pos
-            pos += 2
-            if _note__f_note > 127:
-                raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
-            if _note__f_velocity > 127:
-                raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
-            _note___obj = _new(Note)
-            _note___obj.note = _note__f_note
-            _note___obj.velocity = _note__f_velocity
-            f_message = _note___obj
+            f_message, pos = _d_note(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 10:
         try:
-            if pos + 2 > end:
-                raise _short(pos, end, _T7)
-            _note__f_note, _note__f_velocity = _S6.unpack_from(mv, pos)
-            _note___r6 = pos
-            pos += 2
-            if _note__f_note > 127:
-                raise ConstraintError('value out of range', offset=_note___r6, path='note', expected='None..127', found=_note__f_note)
-            if _note__f_velocity > 127:
-                raise ConstraintError('value out of range', offset=_note___r6 + 1, path='velocity', expected='None..127', found=_note__f_velocity)
-            _note___obj = _new(Note)
-            _note___obj.note = _note__f_note
-            _note___obj.velocity = _note__f_velocity
-            f_message = _note___obj
+            f_message, pos = _d_note(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 11:
         try:
-            if pos + 2 > end:
-                raise _short(pos, end, _T8)
-            _control_change__f_control, _control_change__f_value = _S6.unpack_from(mv, pos)
-            _control_change___r6 = pos
-            pos += 2
-            if _control_change__f_control > 127:
-                raise ConstraintError('value out of range', offset=_control_change___r6, path='control', expected='None..127', found=_control_change__f_control)
-            if _control_change__f_value > 127:
-                raise ConstraintError('value out of range', offset=_control_change___r6 + 1, path='value', expected='None..127', found=_control_change__f_value)
-            _control_change___obj = _new(ControlChange)
-            _control_change___obj.control = _control_change__f_control
-            _control_change___obj.value = _control_change__f_value
-            f_message = _control_change___obj
+            f_message, pos = _d_control_change(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 12:
         try:
-            if pos + 1 > end:
-                raise _short(pos, end, _T9)
-            _program_change__f_program = mv[pos]
-            _program_change___r5 = pos
-            pos += 1
-            if _program_change__f_program > 127:
-                raise ConstraintError('value out of range', offset=_program_change___r5, path='program', expected='None..127', found=_program_change__f_program)
-            _program_change___obj = _new(ProgramChange)
-            _program_change___obj.program = _program_change__f_program
-            f_message = _program_change___obj
+            f_message, pos = _d_program_change(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 13:
         try:
-            if pos + 1 > end:
-                raise _short(pos, end, _T10)
-            _channel_pressure__f_pressure = mv[pos]
-            _channel_pressure___r5 = pos
-            pos += 1
-            if _channel_pressure__f_pressure > 127:
-                raise ConstraintError('value out of range', offset=_channel_pressure___r5, path='pressure', expected='None..127', found=_channel_pressure__f_pressure)
-            _channel_pressure___obj = _new(ChannelPressure)
-            _channel_pressure___obj.pressure = _channel_pressure__f_pressure
-            f_message = _channel_pressure___obj
+            f_message, pos = _d_channel_pressure(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 14:
         try:
-            _pitch_bend___a_bend = pos
-            if pos + 2 > end:
-                raise TruncatedError('field truncated', offset=pos, path='bend', expected=2, found=end - pos)
-            _pitch_bend__f_bend = _S11.unpack_from(mv, pos)[0]
-            _pitch_bend___at = pos
-            pos += 2
-            if not _pitch_bend__f_bend & 32896 == 0:
-                raise ConstraintError('undefined bits set', offset=_pitch_bend___a_bend, path='bend', expected='bend & 32896 == 0', found=_pitch_bend__f_bend)
-            _pitch_bend__f_low = _pitch_bend__f_bend & 127
-            _pitch_bend__f_high = _pitch_bend__f_bend >> 8 & 127
-            _pitch_bend___obj = _new(PitchBend)
-            _pitch_bend___obj.low = _pitch_bend__f_low
-            _pitch_bend___obj.high = _pitch_bend__f_high
-            f_message = _pitch_bend___obj
+            f_message, pos = _d_pitch_bend(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 240:
         try:
-            _sysex___at = pos
-            _sysex__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
-            _sysex___n = _sysex__f_length - 1
-            if _sysex___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_sysex___n)
-            if pos + _sysex___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_sysex___n, found=end - pos)
-            _sysex__f_data = bytes(mv[pos:pos + _sysex___n])
-            pos += _sysex___n
-            if pos + 1 > end:
-                raise _short(pos, end, _T12)
-            _sysex__f_end = mv[pos]
-            _sysex___r5 = pos
-            pos += 1
-            if _sysex__f_end != 247:
-                raise ConstraintError('bad magic', offset=_sysex___r5, path='end', expected=247, found=_sysex__f_end)
-            _sysex___obj = _new(Sysex)
-            _sysex___obj.data = _sysex__f_data
-            f_message = _sysex___obj
+            f_message, pos = _d_sysex(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 247:
         try:
-            _escape___at = pos
-            _escape__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
-            _escape___n = _escape__f_length
-            if _escape___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_escape___n)
-            if pos + _escape___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_escape___n, found=end - pos)
-            _escape__f_data = bytes(mv[pos:pos + _escape___n])
-            pos += _escape___n
-            _escape___obj = _new(Escape)
-            _escape___obj.data = _escape__f_data
-            f_message = _escape___obj
+            f_message, pos = _d_escape(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     elif _tag == 255:
         try:
-            _meta___re_pos, _meta___re_end = (pos, end)
-            if pos + 1 > end:
-                raise _short(pos, end, _T13)
-            _meta__f_meta_type = mv[pos]
-            pos += 1
-            _meta__f_meta_type = _EB14[_meta__f_meta_type]
-            _meta___at = pos
-            _meta__f_length, pos = _ik_vlq.decode(mv, pos, end, 'length')
-            _meta___n = _meta__f_length
-            if _meta___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_meta___n)
-            if pos + _meta___n > end:
-                raise TruncatedError('section needs ' + str(_meta___n) + ' bytes', offset=pos, path='data', expected=_meta___n, found=end - pos)
-            _meta___outer_end_data = end
-            end = pos + _meta___n
-            _meta___sec_data = pos
-            _meta___tag = _meta__f_meta_type
-            if _meta___tag == 0:
-                try:
-                    if pos + 2 > end:
-                        raise _short(pos, end, _T15)
-                    _meta___sequence_number__f_number, = _S2.unpack_from(mv, pos)
-                    pos += 2
-                    _meta___sequence_number___obj = _new(SequenceNumber)
-                    _meta___sequence_number___obj.number = _meta___sequence_number__f_number
-                    _meta__f_data = _meta___sequence_number___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('data') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_meta___sec_data, path='data', expected=end - _meta___sec_data, found=pos - _meta___sec_data)
-                end = _meta___outer_end_data
-                _meta___obj = _new(Meta)
-                _meta___obj.meta_type = _meta__f_meta_type
-                _meta___obj.data = _meta__f_data
-                f_message = _meta___obj
-            else:
-                pos, end = (_meta___re_pos, _meta___re_end)
-                f_message, pos = _d_meta(mv, pos, end)
+            f_message, pos = _d_meta(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('message') from None
     else:
@@ -1897,196 +1671,74 @@ def _d_meta(mv, pos, end):
     _tag = f_meta_type
     if _tag == 0:
         try:
-            if pos + 2 > end:
-                raise _short(pos, end, _T15)
-            _sequence_number__f_number, = _S2.unpack_from(mv, pos)
-            pos += 2
-            _sequence_number___obj = _new(SequenceNumber)
-            _sequence_number___obj.number = _sequence_number__f_number
-            f_data = _sequence_number___obj
+            f_data, pos = _d_sequence_number(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 1:
         try:
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
-            _text__f_text = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _text___obj = _new(Text)
-            _text___obj.text = _text__f_text
-            f_data = _text___obj
+            f_data, pos = _d_text(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 2:
         try:
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
-            _text__f_text = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _text___obj = _new(Text)
-            _text___obj.text = _text__f_text
-            f_data = _text___obj
+            f_data, pos = _d_text(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 3:
         try:
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
-            _text__f_text = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _text___obj = _new(Text)
-            _text___obj.text = _text__f_text
-            f_data = _text___obj
+            f_data, pos = _d_text(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 4:
         try:
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
-            _text__f_text = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _text___obj = _new(Text)
-            _text___obj.text = _text__f_text
-            f_data = _text___obj
+            f_data, pos = _d_text(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 5:
         try:
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
-            _text__f_text = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _text___obj = _new(Text)
-            _text___obj.text = _text__f_text
-            f_data = _text___obj
+            f_data, pos = _d_text(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 6:
         try:
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
-            _text__f_text = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _text___obj = _new(Text)
-            _text___obj.text = _text__f_text
-            f_data = _text___obj
+            f_data, pos = _d_text(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 7:
         try:
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='text', expected=end - pos, found=end - pos)
-            _text__f_text = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _text___obj = _new(Text)
-            _text___obj.text = _text__f_text
-            f_data = _text___obj
+            f_data, pos = _d_text(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 32:
         try:
-            if pos + 1 > end:
-                raise _short(pos, end, _T16)
-            _channel_prefix__f_channel = mv[pos]
-            _channel_prefix___r5 = pos
-            pos += 1
-            if _channel_prefix__f_channel > 15:
-                raise ConstraintError('value out of range', offset=_channel_prefix___r5, path='channel', expected='None..15', found=_channel_prefix__f_channel)
-            _channel_prefix___obj = _new(ChannelPrefix)
-            _channel_prefix___obj.channel = _channel_prefix__f_channel
-            f_data = _channel_prefix___obj
+            f_data, pos = _d_channel_prefix(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 33:
         try:
-            if pos + 1 > end:
-                raise _short(pos, end, _T17)
-            _midi_port__f_port = mv[pos]
-            _midi_port___r5 = pos
-            pos += 1
-            if _midi_port__f_port > 127:
-                raise ConstraintError('value out of range', offset=_midi_port___r5, path='port', expected='None..127', found=_midi_port__f_port)
-            _midi_port___obj = _new(MidiPort)
-            _midi_port___obj.port = _midi_port__f_port
-            f_data = _midi_port___obj
+            f_data, pos = _d_midi_port(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 47:
         f_data = None
     elif _tag == 81:
         try:
-            if pos + 3 > end:
-                raise _short(pos, end, _T19)
-            _set_tempo__f_tempo, = _S18.unpack_from(mv, pos)
-            pos += 3
-            _set_tempo__f_tempo = int.from_bytes(_set_tempo__f_tempo, 'big', signed=False)
-            _set_tempo___obj = _new(SetTempo)
-            _set_tempo___obj.tempo = _set_tempo__f_tempo
-            f_data = _set_tempo___obj
+            f_data, pos = _d_set_tempo(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 84:
         try:
-            _smpte_offset___a_hours = pos
-            if pos + 1 > end:
-                raise TruncatedError('field truncated', offset=pos, path='hours', expected=1, found=end - pos)
-            _smpte_offset__f_hours = _S5.unpack_from(mv, pos)[0]
-            _smpte_offset___at = pos
-            pos += 1
-            if not _smpte_offset__f_hours & 128 == 0:
-                raise ConstraintError('undefined bits set', offset=_smpte_offset___a_hours, path='hours', expected='hours & 128 == 0', found=_smpte_offset__f_hours)
-            _smpte_offset__f_frame_rate = _smpte_offset__f_hours >> 5 & 3
-            _smpte_offset__f_hour = _smpte_offset__f_hours & 31
-            if pos + 4 > end:
-                raise _short(pos, end, _T21)
-            _smpte_offset__f_minutes, _smpte_offset__f_seconds, _smpte_offset__f_frames, _smpte_offset__f_sub_frames = _S20.unpack_from(mv, pos)
-            _smpte_offset___r20 = pos
-            pos += 4
-            if _smpte_offset__f_minutes > 59:
-                raise ConstraintError('value out of range', offset=_smpte_offset___r20, path='minutes', expected='None..59', found=_smpte_offset__f_minutes)
-            if _smpte_offset__f_seconds > 59:
-                raise ConstraintError('value out of range', offset=_smpte_offset___r20 + 1, path='seconds', expected='None..59', found=_smpte_offset__f_seconds)
-            if _smpte_offset__f_sub_frames > 99:
-                raise ConstraintError('value out of range', offset=_smpte_offset___r20 + 3, path='sub_frames', expected='None..99', found=_smpte_offset__f_sub_frames)
-            _smpte_offset___obj = _new(SmpteOffset)
-            _smpte_offset___obj.frame_rate = _smpte_offset__f_frame_rate
-            _smpte_offset___obj.hour = _smpte_offset__f_hour
-            _smpte_offset___obj.minutes = _smpte_offset__f_minutes
-            _smpte_offset___obj.seconds = _smpte_offset__f_seconds
-            _smpte_offset___obj.frames = _smpte_offset__f_frames
-            _smpte_offset___obj.sub_frames = _smpte_offset__f_sub_frames
-            f_data = _smpte_offset___obj
+            f_data, pos = _d_smpte_offset(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 88:
         try:
-            if pos + 4 > end:
-                raise _short(pos, end, _T22)
-            _time_signature__f_numerator, _time_signature__f_denominator_log2, _time_signature__f_clocks_per_click, _time_signature__f_notated_32nd_notes_per_beat = _S20.unpack_from(mv, pos)
-            pos += 4
-            _time_signature___obj = _new(TimeSignature)
-            _time_signature___obj.numerator = _time_signature__f_numerator
-            _time_signature___obj.denominator_log2 = _time_signature__f_denominator_log2
-            _time_signature___obj.clocks_per_click = _time_signature__f_clocks_per_click
-            _time_signature___obj.notated_32nd_notes_per_beat = _time_signature__f_notated_32nd_notes_per_beat
-            f_data = _time_signature___obj
+            f_data, pos = _d_time_signature(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 89:
         try:
-            if pos + 2 > end:
-                raise _short(pos, end, _T24)
-            _key_signature__f_sharps, _key_signature__f_minor = _S23.unpack_from(mv, pos)
-            _key_signature___r23 = pos
-            pos += 2
-            if _key_signature__f_sharps < -7 or _key_signature__f_sharps > 7:
-                raise ConstraintError('value out of range', offset=_key_signature___r23, path='sharps', expected='-7..7', found=_key_signature__f_sharps)
-            if _key_signature__f_minor > 1:
-                raise ConstraintError('value out of range', offset=_key_signature___r23 + 1, path='minor', expected='None..1', found=_key_signature__f_minor)
-            _key_signature___obj = _new(KeySignature)
-            _key_signature___obj.sharps = _key_signature__f_sharps
-            _key_signature___obj.minor = _key_signature__f_minor
-            f_data = _key_signature___obj
+            f_data, pos = _d_key_signature(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     else:
@@ -2570,7 +2222,12 @@ def iter_midi_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_midi_file(mv, pos, end)
+            try:  # optimistic first, as in decode_midi_file
+                value, nxt = _u_midi_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_midi_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -2720,7 +2377,12 @@ def iter_event(buf, offset: int = 0, end: int | None = None, *, running: int = 0
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_event(mv, pos, end, running)
+            try:  # optimistic first, as in decode_event
+                value, nxt = _u_event(mv, pos, end, running)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_event(mv, pos, end, running)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -3249,7 +2911,12 @@ def iter_meta(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_meta(mv, pos, end)
+            try:  # optimistic first, as in decode_meta
+                value, nxt = _u_meta(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_meta(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -471,113 +471,22 @@ def _d_vorbis_packet(mv, pos, end):
     _tag = (f_packet_type if ((f_packet_type % 2) == 1) else 0)
     if _tag == 1:
         try:
-            if pos + 29 > end:
-                raise _short(pos, end, _T9)
-            _identification_header__f_magic, _identification_header__f_vorbis_version, _identification_header__f_audio_channels, _identification_header__f_audio_sample_rate, _identification_header__f_bitrate_maximum, _identification_header__f_bitrate_nominal, _identification_header__f_bitrate_minimum, _identification_header__f_blocksizes, _identification_header__f_framing_flag = _S8.unpack_from(mv, pos)
-            _identification_header___r8 = pos
-            pos += 29
-            if _identification_header__f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_identification_header___r8, path='magic', expected=b'vorbis', found=_identification_header__f_magic)
-            if _identification_header__f_vorbis_version != 0:
-                raise ConstraintError('bad magic', offset=_identification_header___r8 + 6, path='vorbis_version', expected=0, found=_identification_header__f_vorbis_version)
-            if _identification_header__f_audio_channels < 1:
-                raise ConstraintError('value out of range', offset=_identification_header___r8 + 10, path='audio_channels', expected='1..None', found=_identification_header__f_audio_channels)
-            if _identification_header__f_audio_sample_rate < 1:
-                raise ConstraintError('value out of range', offset=_identification_header___r8 + 11, path='audio_sample_rate', expected='1..None', found=_identification_header__f_audio_sample_rate)
-            if _identification_header__f_blocksizes & 0:
-                raise ConstraintError('undefined blocksizes bits set', offset=_identification_header___r8 + 27, path='blocksizes', expected='mask 0xff', found=_identification_header__f_blocksizes)
-            _identification_header__f_blocksizes = Blocksizes.from_int(_identification_header__f_blocksizes)
-            if _identification_header__f_framing_flag != 1:
-                raise ConstraintError('bad magic', offset=_identification_header___r8 + 28, path='framing_flag', expected=1, found=_identification_header__f_framing_flag)
-            _identification_header___obj = _new(IdentificationHeader)
-            _identification_header___obj.audio_channels = _identification_header__f_audio_channels
-            _identification_header___obj.audio_sample_rate = _identification_header__f_audio_sample_rate
-            _identification_header___obj.bitrate_maximum = _identification_header__f_bitrate_maximum
-            _identification_header___obj.bitrate_nominal = _identification_header__f_bitrate_nominal
-            _identification_header___obj.bitrate_minimum = _identification_header__f_bitrate_minimum
-            _identification_header___obj.blocksizes = _identification_header__f_blocksizes
-            f_body = _identification_header___obj
+            f_body, pos = _d_identification_header(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         try:
-            if pos + 10 > end:
-                raise _short(pos, end, _T11)
-            _comment_header__f_magic, _comment_header__n_vendor = _S10.unpack_from(mv, pos)
-            _comment_header___r10 = pos
-            pos += 10
-            if _comment_header__f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_comment_header___r10, path='magic', expected=b'vorbis', found=_comment_header__f_magic)
-            if pos + _comment_header__n_vendor > end:
-                raise TruncatedError('str truncated', offset=pos, path='vendor', expected=_comment_header__n_vendor, found=end - pos)
-            try:
-                _comment_header__f_vendor = str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
-            except UnicodeDecodeError as _u:
-                raise _text_error(_u, pos, 'utf-8', 'vendor') from None
-            pos += _comment_header__n_vendor
-            if pos + 4 > end:
-                raise _short(pos, end, _T13)
-            _comment_header__n_comments, = _S12.unpack_from(mv, pos)
-            pos += 4
-            if _comment_header__n_comments < 0 or _comment_header__n_comments * 4 > end - pos:
-                raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
-            _comment_header__f_comments = []
-            try:
-                for _comment_header___i in range(_comment_header__n_comments):
-                    if pos + 4 > end:
-                        raise TruncatedError('length prefix truncated', offset=pos, path='.length', expected=4, found=end - pos)
-                    _comment_header___n = _S12.unpack_from(mv, pos)[0]
-                    pos += 4
-                    if pos + _comment_header___n > end:
-                        raise TruncatedError('str truncated', offset=pos, path='', expected=_comment_header___n, found=end - pos)
-                    try:
-                        _comment_header___x = str(mv[pos:pos + _comment_header___n], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', '') from None
-                    pos += _comment_header___n
-                    _comment_header__f_comments.append(_comment_header___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_comment_header___i) + ']').prefixed('comments') from None
-            if pos + 1 > end:
-                raise _short(pos, end, _T14)
-            _comment_header__f_framing_flag = mv[pos]
-            _comment_header___r6 = pos
-            pos += 1
-            if _comment_header__f_framing_flag != 1:
-                raise ConstraintError('bad magic', offset=_comment_header___r6, path='framing_flag', expected=1, found=_comment_header__f_framing_flag)
-            _comment_header___obj = _new(CommentHeader)
-            _comment_header___obj.vendor = _comment_header__f_vendor
-            _comment_header___obj.comments = _comment_header__f_comments
-            f_body = _comment_header___obj
+            f_body, pos = _d_comment_header(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 5:
         try:
-            if pos + 6 > end:
-                raise _short(pos, end, _T16)
-            _setup_header__f_magic, = _S15.unpack_from(mv, pos)
-            _setup_header___r15 = pos
-            pos += 6
-            if _setup_header__f_magic != b'vorbis':
-                raise ConstraintError('bad magic', offset=_setup_header___r15, path='magic', expected=b'vorbis', found=_setup_header__f_magic)
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='codebooks', expected=end - pos, found=end - pos)
-            _setup_header__f_codebooks = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _setup_header___obj = _new(SetupHeader)
-            _setup_header___obj.codebooks = _setup_header__f_codebooks
-            f_body = _setup_header___obj
+            f_body, pos = _d_setup_header(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 0:
         try:
-            if pos + (end - pos) > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
-            _audio_packet__f_data = bytes(mv[pos:pos + (end - pos)])
-            pos += end - pos
-            _audio_packet___obj = _new(AudioPacket)
-            _audio_packet___obj.data = _audio_packet__f_data
-            f_body = _audio_packet___obj
+            f_body, pos = _d_audio_packet(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -1039,7 +948,12 @@ def iter_ogg_page(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_ogg_page(mv, pos, end)
+            try:  # optimistic first, as in decode_ogg_page
+                value, nxt = _u_ogg_page(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_ogg_page(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1120,7 +1034,12 @@ def iter_ogg_stream(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_ogg_stream(mv, pos, end)
+            try:  # optimistic first, as in decode_ogg_stream
+                value, nxt = _u_ogg_stream(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_ogg_stream(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1201,7 +1120,12 @@ def iter_vorbis_packet(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_vorbis_packet(mv, pos, end)
+            try:  # optimistic first, as in decode_vorbis_packet
+                value, nxt = _u_vorbis_packet(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_vorbis_packet(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

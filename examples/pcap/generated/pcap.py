@@ -447,145 +447,7 @@ def _d_packet_le(mv, pos, end, p_linktype):
     _tag = p_linktype
     if _tag == 1:
         try:
-            if pos + 14 > end:
-                raise _short(pos, end, _T5)
-            _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype = _S4.unpack_from(mv, pos)
-            pos += 14
-            _ethernet_frame___n = end - pos
-            if _ethernet_frame___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___n)
-            if pos + _ethernet_frame___n > end:
-                raise TruncatedError('section needs ' + str(_ethernet_frame___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___n, found=end - pos)
-            _ethernet_frame___outer_end_payload = end
-            end = pos + _ethernet_frame___n
-            _ethernet_frame___sec_payload = pos
-            _ethernet_frame___tag = _ethernet_frame__f_ethertype
-            if _ethernet_frame___tag == 2048:
-                try:
-                    try:
-                        if pos + 10 > end:
-                            raise _short(pos, end, _T7)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol = _S6.unpack_from(mv, pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header___r6 = pos
-                        pos += 10
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl = _ethernet_frame___ipv4_packet___ipv4_header___r6
-                        if _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl & 0:
-                            raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
-                        if not (_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
-                        if _ethernet_frame___ipv4_packet___ipv4_header__f_fragment & 32768:
-                            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r6 + 10
-                        if pos + 10 > end:
-                            raise _short(pos, end, _T9)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S8.unpack_from(mv, pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header___r8 = pos
-                        pos += 10
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
-                        _ethernet_frame___ipv4_packet___ipv4_header___n = _attr(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
-                        if _ethernet_frame___ipv4_packet___ipv4_header___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ethernet_frame___ipv4_packet___ipv4_header___n)
-                        if pos + _ethernet_frame___ipv4_packet___ipv4_header___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='options', expected=_ethernet_frame___ipv4_packet___ipv4_header___n, found=end - pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_options = bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n])
-                        pos += _ethernet_frame___ipv4_packet___ipv4_header___n
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_options = pos
-                        _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
-                        if _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum != _ethernet_frame___ipv4_packet___ipv4_header___ck:
-                            raise ChecksumError('internet16 mismatch', offset=_ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum, path='header_checksum', expected=_ethernet_frame___ipv4_packet___ipv4_header___ck, found=_ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl = _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.tos = _ethernet_frame___ipv4_packet___ipv4_header__f_tos
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.total_length = _ethernet_frame___ipv4_packet___ipv4_header__f_total_length
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.identification = _ethernet_frame___ipv4_packet___ipv4_header__f_identification
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.fragment = _ethernet_frame___ipv4_packet___ipv4_header__f_fragment
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.ttl = _ethernet_frame___ipv4_packet___ipv4_header__f_ttl
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.protocol = _ethernet_frame___ipv4_packet___ipv4_header__f_protocol
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.src = _ethernet_frame___ipv4_packet___ipv4_header__f_src
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.dst = _ethernet_frame___ipv4_packet___ipv4_header__f_dst
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.options = _ethernet_frame___ipv4_packet___ipv4_header__f_options
-                        _ethernet_frame___ipv4_packet__f_header = _ethernet_frame___ipv4_packet___ipv4_header___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('header') from None
-                    _ethernet_frame___ipv4_packet___n = _ethernet_frame___ipv4_packet__f_header.total_length - _attr(_ethernet_frame___ipv4_packet__f_header.version_ihl, 'ihl', pos, 'ihl') * 4
-                    if _ethernet_frame___ipv4_packet___n < 0:
-                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___ipv4_packet___n)
-                    if pos + _ethernet_frame___ipv4_packet___n > end:
-                        raise TruncatedError('section needs ' + str(_ethernet_frame___ipv4_packet___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___ipv4_packet___n, found=end - pos)
-                    _ethernet_frame___ipv4_packet___outer_end_payload = end
-                    end = pos + _ethernet_frame___ipv4_packet___n
-                    _ethernet_frame___ipv4_packet___sec_payload = pos
-                    _ethernet_frame___ipv4_packet___tag = _ethernet_frame___ipv4_packet__f_header.protocol
-                    if _ethernet_frame___ipv4_packet___tag == 17:
-                        try:
-                            _ethernet_frame___ipv4_packet___udp_datagram__p_src = _ethernet_frame___ipv4_packet__f_header.src
-                            _ethernet_frame___ipv4_packet___udp_datagram__p_dst = _ethernet_frame___ipv4_packet__f_header.dst
-                            if pos + 6 > end:
-                                raise _short(pos, end, _T12)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length = _S11.unpack_from(mv, pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram___r11 = pos
-                            pos += 6
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_src_port = _ethernet_frame___ipv4_packet___udp_datagram___r11
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_length = _ethernet_frame___ipv4_packet___udp_datagram___r11 + 6
-                            if pos + 2 > end:
-                                raise _short(pos, end, _T14)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_checksum, = _S13.unpack_from(mv, pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram___r13 = pos
-                            pos += 2
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13 + 2
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_data = pos
-                            _ethernet_frame___ipv4_packet___udp_datagram___n = _ethernet_frame___ipv4_packet___udp_datagram__f_length - 8
-                            if _ethernet_frame___ipv4_packet___udp_datagram___n < 0:
-                                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_ethernet_frame___ipv4_packet___udp_datagram___n)
-                            if pos + _ethernet_frame___ipv4_packet___udp_datagram___n > end:
-                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_ethernet_frame___ipv4_packet___udp_datagram___n, found=end - pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_data = bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n])
-                            pos += _ethernet_frame___ipv4_packet___udp_datagram___n
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_data = pos
-                            _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___s_src_port:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB10, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
-                            if _ethernet_frame___ipv4_packet___udp_datagram__f_checksum != _ethernet_frame___ipv4_packet___udp_datagram___ck:
-                                raise ChecksumError('udp_checksum mismatch', offset=_ethernet_frame___ipv4_packet___udp_datagram___s_checksum, path='checksum', expected=_ethernet_frame___ipv4_packet___udp_datagram___ck, found=_ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
-                            _ethernet_frame___ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
-                            _ethernet_frame___ipv4_packet___udp_datagram___obj.src_port = _ethernet_frame___ipv4_packet___udp_datagram__f_src_port
-                            _ethernet_frame___ipv4_packet___udp_datagram___obj.dst_port = _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port
-                            _ethernet_frame___ipv4_packet___udp_datagram___obj.data = _ethernet_frame___ipv4_packet___udp_datagram__f_data
-                            _ethernet_frame___ipv4_packet__f_payload = _ethernet_frame___ipv4_packet___udp_datagram___obj
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('payload') from None
-                    else:
-                        _ethernet_frame___ipv4_packet__f_payload = bytes(mv[pos:end])
-                        pos = end
-                    if pos != end:
-                        raise ConstraintError('section size mismatch', offset=_ethernet_frame___ipv4_packet___sec_payload, path='payload', expected=end - _ethernet_frame___ipv4_packet___sec_payload, found=pos - _ethernet_frame___ipv4_packet___sec_payload)
-                    end = _ethernet_frame___ipv4_packet___outer_end_payload
-                    if pos + (end - pos) > end:
-                        raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
-                    _ethernet_frame___ipv4_packet__f_link_padding = bytes(mv[pos:pos + (end - pos)])
-                    pos += end - pos
-                    _ethernet_frame___ipv4_packet___obj = _new(Ipv4Packet)
-                    _ethernet_frame___ipv4_packet___obj.header = _ethernet_frame___ipv4_packet__f_header
-                    _ethernet_frame___ipv4_packet___obj.payload = _ethernet_frame___ipv4_packet__f_payload
-                    _ethernet_frame___ipv4_packet___obj.link_padding = _ethernet_frame___ipv4_packet__f_link_padding
-                    _ethernet_frame__f_payload = _ethernet_frame___ipv4_packet___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('payload') from None
-            else:
-                _ethernet_frame__f_payload = bytes(mv[pos:end])
-                pos = end
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_ethernet_frame___sec_payload, path='payload', expected=end - _ethernet_frame___sec_payload, found=pos - _ethernet_frame___sec_payload)
-            end = _ethernet_frame___outer_end_payload
-            _ethernet_frame___obj = _new(EthernetFrame)
-            _ethernet_frame___obj.dst = _ethernet_frame__f_dst
-            _ethernet_frame___obj.src = _ethernet_frame__f_src
-            _ethernet_frame___obj.ethertype = _ethernet_frame__f_ethertype
-            _ethernet_frame___obj.payload = _ethernet_frame__f_payload
-            f_frame = _ethernet_frame___obj
+            f_frame, pos = _d_ethernet_frame(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('frame') from None
     else:
@@ -828,145 +690,7 @@ def _d_packet_be(mv, pos, end, p_linktype):
     _tag = p_linktype
     if _tag == 1:
         try:
-            if pos + 14 > end:
-                raise _short(pos, end, _T5)
-            _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype = _S4.unpack_from(mv, pos)
-            pos += 14
-            _ethernet_frame___n = end - pos
-            if _ethernet_frame___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___n)
-            if pos + _ethernet_frame___n > end:
-                raise TruncatedError('section needs ' + str(_ethernet_frame___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___n, found=end - pos)
-            _ethernet_frame___outer_end_payload = end
-            end = pos + _ethernet_frame___n
-            _ethernet_frame___sec_payload = pos
-            _ethernet_frame___tag = _ethernet_frame__f_ethertype
-            if _ethernet_frame___tag == 2048:
-                try:
-                    try:
-                        if pos + 10 > end:
-                            raise _short(pos, end, _T7)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol = _S6.unpack_from(mv, pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header___r6 = pos
-                        pos += 10
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl = _ethernet_frame___ipv4_packet___ipv4_header___r6
-                        if _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl & 0:
-                            raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
-                        if not (_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
-                        if _ethernet_frame___ipv4_packet___ipv4_header__f_fragment & 32768:
-                            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r6 + 10
-                        if pos + 10 > end:
-                            raise _short(pos, end, _T9)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S8.unpack_from(mv, pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header___r8 = pos
-                        pos += 10
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
-                        _ethernet_frame___ipv4_packet___ipv4_header___n = _attr(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
-                        if _ethernet_frame___ipv4_packet___ipv4_header___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ethernet_frame___ipv4_packet___ipv4_header___n)
-                        if pos + _ethernet_frame___ipv4_packet___ipv4_header___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='options', expected=_ethernet_frame___ipv4_packet___ipv4_header___n, found=end - pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_options = bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n])
-                        pos += _ethernet_frame___ipv4_packet___ipv4_header___n
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_options = pos
-                        _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
-                        if _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum != _ethernet_frame___ipv4_packet___ipv4_header___ck:
-                            raise ChecksumError('internet16 mismatch', offset=_ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum, path='header_checksum', expected=_ethernet_frame___ipv4_packet___ipv4_header___ck, found=_ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl = _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.tos = _ethernet_frame___ipv4_packet___ipv4_header__f_tos
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.total_length = _ethernet_frame___ipv4_packet___ipv4_header__f_total_length
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.identification = _ethernet_frame___ipv4_packet___ipv4_header__f_identification
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.fragment = _ethernet_frame___ipv4_packet___ipv4_header__f_fragment
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.ttl = _ethernet_frame___ipv4_packet___ipv4_header__f_ttl
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.protocol = _ethernet_frame___ipv4_packet___ipv4_header__f_protocol
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.src = _ethernet_frame___ipv4_packet___ipv4_header__f_src
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.dst = _ethernet_frame___ipv4_packet___ipv4_header__f_dst
-                        _ethernet_frame___ipv4_packet___ipv4_header___obj.options = _ethernet_frame___ipv4_packet___ipv4_header__f_options
-                        _ethernet_frame___ipv4_packet__f_header = _ethernet_frame___ipv4_packet___ipv4_header___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('header') from None
-                    _ethernet_frame___ipv4_packet___n = _ethernet_frame___ipv4_packet__f_header.total_length - _attr(_ethernet_frame___ipv4_packet__f_header.version_ihl, 'ihl', pos, 'ihl') * 4
-                    if _ethernet_frame___ipv4_packet___n < 0:
-                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___ipv4_packet___n)
-                    if pos + _ethernet_frame___ipv4_packet___n > end:
-                        raise TruncatedError('section needs ' + str(_ethernet_frame___ipv4_packet___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___ipv4_packet___n, found=end - pos)
-                    _ethernet_frame___ipv4_packet___outer_end_payload = end
-                    end = pos + _ethernet_frame___ipv4_packet___n
-                    _ethernet_frame___ipv4_packet___sec_payload = pos
-                    _ethernet_frame___ipv4_packet___tag = _ethernet_frame___ipv4_packet__f_header.protocol
-                    if _ethernet_frame___ipv4_packet___tag == 17:
-                        try:
-                            _ethernet_frame___ipv4_packet___udp_datagram__p_src = _ethernet_frame___ipv4_packet__f_header.src
-                            _ethernet_frame___ipv4_packet___udp_datagram__p_dst = _ethernet_frame___ipv4_packet__f_header.dst
-                            if pos + 6 > end:
-                                raise _short(pos, end, _T12)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length = _S11.unpack_from(mv, pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram___r11 = pos
-                            pos += 6
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_src_port = _ethernet_frame___ipv4_packet___udp_datagram___r11
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_length = _ethernet_frame___ipv4_packet___udp_datagram___r11 + 6
-                            if pos + 2 > end:
-                                raise _short(pos, end, _T14)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_checksum, = _S13.unpack_from(mv, pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram___r13 = pos
-                            pos += 2
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13 + 2
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_data = pos
-                            _ethernet_frame___ipv4_packet___udp_datagram___n = _ethernet_frame___ipv4_packet___udp_datagram__f_length - 8
-                            if _ethernet_frame___ipv4_packet___udp_datagram___n < 0:
-                                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_ethernet_frame___ipv4_packet___udp_datagram___n)
-                            if pos + _ethernet_frame___ipv4_packet___udp_datagram___n > end:
-                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_ethernet_frame___ipv4_packet___udp_datagram___n, found=end - pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_data = bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n])
-                            pos += _ethernet_frame___ipv4_packet___udp_datagram___n
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_data = pos
-                            _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___s_src_port:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB10, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
-                            if _ethernet_frame___ipv4_packet___udp_datagram__f_checksum != _ethernet_frame___ipv4_packet___udp_datagram___ck:
-                                raise ChecksumError('udp_checksum mismatch', offset=_ethernet_frame___ipv4_packet___udp_datagram___s_checksum, path='checksum', expected=_ethernet_frame___ipv4_packet___udp_datagram___ck, found=_ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
-                            _ethernet_frame___ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
-                            _ethernet_frame___ipv4_packet___udp_datagram___obj.src_port = _ethernet_frame___ipv4_packet___udp_datagram__f_src_port
-                            _ethernet_frame___ipv4_packet___udp_datagram___obj.dst_port = _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port
-                            _ethernet_frame___ipv4_packet___udp_datagram___obj.data = _ethernet_frame___ipv4_packet___udp_datagram__f_data
-                            _ethernet_frame___ipv4_packet__f_payload = _ethernet_frame___ipv4_packet___udp_datagram___obj
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('payload') from None
-                    else:
-                        _ethernet_frame___ipv4_packet__f_payload = bytes(mv[pos:end])
-                        pos = end
-                    if pos != end:
-                        raise ConstraintError('section size mismatch', offset=_ethernet_frame___ipv4_packet___sec_payload, path='payload', expected=end - _ethernet_frame___ipv4_packet___sec_payload, found=pos - _ethernet_frame___ipv4_packet___sec_payload)
-                    end = _ethernet_frame___ipv4_packet___outer_end_payload
-                    if pos + (end - pos) > end:
-                        raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
-                    _ethernet_frame___ipv4_packet__f_link_padding = bytes(mv[pos:pos + (end - pos)])
-                    pos += end - pos
-                    _ethernet_frame___ipv4_packet___obj = _new(Ipv4Packet)
-                    _ethernet_frame___ipv4_packet___obj.header = _ethernet_frame___ipv4_packet__f_header
-                    _ethernet_frame___ipv4_packet___obj.payload = _ethernet_frame___ipv4_packet__f_payload
-                    _ethernet_frame___ipv4_packet___obj.link_padding = _ethernet_frame___ipv4_packet__f_link_padding
-                    _ethernet_frame__f_payload = _ethernet_frame___ipv4_packet___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('payload') from None
-            else:
-                _ethernet_frame__f_payload = bytes(mv[pos:end])
-                pos = end
-            if pos != end:
-                raise ConstraintError('section size mismatch', offset=_ethernet_frame___sec_payload, path='payload', expected=end - _ethernet_frame___sec_payload, found=pos - _ethernet_frame___sec_payload)
-            end = _ethernet_frame___outer_end_payload
-            _ethernet_frame___obj = _new(EthernetFrame)
-            _ethernet_frame___obj.dst = _ethernet_frame__f_dst
-            _ethernet_frame___obj.src = _ethernet_frame__f_src
-            _ethernet_frame___obj.ethertype = _ethernet_frame__f_ethertype
-            _ethernet_frame___obj.payload = _ethernet_frame__f_payload
-            f_frame = _ethernet_frame___obj
+            f_frame, pos = _d_ethernet_frame(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('frame') from None
     else:
@@ -1745,7 +1469,12 @@ def iter_pcap_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_pcap_file(mv, pos, end)
+            try:  # optimistic first, as in decode_pcap_file
+                value, nxt = _u_pcap_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_pcap_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1828,7 +1557,12 @@ def iter_packet(buf, offset: int = 0, end: int | None = None, *, linktype: LinkT
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_packet(mv, pos, end, linktype)
+            try:  # optimistic first, as in decode_packet
+                value, nxt = _u_packet(mv, pos, end, linktype)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_packet(mv, pos, end, linktype)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -157,77 +157,7 @@ def _d_png_file(mv, pos, end):
         _i = 0
         while True:
             try:
-                if pos + 8 > end:
-                    raise _short(pos, end, _T3)
-                _chunk__f_length, _chunk__f_chunk_type = _S2.unpack_from(mv, pos)
-                _chunk___r2 = pos
-                pos += 8
-                if _chunk__f_length > 2147483647:
-                    raise ConstraintError('value out of range', offset=_chunk___r2, path='length', expected='None..2147483647', found=_chunk__f_length)
-                _chunk___s_chunk_type = _chunk___r2 + 4
-                _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
-                _chunk___n = _chunk__f_length
-                if _chunk___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_chunk___n)
-                if pos + _chunk___n > end:
-                    raise TruncatedError('section needs ' + str(_chunk___n) + ' bytes', offset=pos, path='data', expected=_chunk___n, found=end - pos)
-                _chunk___outer_end_data = end
-                end = pos + _chunk___n
-                _chunk___sec_data = pos
-                _chunk___tag = _chunk__f_chunk_type
-                if _chunk___tag == 1229472850:
-                    try:
-                        if pos + 13 > end:
-                            raise _short(pos, end, _T5)
-                        _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S4.unpack_from(mv, pos)
-                        _chunk___ihdr___r4 = pos
-                        pos += 13
-                        if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
-                            raise ConstraintError('value out of range', offset=_chunk___ihdr___r4, path='width', expected='1..2147483647', found=_chunk___ihdr__f_width)
-                        if _chunk___ihdr__f_height < 1 or _chunk___ihdr__f_height > 2147483647:
-                            raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 4, path='height', expected='1..2147483647', found=_chunk___ihdr__f_height)
-                        _chunk___ihdr___v = _COLORTYPE_BY_VALUE.get(_chunk___ihdr__f_color_type)
-                        if _chunk___ihdr___v is None:
-                            raise ConstraintError('unknown color_type value', offset=_chunk___ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_chunk___ihdr__f_color_type)
-                        _chunk___ihdr__f_color_type = _chunk___ihdr___v
-                        if _chunk___ihdr__f_compression_method < 0 or _chunk___ihdr__f_compression_method > 0:
-                            raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 10, path='compression_method', expected='0..0', found=_chunk___ihdr__f_compression_method)
-                        if _chunk___ihdr__f_filter_method < 0 or _chunk___ihdr__f_filter_method > 0:
-                            raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 11, path='filter_method', expected='0..0', found=_chunk___ihdr__f_filter_method)
-                        if _chunk___ihdr__f_interlace_method < 0 or _chunk___ihdr__f_interlace_method > 1:
-                            raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_chunk___ihdr__f_interlace_method)
-                        _chunk___ihdr___obj = _new(Ihdr)
-                        _chunk___ihdr___obj.width = _chunk___ihdr__f_width
-                        _chunk___ihdr___obj.height = _chunk___ihdr__f_height
-                        _chunk___ihdr___obj.bit_depth = _chunk___ihdr__f_bit_depth
-                        _chunk___ihdr___obj.color_type = _chunk___ihdr__f_color_type
-                        _chunk___ihdr___obj.compression_method = _chunk___ihdr__f_compression_method
-                        _chunk___ihdr___obj.filter_method = _chunk___ihdr__f_filter_method
-                        _chunk___ihdr___obj.interlace_method = _chunk___ihdr__f_interlace_method
-                        _chunk__f_data = _chunk___ihdr___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('data') from None
-                elif _chunk___tag == 1229278788:
-                    _chunk__f_data = None
-                else:
-                    _chunk__f_data = bytes(mv[pos:end])
-                    pos = end
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_chunk___sec_data, path='data', expected=end - _chunk___sec_data, found=pos - _chunk___sec_data)
-                end = _chunk___outer_end_data
-                _chunk___e_data = pos
-                if pos + 4 > end:
-                    raise _short(pos, end, _T7)
-                _chunk__f_crc, = _S6.unpack_from(mv, pos)
-                _chunk___r6 = pos
-                pos += 4
-                _chunk___ck = _ck_crc32(mv[_chunk___s_chunk_type:_chunk___e_data])
-                if _chunk__f_crc != _chunk___ck:
-                    raise ChecksumError('crc32 mismatch', offset=_chunk___r6, path='crc', expected=_chunk___ck, found=_chunk__f_crc)
-                _chunk___obj = _new(Chunk)
-                _chunk___obj.chunk_type = _chunk__f_chunk_type
-                _chunk___obj.data = _chunk__f_data
-                _x = _chunk___obj
+                _x, pos = _d_chunk(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_chunks.append(_x)
@@ -505,34 +435,7 @@ def _d_chunk(mv, pos, end):
     _tag = f_chunk_type
     if _tag == 1229472850:
         try:
-            if pos + 13 > end:
-                raise _short(pos, end, _T5)
-            _ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method = _S4.unpack_from(mv, pos)
-            _ihdr___r4 = pos
-            pos += 13
-            if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
-                raise ConstraintError('value out of range', offset=_ihdr___r4, path='width', expected='1..2147483647', found=_ihdr__f_width)
-            if _ihdr__f_height < 1 or _ihdr__f_height > 2147483647:
-                raise ConstraintError('value out of range', offset=_ihdr___r4 + 4, path='height', expected='1..2147483647', found=_ihdr__f_height)
-            _ihdr___v = _COLORTYPE_BY_VALUE.get(_ihdr__f_color_type)
-            if _ihdr___v is None:
-                raise ConstraintError('unknown color_type value', offset=_ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_ihdr__f_color_type)
-            _ihdr__f_color_type = _ihdr___v
-            if _ihdr__f_compression_method < 0 or _ihdr__f_compression_method > 0:
-                raise ConstraintError('value out of range', offset=_ihdr___r4 + 10, path='compression_method', expected='0..0', found=_ihdr__f_compression_method)
-            if _ihdr__f_filter_method < 0 or _ihdr__f_filter_method > 0:
-                raise ConstraintError('value out of range', offset=_ihdr___r4 + 11, path='filter_method', expected='0..0', found=_ihdr__f_filter_method)
-            if _ihdr__f_interlace_method < 0 or _ihdr__f_interlace_method > 1:
-                raise ConstraintError('value out of range', offset=_ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_ihdr__f_interlace_method)
-            _ihdr___obj = _new(Ihdr)
-            _ihdr___obj.width = _ihdr__f_width
-            _ihdr___obj.height = _ihdr__f_height
-            _ihdr___obj.bit_depth = _ihdr__f_bit_depth
-            _ihdr___obj.color_type = _ihdr__f_color_type
-            _ihdr___obj.compression_method = _ihdr__f_compression_method
-            _ihdr___obj.filter_method = _ihdr__f_filter_method
-            _ihdr___obj.interlace_method = _ihdr__f_interlace_method
-            f_data = _ihdr___obj
+            f_data, pos = _d_ihdr(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 1229278788:
@@ -843,7 +746,12 @@ def iter_png_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_png_file(mv, pos, end)
+            try:  # optimistic first, as in decode_png_file
+                value, nxt = _u_png_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_png_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -924,7 +832,12 @@ def iter_chunk(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_chunk(mv, pos, end)
+            try:  # optimistic first, as in decode_chunk
+                value, nxt = _u_chunk(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_chunk(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -152,142 +152,7 @@ def _d_log_file(mv, pos, end):
                 break
             _ip = pos
             try:
-                _record___s_body_len = pos
-                _record___at = pos
-                if pos < end and mv[pos] < 128:
-                    _record__f_body_len = mv[pos]
-                    pos += 1
-                elif pos + 1 < end and mv[pos + 1] < 128:
-                    _record__f_body_len = mv[pos] & 127 | mv[pos + 1] << 7
-                    pos += 2
-                else:
-                    _record__f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
-                _record___n = _record__f_body_len
-                if _record___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_record___n)
-                if pos + _record___n > end:
-                    raise TruncatedError('section needs ' + str(_record___n) + ' bytes', offset=pos, path='body', expected=_record___n, found=end - pos)
-                _record___outer_end_body = end
-                end = pos + _record___n
-                _record___sec_body = pos
-                try:
-                    _record___event___at = pos
-                    if pos < end and mv[pos] < 128:
-                        _record___event__f_seq = mv[pos]
-                        pos += 1
-                    elif pos + 1 < end and mv[pos + 1] < 128:
-                        _record___event__f_seq = mv[pos] & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        _record___event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
-                    if pos + 1 > end:
-                        raise _short(pos, end, _T3)
-                    _record___event__f_kind = mv[pos]
-                    _record___event___r2 = pos
-                    pos += 1
-                    _record___event___v = _EVENTKIND_BY_VALUE.get(_record___event__f_kind)
-                    if _record___event___v is None:
-                        raise ConstraintError('unknown event_kind value', offset=_record___event___r2, path='kind', expected=[1, 2, 3], found=_record___event__f_kind)
-                    _record___event__f_kind = _record___event___v
-                    _record___event___at = pos
-                    _record___event__f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
-                    _record___event___at = pos
-                    _record___event__f_value, pos = _sleb128(mv, pos, end, 'value')
-                    _record___event___cva = pos
-                    _record___event___at = pos
-                    if pos < end and mv[pos] < 128:
-                        _record___event__f_offset = mv[pos]
-                        pos += 1
-                    elif pos + 1 < end and mv[pos + 1] < 128:
-                        _record___event__f_offset = mv[pos] & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        _record___event__f_offset, pos = _uleb128(mv, pos, end, 'offset')
-                    _record___event__f_offset = _convert_decode(_cv_zigzag, _record___event__f_offset, _record___event___cva, 'offset')
-                    if pos < end and mv[pos] < 128:
-                        _record___event___n = mv[pos]
-                        pos += 1
-                    elif pos + 1 < end and mv[pos + 1] < 128:
-                        _record___event___n = mv[pos] & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
-                    if pos + _record___event___n > end:
-                        raise TruncatedError('str truncated', offset=pos, path='source', expected=_record___event___n, found=end - pos)
-                    try:
-                        _record___event__f_source = str(mv[pos:pos + _record___event___n], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', 'source') from None
-                    pos += _record___event___n
-                    if pos < end and mv[pos] < 128:
-                        _record___event___c = mv[pos]
-                        pos += 1
-                    elif pos + 1 < end and mv[pos + 1] < 128:
-                        _record___event___c = mv[pos] & 127 | mv[pos + 1] << 7
-                        pos += 2
-                    else:
-                        _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
-                    if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-                        raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
-                    _record___event__f_tags = []
-                    try:
-                        for _record___event___i in range(_record___event___c):
-                            if pos < end and mv[pos] < 128:
-                                _record___event___n = mv[pos]
-                                pos += 1
-                            elif pos + 1 < end and mv[pos + 1] < 128:
-                                _record___event___n = mv[pos] & 127 | mv[pos + 1] << 7
-                                pos += 2
-                            else:
-                                _record___event___n, pos = _uleb128(mv, pos, end, '.length')
-                            if pos + _record___event___n > end:
-                                raise TruncatedError('str truncated', offset=pos, path='', expected=_record___event___n, found=end - pos)
-                            try:
-                                _record___event___x = str(mv[pos:pos + _record___event___n], 'utf-8')
-                            except UnicodeDecodeError as _u:
-                                raise _text_error(_u, pos, 'utf-8', '') from None
-                            pos += _record___event___n
-                            _record___event__f_tags.append(_record___event___x)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('[' + str(_record___event___i) + ']').prefixed('tags') from None
-                    _record___event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-                    try:
-                        _record___event__f_note = str(mv[pos:pos + _record___event___n], 'utf-8')
-                    except UnicodeDecodeError as _u:
-                        raise _text_error(_u, pos, 'utf-8', 'note') from None
-                    pos += _record___event___n + 1
-                    if pos + (end - pos) > end:
-                        raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
-                    _record___event__f_payload = bytes(mv[pos:pos + (end - pos)])
-                    pos += end - pos
-                    _record___event___obj = _new(Event)
-                    _record___event___obj.seq = _record___event__f_seq
-                    _record___event___obj.kind = _record___event__f_kind
-                    _record___event___obj.time_delta = _record___event__f_time_delta
-                    _record___event___obj.value = _record___event__f_value
-                    _record___event___obj.offset = _record___event__f_offset
-                    _record___event___obj.source = _record___event__f_source
-                    _record___event___obj.tags = _record___event__f_tags
-                    _record___event___obj.note = _record___event__f_note
-                    _record___event___obj.payload = _record___event__f_payload
-                    _record__f_body = _record___event___obj
-                except DecodeError as _exc:
-                    raise _exc.prefixed('body') from None
-                if pos != end:
-                    raise ConstraintError('section size mismatch', offset=_record___sec_body, path='body', expected=end - _record___sec_body, found=pos - _record___sec_body)
-                end = _record___outer_end_body
-                _record___e_body = pos
-                if pos + 4 > end:
-                    raise _short(pos, end, _T5)
-                _record__f_crc, = _S4.unpack_from(mv, pos)
-                _record___r4 = pos
-                pos += 4
-                _record___ck = _ck_crc32c(mv[_record___s_body_len:_record___e_body])
-                if _record__f_crc != _record___ck:
-                    raise ChecksumError('crc32c mismatch', offset=_record___r4, path='crc', expected=_record___ck, found=_record__f_crc)
-                _record___obj = _new(Record)
-                _record___obj.body = _record__f_body
-                _x = _record___obj
+                _x, pos = _d_record(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -717,106 +582,7 @@ def _d_record(mv, pos, end):
     end = pos + _n
     _sec_body = pos
     try:
-        _event___at = pos
-        if pos < end and mv[pos] < 128:
-            _event__f_seq = mv[pos]
-            pos += 1
-        elif pos + 1 < end and mv[pos + 1] < 128:
-            _event__f_seq = mv[pos] & 127 | mv[pos + 1] << 7
-            pos += 2
-        else:
-            _event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
-        if pos + 1 > end:
-            raise _short(pos, end, _T3)
-        _event__f_kind = mv[pos]
-        _event___r2 = pos
-        pos += 1
-        _event___v = _EVENTKIND_BY_VALUE.get(_event__f_kind)
-        if _event___v is None:
-            raise ConstraintError('unknown event_kind value', offset=_event___r2, path='kind', expected=[1, 2, 3], found=_event__f_kind)
-        _event__f_kind = _event___v
-        _event___at = pos
-        _event__f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
-        _event___at = pos
-        _event__f_value, pos = _sleb128(mv, pos, end, 'value')
-        _event___cva = pos
-        _event___at = pos
-        if pos < end and mv[pos] < 128:
-            _event__f_offset = mv[pos]
-            pos += 1
-        elif pos + 1 < end and mv[pos + 1] < 128:
-            _event__f_offset = mv[pos] & 127 | mv[pos + 1] << 7
-            pos += 2
-        else:
-            _event__f_offset, pos = _uleb128(mv, pos, end, 'offset')
-        _event__f_offset = _convert_decode(_cv_zigzag, _event__f_offset, _event___cva, 'offset')
-        if pos < end and mv[pos] < 128:
-            _event___n = mv[pos]
-            pos += 1
-        elif pos + 1 < end and mv[pos + 1] < 128:
-            _event___n = mv[pos] & 127 | mv[pos + 1] << 7
-            pos += 2
-        else:
-            _event___n, pos = _uleb128(mv, pos, end, 'source.length')
-        if pos + _event___n > end:
-            raise TruncatedError('str truncated', offset=pos, path='source', expected=_event___n, found=end - pos)
-        try:
-            _event__f_source = str(mv[pos:pos + _event___n], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'source') from None
-        pos += _event___n
-        if pos < end and mv[pos] < 128:
-            _event___c = mv[pos]
-            pos += 1
-        elif pos + 1 < end and mv[pos + 1] < 128:
-            _event___c = mv[pos] & 127 | mv[pos + 1] << 7
-            pos += 2
-        else:
-            _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
-        if _event___c < 0 or _event___c * 1 > end - pos:
-            raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
-        _event__f_tags = []
-        try:
-            for _event___i in range(_event___c):
-                if pos < end and mv[pos] < 128:
-                    _event___n = mv[pos]
-                    pos += 1
-                elif pos + 1 < end and mv[pos + 1] < 128:
-                    _event___n = mv[pos] & 127 | mv[pos + 1] << 7
-                    pos += 2
-                else:
-                    _event___n, pos = _uleb128(mv, pos, end, '.length')
-                if pos + _event___n > end:
-                    raise TruncatedError('str truncated', offset=pos, path='', expected=_event___n, found=end - pos)
-                try:
-                    _event___x = str(mv[pos:pos + _event___n], 'utf-8')
-                except UnicodeDecodeError as _u:
-                    raise _text_error(_u, pos, 'utf-8', '') from None
-                pos += _event___n
-                _event__f_tags.append(_event___x)
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_event___i) + ']').prefixed('tags') from None
-        _event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-        try:
-            _event__f_note = str(mv[pos:pos + _event___n], 'utf-8')
-        except UnicodeDecodeError as _u:
-            raise _text_error(_u, pos, 'utf-8', 'note') from None
-        pos += _event___n + 1
-        if pos + (end - pos) > end:
-            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
-        _event__f_payload = bytes(mv[pos:pos + (end - pos)])
-        pos += end - pos
-        _event___obj = _new(Event)
-        _event___obj.seq = _event__f_seq
-        _event___obj.kind = _event__f_kind
-        _event___obj.time_delta = _event__f_time_delta
-        _event___obj.value = _event__f_value
-        _event___obj.offset = _event__f_offset
-        _event___obj.source = _event__f_source
-        _event___obj.tags = _event__f_tags
-        _event___obj.note = _event__f_note
-        _event___obj.payload = _event__f_payload
-        f_body = _event___obj
+        f_body, pos = _d_event(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('body') from None
     if pos != end:
@@ -1339,7 +1105,12 @@ def iter_log_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_log_file(mv, pos, end)
+            try:  # optimistic first, as in decode_log_file
+                value, nxt = _u_log_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_log_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1420,7 +1191,12 @@ def iter_record(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_record(mv, pos, end)
+            try:  # optimistic first, as in decode_record
+                value, nxt = _u_record(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_record(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -182,143 +182,7 @@ def _d_archive(mv, pos, end):
         _i = 0
         while True:
             try:
-                _block__start = pos
-                if pos + 100 > end:
-                    raise _short(pos, end, _T1)
-                _block__f_name, = _S0.unpack_from(mv, pos)
-                pos += 100
-                if sum(_block__f_name) != 0:
-                    try:
-                        _block___member__p_name_sum = sum(_block__f_name)
-                        _block___member___s_mode = pos
-                        _block___member___at = pos
-                        _block___member__f_mode, pos = _ik_t_octal8.decode(mv, pos, end, 'mode')
-                        _block___member___at = pos
-                        _block___member__f_uid, pos = _ik_t_octal8.decode(mv, pos, end, 'uid')
-                        _block___member___at = pos
-                        _block___member__f_gid, pos = _ik_t_octal8.decode(mv, pos, end, 'gid')
-                        _block___member___at = pos
-                        _block___member__f_size, pos = _ik_t_octal12.decode(mv, pos, end, 'size')
-                        _block___member___at = pos
-                        _block___member__f_mtime, pos = _ik_t_octal12.decode(mv, pos, end, 'mtime')
-                        _block___member___e_mtime = pos
-                        _block___member___s_chksum = pos
-                        _block___member___at = pos
-                        _block___member__f_chksum, pos = _ik_t_header_checksum.decode(mv, pos, end, 'chksum')
-                        _block___member___e_chksum = pos
-                        if pos + 173 > end:
-                            raise _short(pos, end, _T3)
-                        _block___member__f_typeflag, _block___member__f_linkname, _block___member__f_magic, _block___member__f_uname, _block___member__f_gname = _S2.unpack_from(mv, pos)
-                        _block___member___r2 = pos
-                        pos += 173
-                        _block___member___s_typeflag = _block___member___r2
-                        _block___member__f_typeflag = _EB4[_block___member__f_typeflag]
-                        if not (_block___member__f_magic == b'ustar\x0000' or _block___member__f_magic == b'ustar  \x00' or sum(_block___member__f_magic) == 0):
-                            raise ConstraintError('unknown tar header magic', offset=_block___member___r2 + 101, path='magic', expected='magic == b"ustar\\x0000" or magic == b"ustar  \\x00" or sum(magic) == 0', found=_block___member__f_magic)
-                        _block___member___at = pos
-                        _block___member__f_devmajor, pos = _ik_t_octal8_or_empty.decode(mv, pos, end, 'devmajor')
-                        _block___member___at = pos
-                        _block___member__f_devminor, pos = _ik_t_octal8_or_empty.decode(mv, pos, end, 'devminor')
-                        if _block___member__f_magic == b'ustar\x0000':
-                            if pos + 155 > end:
-                                raise TruncatedError('field truncated', offset=pos, path='prefix', expected=155, found=end - pos)
-                            _block___member__f_prefix = _S5.unpack_from(mv, pos)[0]
-                            _block___member___at = pos
-                            pos += 155
-                        else:
-                            _block___member__f_prefix = b''
-                        if _block___member__f_magic == b'ustar\x0000':
-                            if pos + 12 > end:
-                                raise TruncatedError('field truncated', offset=pos, path='ustar_unused', expected=12, found=end - pos)
-                            _block___member__f_ustar_unused = _S6.unpack_from(mv, pos)[0]
-                            _block___member___at = pos
-                            pos += 12
-                            if _block___member__f_ustar_unused != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                                raise ConstraintError('reserved bytes must be zero', offset=_block___member___at, path='ustar_unused', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_block___member__f_ustar_unused)
-                        else:
-                            _block___member__f_ustar_unused = None
-                        if _block___member__f_magic == b'ustar  \x00':
-                            _block___member___at = pos
-                            _block___member__f_atime, pos = _ik_t_octal12_or_empty.decode(mv, pos, end, 'atime')
-                        else:
-                            _block___member__f_atime = None
-                        if _block___member__f_magic == b'ustar  \x00':
-                            _block___member___at = pos
-                            _block___member__f_ctime, pos = _ik_t_octal12_or_empty.decode(mv, pos, end, 'ctime')
-                        else:
-                            _block___member__f_ctime = None
-                        if _block___member__f_magic == b'ustar  \x00':
-                            if pos + 143 > end:
-                                raise TruncatedError('field truncated', offset=pos, path='gnu_sparse', expected=143, found=end - pos)
-                            _block___member__f_gnu_sparse = _S7.unpack_from(mv, pos)[0]
-                            _block___member___at = pos
-                            pos += 143
-                            if _block___member__f_gnu_sparse != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                                raise ConstraintError('reserved bytes must be zero', offset=_block___member___at, path='gnu_sparse', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_block___member__f_gnu_sparse)
-                        else:
-                            _block___member__f_gnu_sparse = None
-                        if sum(_block___member__f_magic) == 0:
-                            if pos + 167 > end:
-                                raise TruncatedError('field truncated', offset=pos, path='v7_unused', expected=167, found=end - pos)
-                            _block___member__f_v7_unused = _S8.unpack_from(mv, pos)[0]
-                            _block___member___at = pos
-                            pos += 167
-                            if _block___member__f_v7_unused != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                                raise ConstraintError('reserved bytes must be zero', offset=_block___member___at, path='v7_unused', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_block___member__f_v7_unused)
-                        else:
-                            _block___member__f_v7_unused = None
-                        _block___member___e_v7_unused = pos
-                        _block___member___ck = _ck_tar_header_sum(b''.join((mv[_block___member___s_mode:_block___member___e_mtime], _FB9, mv[_block___member___s_typeflag:_block___member___e_v7_unused])), _block___member__p_name_sum)
-                        if _block___member__f_chksum != _block___member___ck:
-                            raise ChecksumError('tar_header_sum mismatch', offset=_block___member___s_chksum, path='chksum', expected=_block___member___ck, found=_block___member__f_chksum)
-                        _block___member___n = _block___member__f_size
-                        if _block___member___n < 0:
-                            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_block___member___n)
-                        if pos + _block___member___n > end:
-                            raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_block___member___n, found=end - pos)
-                        _block___member__f_data = bytes(mv[pos:pos + _block___member___n])
-                        pos += _block___member___n
-                        _block___member___obj = _new(Member)
-                        _block___member___obj.mode = _block___member__f_mode
-                        _block___member___obj.uid = _block___member__f_uid
-                        _block___member___obj.gid = _block___member__f_gid
-                        _block___member___obj.mtime = _block___member__f_mtime
-                        _block___member___obj.typeflag = _block___member__f_typeflag
-                        _block___member___obj.linkname = _block___member__f_linkname
-                        _block___member___obj.magic = _block___member__f_magic
-                        _block___member___obj.uname = _block___member__f_uname
-                        _block___member___obj.gname = _block___member__f_gname
-                        _block___member___obj.devmajor = _block___member__f_devmajor
-                        _block___member___obj.devminor = _block___member__f_devminor
-                        _block___member___obj.prefix = _block___member__f_prefix
-                        _block___member___obj.atime = _block___member__f_atime
-                        _block___member___obj.ctime = _block___member__f_ctime
-                        _block___member___obj.data = _block___member__f_data
-                        _block__f_member = _block___member___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('member') from None
-                else:
-                    _block__f_member = None
-                if sum(_block__f_name) == 0:
-                    if pos + 412 > end:
-                        raise TruncatedError('field truncated', offset=pos, path='zeros', expected=412, found=end - pos)
-                    _block__f_zeros = _S10.unpack_from(mv, pos)[0]
-                    _block___at = pos
-                    pos += 412
-                    if _block__f_zeros != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_block___at, path='zeros', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_block__f_zeros)
-                else:
-                    _block__f_zeros = None
-                _block___n = -(pos - _block__start) % 512
-                if pos + _block___n > end:
-                    raise TruncatedError('padding truncated', offset=pos, path='data_padding', expected=_block___n, found=end - pos)
-                if any(mv[pos:pos + _block___n]):
-                    raise ConstraintError('padding must be zero', offset=pos, path='data_padding')
-                pos += _block___n
-                _block___obj = _new(Block)
-                _block___obj.name = _block__f_name
-                _block___obj.member = _block__f_member
-                _x = _block___obj
+                _x, pos = _d_block(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_blocks.append(_x)
@@ -808,112 +672,7 @@ def _d_block(mv, pos, end):
     pos += 100
     if (sum(f_name) != 0):
         try:
-            _member__p_name_sum = sum(f_name)
-            _member___s_mode = pos
-            _member___at = pos
-            _member__f_mode, pos = _ik_t_octal8.decode(mv, pos, end, 'mode')
-            _member___at = pos
-            _member__f_uid, pos = _ik_t_octal8.decode(mv, pos, end, 'uid')
-            _member___at = pos
-            _member__f_gid, pos = _ik_t_octal8.decode(mv, pos, end, 'gid')
-            _member___at = pos
-            _member__f_size, pos = _ik_t_octal12.decode(mv, pos, end, 'size')
-            _member___at = pos
-            _member__f_mtime, pos = _ik_t_octal12.decode(mv, pos, end, 'mtime')
-            _member___e_mtime = pos
-            _member___s_chksum = pos
-            _member___at = pos
-            _member__f_chksum, pos = _ik_t_header_checksum.decode(mv, pos, end, 'chksum')
-            _member___e_chksum = pos
-            if pos + 173 > end:
-                raise _short(pos, end, _T3)
-            _member__f_typeflag, _member__f_linkname, _member__f_magic, _member__f_uname, _member__f_gname = _S2.unpack_from(mv, pos)
-            _member___r2 = pos
-            pos += 173
-            _member___s_typeflag = _member___r2
-            _member__f_typeflag = _EB4[_member__f_typeflag]
-            if not (_member__f_magic == b'ustar\x0000' or _member__f_magic == b'ustar  \x00' or sum(_member__f_magic) == 0):
-                raise ConstraintError('unknown tar header magic', offset=_member___r2 + 101, path='magic', expected='magic == b"ustar\\x0000" or magic == b"ustar  \\x00" or sum(magic) == 0', found=_member__f_magic)
-            _member___at = pos
-            _member__f_devmajor, pos = _ik_t_octal8_or_empty.decode(mv, pos, end, 'devmajor')
-            _member___at = pos
-            _member__f_devminor, pos = _ik_t_octal8_or_empty.decode(mv, pos, end, 'devminor')
-            if _member__f_magic == b'ustar\x0000':
-                if pos + 155 > end:
-                    raise TruncatedError('field truncated', offset=pos, path='prefix', expected=155, found=end - pos)
-                _member__f_prefix = _S5.unpack_from(mv, pos)[0]
-                _member___at = pos
-                pos += 155
-            else:
-                _member__f_prefix = b''
-            if _member__f_magic == b'ustar\x0000':
-                if pos + 12 > end:
-                    raise TruncatedError('field truncated', offset=pos, path='ustar_unused', expected=12, found=end - pos)
-                _member__f_ustar_unused = _S6.unpack_from(mv, pos)[0]
-                _member___at = pos
-                pos += 12
-                if _member__f_ustar_unused != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_member___at, path='ustar_unused', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_member__f_ustar_unused)
-            else:
-                _member__f_ustar_unused = None
-            if _member__f_magic == b'ustar  \x00':
-                _member___at = pos
-                _member__f_atime, pos = _ik_t_octal12_or_empty.decode(mv, pos, end, 'atime')
-            else:
-                _member__f_atime = None
-            if _member__f_magic == b'ustar  \x00':
-                _member___at = pos
-                _member__f_ctime, pos = _ik_t_octal12_or_empty.decode(mv, pos, end, 'ctime')
-            else:
-                _member__f_ctime = None
-            if _member__f_magic == b'ustar  \x00':
-                if pos + 143 > end:
-                    raise TruncatedError('field truncated', offset=pos, path='gnu_sparse', expected=143, found=end - pos)
-                _member__f_gnu_sparse = _S7.unpack_from(mv, pos)[0]
-                _member___at = pos
-                pos += 143
-                if _member__f_gnu_sparse != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_member___at, path='gnu_sparse', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_member__f_gnu_sparse)
-            else:
-                _member__f_gnu_sparse = None
-            if sum(_member__f_magic) == 0:
-                if pos + 167 > end:
-                    raise TruncatedError('field truncated', offset=pos, path='v7_unused', expected=167, found=end - pos)
-                _member__f_v7_unused = _S8.unpack_from(mv, pos)[0]
-                _member___at = pos
-                pos += 167
-                if _member__f_v7_unused != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_member___at, path='v7_unused', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_member__f_v7_unused)
-            else:
-                _member__f_v7_unused = None
-            _member___e_v7_unused = pos
-            _member___ck = _ck_tar_header_sum(b''.join((mv[_member___s_mode:_member___e_mtime], _FB9, mv[_member___s_typeflag:_member___e_v7_unused])), _member__p_name_sum)
-            if _member__f_chksum != _member___ck:
-                raise ChecksumError('tar_header_sum mismatch', offset=_member___s_chksum, path='chksum', expected=_member___ck, found=_member__f_chksum)
-            _member___n = _member__f_size
-            if _member___n < 0:
-                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_member___n)
-            if pos + _member___n > end:
-                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_member___n, found=end - pos)
-            _member__f_data = bytes(mv[pos:pos + _member___n])
-            pos += _member___n
-            _member___obj = _new(Member)
-            _member___obj.mode = _member__f_mode
-            _member___obj.uid = _member__f_uid
-            _member___obj.gid = _member__f_gid
-            _member___obj.mtime = _member__f_mtime
-            _member___obj.typeflag = _member__f_typeflag
-            _member___obj.linkname = _member__f_linkname
-            _member___obj.magic = _member__f_magic
-            _member___obj.uname = _member__f_uname
-            _member___obj.gname = _member__f_gname
-            _member___obj.devmajor = _member__f_devmajor
-            _member___obj.devminor = _member__f_devminor
-            _member___obj.prefix = _member__f_prefix
-            _member___obj.atime = _member__f_atime
-            _member___obj.ctime = _member__f_ctime
-            _member___obj.data = _member__f_data
-            f_member = _member___obj
+            f_member, pos = _d_member(mv, pos, end, sum(f_name))
         except DecodeError as _exc:
             raise _exc.prefixed('member') from None
     else:
@@ -1544,7 +1303,12 @@ def iter_archive(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_archive(mv, pos, end)
+            try:  # optimistic first, as in decode_archive
+                value, nxt = _u_archive(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_archive(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1625,7 +1389,12 @@ def iter_block(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_block(mv, pos, end)
+            try:  # optimistic first, as in decode_block
+                value, nxt = _u_block(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_block(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -535,7 +535,12 @@ def iter_frame(buf, offset: int = 0, end: int | None = None, *, prev: int = 0, o
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_frame(mv, pos, end, prev, order, page_size, hdr_salt1, hdr_salt2)
+            try:  # optimistic first, as in decode_frame
+                value, nxt = _u_frame(mv, pos, end, prev, order, page_size, hdr_salt1, hdr_salt2)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_frame(mv, pos, end, prev, order, page_size, hdr_salt1, hdr_salt2)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -219,7 +219,12 @@ def iter_extra_field(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_extra_field(mv, pos, end)
+            try:  # optimistic first, as in decode_extra_field
+                value, nxt = _u_extra_field(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_extra_field(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",

@@ -662,21 +662,7 @@ def _d_central_entry(mv, pos, end):
                 break
             _ip = pos
             try:
-                if pos + 4 > end:
-                    raise _short(pos, end, _T1)
-                _extra_field__f_header_id, _extra_field__f_data_size = _S0.unpack_from(mv, pos)
-                pos += 4
-                _extra_field___n = _extra_field__f_data_size
-                if _extra_field___n < 0:
-                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_extra_field___n)
-                if pos + _extra_field___n > end:
-                    raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_extra_field___n, found=end - pos)
-                _extra_field__f_data = bytes(mv[pos:pos + _extra_field___n])
-                pos += _extra_field___n
-                _extra_field___obj = _new(ExtraField)
-                _extra_field___obj.header_id = _extra_field__f_header_id
-                _extra_field___obj.data = _extra_field__f_data
-                _x = _extra_field___obj
+                _x, pos = _d_extra_field(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -1235,7 +1221,12 @@ def iter_zip_file(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_zip_file(mv, pos, end)
+            try:  # optimistic first, as in decode_zip_file
+                value, nxt = _u_zip_file(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_zip_file(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1385,7 +1376,12 @@ def iter_central_entry(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_central_entry(mv, pos, end)
+            try:  # optimistic first, as in decode_central_entry
+                value, nxt = _u_central_entry(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_central_entry(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
@@ -1530,7 +1526,12 @@ def iter_extra_field(buf, offset: int = 0, end: int | None = None):
     pos, i = offset, 0
     try:
         while pos < end:
-            value, nxt = _d_extra_field(mv, pos, end)
+            try:  # optimistic first, as in decode_extra_field
+                value, nxt = _u_extra_field(mv, pos, end)
+                if nxt > end:
+                    raise IndexError
+            except Exception:
+                value, nxt = _d_extra_field(mv, pos, end)
             if nxt <= pos:
                 # a zero-size record would repeat forever: refuse instead of hanging
                 raise ConstraintError("record consumes no bytes", offset=pos, path="",
