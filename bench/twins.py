@@ -247,6 +247,66 @@ def family_report(builder: Any, folder: str) -> list[str]:
     return lines
 
 
+VARIANTS = {"as generated": (None, False), "every twin": (None, True),
+            "inline <= 0": (0, False), "inline <= 40": (40, False), "inline <= 80": (80, False)}
+
+
+def _install_variant(tag: str, folder: str) -> dict[str, int]:
+    """Every shipped family's module generated as variant ``tag`` (``VARIANTS``) and put
+    in place of ``bytewright.generated.<family>``, before anything imports it; their
+    line counts."""
+    import bytewright.generated as package
+
+    limit, every = VARIANTS[tag]
+    proj = project_mod.load(ROOT / "bytewright.toml")
+    result = pipeline.run(proj.schema_files(), base=proj.root)
+    lines = {}
+    for name, fam in sorted(result.families.items()):
+        with _inline_limit(FastEmitter.INLINE_MAX_LINES if limit is None else limit):
+            text = pipeline.render(fam, all_twins=every)
+        module, _ = _load(text, f"bytewright.generated.{name}", folder)
+        setattr(package, name, module)
+        lines[name] = text.count("\n")
+    return lines
+
+
+def _variant_cases(tag: str, quick: bool) -> dict:
+    """The harness's cases (bench/harness.py) on variant ``tag``: decode and encode
+    ratios against the hand-written codecs, in this process."""
+    with tempfile.TemporaryDirectory() as folder:
+        lines = _install_variant(tag, folder)
+        from . import harness
+
+        rep = harness.run(quick=quick)
+    return {"lines": lines, "cases": {
+        case: {"decode": r.get("decode_ratio_vs_hand", {}).get("fast"),
+               "encode": r.get("encode_ratio_vs_hand", {}).get("fast")}
+        for case, r in rep["cases"].items()}}
+
+
+def cases_report(quick: bool) -> list[str]:
+    """Each variant's harness ratios, each in a fresh process, side by side."""
+    import json
+    import subprocess
+
+    got = {}
+    for tag in VARIANTS:
+        print(f"  harness on {tag} ...", file=sys.stderr, flush=True)
+        out = subprocess.run([sys.executable, "-m", "bytewright.bench.twins", "--variant", tag]
+                             + (["--quick"] if quick else []), capture_output=True, text=True,
+                             check=True).stdout
+        got[tag] = json.loads(out.strip().splitlines()[-1])
+    cases = list(next(iter(got.values()))["cases"])
+    lines = ["The harness's cases (decode / encode against hand) on each variant, each in a "
+             "fresh process" + (" (--quick sizes)" if quick else "") + ":",
+             f"  {'variant':<14} {'lines':>8}  " + "  ".join(f"{c:>20}" for c in cases)]
+    for tag, r in got.items():
+        cells = "  ".join(f"{r['cases'][c]['decode']:>9.2f}/{r['cases'][c]['encode']:<10.2f}"
+                          for c in cases)
+        lines.append(f"  {tag:<14} {sum(r['lines'].values()):>8,}  {cells}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..properties import project_builders
 
@@ -255,7 +315,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", action="append", help="only this family (repeatable)")
     ap.add_argument("--report", help="also write the report to this file")
     ap.add_argument("--each", action="store_true", help="print each record's gains")
+    ap.add_argument("--cases", action="store_true",
+                    help="also the harness's cases (bench/harness.py) on each variant")
+    ap.add_argument("--quick", action="store_true", help="with --cases: the harness's small sizes")
+    ap.add_argument("--no-records", action="store_true", help="skip the record-by-record part")
+    ap.add_argument("--variant", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.variant:  # one variant's harness run, in a process of its own (see cases_report)
+        import json
+
+        print(json.dumps(_variant_cases(args.variant, args.quick)))
+        return 0
     global VERBOSE
     VERBOSE = args.each
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -267,11 +337,15 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(out), flush=True)
     with tempfile.TemporaryDirectory() as folder:
         for builder in project_builders(project_mod.load(ROOT / "bytewright.toml")):
-            if args.family and builder.family.name not in args.family:
+            if args.no_records or (args.family and builder.family.name not in args.family):
                 continue
             lines = family_report(builder, folder)
             print("\n".join(lines), flush=True)
             out += lines
+    if args.cases:
+        lines = cases_report(args.quick)
+        print("\n".join(lines), flush=True)
+        out += [""] + lines
     out.append(f"\n{time.perf_counter() - t0:.0f} s wall")
     print(out[-1].strip())
     if args.report:

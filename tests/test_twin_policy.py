@@ -145,3 +145,17 @@ def test_many_is_a_boolean_in_the_schema_language(tmp_path):
     path.write_text(SCHEMA.replace("many: true", "many: often"))
     problems = [str(p) for p in pipeline.run([path]).problems]
     assert any("many" in p and "often" in p for p in problems), problems
+
+
+def test_the_twins_benchmark_measures_the_twins_a_module_has(mod):
+    from bytewright.bench import twins
+
+    items = mod.encode_many_item([mod.Item(i, b"v" * (i % 5)) for i in range(50)])
+    got = twins._gains(mod, "item", items, {}, ())
+    assert set(got) == {"m_vs_u_loop", "m_vs_checked", "em_vs_e_loop"}
+    assert all(v > 0 for v in got.values())
+    stamps = mod.encode_many_stamp([mod.Stamp(i, "s") for i in range(50)])
+    assert twins._gains(mod, "stamp", stamps, {}, ()) == {}  # no twin, nothing to measure
+    # the loop the one-loop twin replaces reads the same records
+    assert twins._loop_over_u(mod._u_item, mod._d_item, "item", items, 0, len(items), ()) \
+        == mod.decode_many_item(items)
