@@ -24,6 +24,9 @@ import struct
 import threading as _threading
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+if _TYPE_CHECKING:  # ``numpy`` is bound to a stand-in below; this import statement for the
+    import numpy  # name also makes CPython compile ``numpy.f(...)`` as a module-attribute call
 from construct import *  # noqa: F403
 
 from bytewright.runtime.codec import DEFAULT_LIMIT as _DEFAULT_LIMIT
