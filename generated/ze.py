@@ -24,7 +24,9 @@ import struct
 import threading as _threading
 from dataclasses import dataclass
 
-import numpy
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+if _TYPE_CHECKING:  # ``numpy`` is bound to a stand-in below; this import statement for the
+    import numpy  # name also makes CPython compile ``numpy.f(...)`` as a module-attribute call
 from construct import *  # noqa: F403
 
 from bytewright.runtime.codec import DEFAULT_LIMIT as _DEFAULT_LIMIT
@@ -47,6 +49,7 @@ from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
 from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
+from bytewright.runtime.lazy_numpy import LazyNumpy as _LazyNumpy
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
 from bytewright.runtime.codec import convert_decode as _convert_decode
@@ -1156,9 +1159,11 @@ class GraphNodeBlocksRegion:
     stride: int
     node_count: int
 
-Bit4Factors_DTYPE = numpy.dtype([('scale', '<f4'), ('normalized_norm', '<f4'), ('normalized_correction', '<f4')])
-
-Int8Factors_DTYPE = numpy.dtype([('scale', '<f4'), ('offset', '<f4')])
+# numpy is imported when a value first needs it (runtime/lazy_numpy.py): the first
+# attribute read on ``numpy`` imports it and binds ``numpy`` and the dtype constants here
+numpy = _NUMPY = _LazyNumpy(globals())
+_NUMPY.dtype_later("Bit4Factors_DTYPE", [('scale', '<f4'), ('normalized_norm', '<f4'), ('normalized_correction', '<f4')])
+_NUMPY.dtype_later("Int8Factors_DTYPE", [('scale', '<f4'), ('offset', '<f4')])
 
 # -- fast path: constants -------------------------------------------------------------
 _new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
@@ -1201,10 +1206,10 @@ _S35 = struct.Struct('<IHHI')
 _T36 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
 _S37 = struct.Struct('<HHIIHHQII')
 _T38 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
-_DT39 = numpy.dtype('<f4')
+_NUMPY.dtype_later('_DT39', '<f4')
 _S40 = struct.Struct('<ff')
 _T41 = (('scale', 0, 4), ('offset', 4, 4))
-_DT42 = numpy.dtype('<u1')
+_NUMPY.dtype_later('_DT42', '<u1')
 _S43 = struct.Struct('<8sHHIQQ16sIHHHHI')
 _T44 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
 _S45 = struct.Struct('<HHIQQQ')
@@ -26599,9 +26604,9 @@ def _construct_defs() -> dict:
         '_o_start' / Tell,
         'header' / C_vector_header,
         FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None), 'bit4'),
-        'bit4' / If(Code("(((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))", lambda this: (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Bit4Factors_DTYPE)),
+        'bit4' / If(Code("(((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))", lambda this: (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), numpy.dtype(Bit4Factors_DTYPE))),
         FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None), 'int8'),
-        'int8' / If(Code("(((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))", lambda this: (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Int8Factors_DTYPE)),
+        'int8' / If(Code("(((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))", lambda this: (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), numpy.dtype(Int8Factors_DTYPE))),
         FieldCheck(Code("this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None", lambda this: this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None), 'raw'),
         'raw' / If(Code("((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))", lambda this: ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))), Bytes(Code("(this['header']['factor_stride'] * this['header']['row_count'])", lambda this: (this['header']['factor_stride'] * this['header']['row_count'])))),
     )
@@ -29105,10 +29110,10 @@ def _construct_defs() -> dict:
             f_header = _c2m_vector_header(f_header)
         f_bit4 = c['bit4']
         if f_bit4 is not None:
-            f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
+            f_bit4 = _rows_to_array(f_bit4, numpy.dtype(Bit4Factors_DTYPE))
         f_int8 = c['int8']
         if f_int8 is not None:
-            f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
+            f_int8 = _rows_to_array(f_int8, numpy.dtype(Int8Factors_DTYPE))
         f_raw = c['raw']
         if f_raw is not None:
             f_raw = bytes(f_raw)
@@ -29118,9 +29123,9 @@ def _construct_defs() -> dict:
         if f_header is not None:
             f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
         if f_bit4 is not None:
-            f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
+            f_bit4 = _rows_to_array(f_bit4, numpy.dtype(Bit4Factors_DTYPE))
         if f_int8 is not None:
-            f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
+            f_int8 = _rows_to_array(f_int8, numpy.dtype(Int8Factors_DTYPE))
         if f_raw is not None:
             f_raw = bytes(f_raw)
         return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
@@ -29479,6 +29484,8 @@ def _construct() -> None:
 
 
 def __getattr__(name: str):
+    if name in _NUMPY.names:  # a dtype constant read from outside: numpy comes in now
+        return _NUMPY.attr(name)
     # a name of the Construct path, read before any Construct-path call: build it first
     if not _BUILT and not name.startswith("__"):
         _construct()

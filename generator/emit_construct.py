@@ -945,7 +945,8 @@ class ConstructEmitter:
     def np_dtype(self, f: ir.Field) -> str:
         """The numpy dtype expression of a ``view: numpy`` field's element."""
         if isinstance(f.type, ir.RefT) and f.type.kind == "record":
-            return f"{camel(f.type.target)}_DTYPE"
+            # read after ``numpy.``, which binds the constant (numpy is imported lazily)
+            return f"numpy.dtype({camel(f.type.target)}_DTYPE)"
         return repr(numpy_code(f.type, self.family))
 
     def m2c_value(self, t: ir.Type, val: str) -> str:

@@ -15,7 +15,7 @@ Compiled Construct source reaches this module as ``_bw``, so it also re-exports 
 modules and error classes that source names.
 """
 
-import numpy as np
+from typing import Any
 
 from . import checksums, compression, varint
 from .construct_checked import _FIELD_NAMES as _FIELD_NAMES  # the emitter imports these names
@@ -150,7 +150,6 @@ from .fastpath import (
 )
 
 __all__ = [
-    "np",
     "checksums",
     "compression",
     "varint",
@@ -273,3 +272,14 @@ __all__ = [
     "throw",
     "VersionCheck",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # compiled Construct source reads numpy as ``_bw.np``: imported then, not with this
+    # module (most commands never need it)
+    if name == "np":
+        import numpy
+
+        globals()["np"] = numpy
+        return numpy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

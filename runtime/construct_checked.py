@@ -10,7 +10,6 @@ import struct
 from typing import Any
 
 import construct as cs
-import numpy as np
 
 from . import varint
 from .construct_support import (
@@ -277,6 +276,8 @@ def encode_text(obj: Any, encoding: str) -> bytes:
 
 def numpy_build(obj: Any, io: Any, dtype: Any, count: int | None = None) -> Any:
     """``NumpyArray._build`` for compiled builds."""
+    import numpy as np
+
     arr = np.ascontiguousarray(obj, dtype=dtype) if isinstance(obj, np.ndarray) \
         else rows_to_array(obj, dtype)
     if count is not None and len(arr) != count:

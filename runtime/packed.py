@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported by PackedArray.numpy, when a view is asked for
+    import numpy as np
 
 __all__ = ["PackedArray", "PackedKind", "packed_kind"]
 
@@ -153,6 +154,8 @@ class PackedArray(Sequence):
         """A read-only zero-copy numpy view (struct-codable element types only)."""
         if not self.kind.code or self.kind.code not in _NP:
             raise TypeError(f"numpy has no element type for {self.kind!r}")
+        import numpy as np
+
         return np.frombuffer(self.raw, self.kind.order + _NP[self.kind.code])
 
     def __reduce__(self) -> tuple:

@@ -96,6 +96,18 @@ class EmitterBase:
         self.consts.append(f"{name} = {source}")
         return name
 
+    def dtype_const(self, spec: str) -> str:
+        """A module constant holding ``numpy.dtype(spec)``, bound when numpy is first used
+        (the module imports numpy lazily): read it only after a ``numpy.`` attribute in
+        the same expression, as in ``numpy.frombuffer(mv, _DT3, n, pos)``."""
+        source = f"numpy.dtype({spec!r})"
+        if source in self._const_ids:
+            return self._const_ids[source]
+        name = f"_DT{len(self._const_ids)}"
+        self._const_ids[source] = name
+        self.consts.append(f"_NUMPY.dtype_later({name!r}, {spec!r})")
+        return name
+
     def built_once(self, kind: str, rec: ir.Record, lay: ir.Layout, build) -> list[str]:
         """``build(rec, lay)`` (the checked decoder or encoder, ``kind`` "d"/"e"), built
         once per context: it is the same text for the record itself, for the callers'

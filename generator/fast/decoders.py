@@ -367,7 +367,7 @@ class Decoders:
             code, size, endian = sc
             order = "<" if endian == "le" else ">"
             if f.view == "numpy":
-                dt = self.const("DT", f"numpy.dtype({order + self.np_code(code)!r})")
+                dt = self.dtype_const(order + self.np_code(code))
                 out += [f"f_{name} = numpy.frombuffer(mv, {dt}, {count}, pos)",
                         f"pos += {count} * {size}"]
             elif code.endswith("s"):

@@ -20,6 +20,7 @@ parent is missing (neither is written by this writer): about n**2 / 2**64 for n 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ...generated.htt import SemTailLayout, WalEntry, WalOp
 from ..errors import DecodeError
@@ -38,10 +39,9 @@ class KeySet:
     array (8 bytes each, where a Python set costs ~80), merged in batches."""
 
     def __init__(self) -> None:
-        import numpy  # only the streaming readers need it
-
-        self._np = numpy
-        self._base = numpy.empty(0, dtype=numpy.int64)
+        # numpy comes in at the first merge: a small store's keys never leave ``_recent``
+        self._np: Any = None
+        self._base: Any = ()  # a sorted int64 numpy array after the first merge
         self._recent: set[int] = set()
         self._gone: set[int] = set()  # removed from ``_base``, not yet compacted away
         self._size = 0
@@ -94,6 +94,11 @@ class KeySet:
 
     def _merge(self) -> None:
         np = self._np
+        if np is None:
+            import numpy as np
+
+            self._np = np
+            self._base = np.empty(0, dtype=np.int64)
         base = self._base
         if self._gone:
             base = base[~np.isin(base, np.fromiter(self._gone, np.int64, len(self._gone)))]

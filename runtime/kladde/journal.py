@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import google_crc32c
-import numpy as np
 
 from ...generated import kladde as g
 from .. import cut as _cut
@@ -480,6 +479,8 @@ def _scan_transactions(s: _Stream, at: int, limits: _limits.Limits) -> list[Tran
 def _u32_at(raw: bytes):
     """``u32[k]``: the little-endian u32 stored at byte ``k`` (the stored CRCs' layout,
     ``journal_transaction.crc``), for every ``k`` at once: four aligned numpy views."""
+    import numpy as np
+
     out = np.zeros(max(len(raw) - CRC_SIZE + 1, 0), dtype=np.uint64)
     for k in range(CRC_SIZE):
         if len(raw) - k < CRC_SIZE:

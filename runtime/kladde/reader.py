@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
 from operator import index as _index
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ...generated import kladde as g
 from ..errors import ChecksumError, DecodeError
@@ -46,6 +45,9 @@ from .model import (
     ZERO,
     Stmt,
 )
+
+if TYPE_CHECKING:  # numpy is imported where a value needs it
+    import numpy as np
 
 _REF, _ZERO, _SHRINK, _GROW, _TOMB = 0, 1, 2, 3, 4
 
@@ -188,6 +190,8 @@ class StmtTable(Sequence):
 
 def _to_array(code: str, values: np.ndarray) -> array:
     """A numpy result as a plain ``array`` (``I``: u32, ``Q``: u64)."""
+    import numpy as np
+
     out = array(code)
     out.frombytes(values.astype(np.uint32 if code == "I" else np.uint64).tobytes())
     return out
@@ -202,6 +206,8 @@ class StmtGroups(Mapping):
     __slots__ = ("_table", "_order", "_keys", "_bounds", "_appearance")
 
     def __init__(self, table: StmtTable) -> None:
+        import numpy as np  # imported when a file's statements are grouped by id
+
         self._table = table
         ids = np.array(table._id, dtype=np.uint32)  # a copy: the table's buffer stays free
         order = np.argsort(ids, kind="stable")

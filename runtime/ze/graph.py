@@ -9,12 +9,14 @@ invariant is checked vectorised before the view is returned.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ...generated import ze
 from ..errors import ConstraintError
 from . import seals
+
+if TYPE_CHECKING:  # numpy is imported where a value needs it
+    import numpy as np
 
 UNUSED = 0xFFFFFFFF
 
@@ -39,6 +41,8 @@ def block_offsets(padded_dims: int, max_degree: int) -> dict[str, int]:
 
 
 def block_dtype(padded_dims: int, max_degree: int, stride: int) -> np.dtype:
+    import numpy as np
+
     cb = (padded_dims + 1) // 2
     at = block_offsets(padded_dims, max_degree)
     names = [f["name"] for f in _BLOCK]
@@ -63,6 +67,8 @@ class GraphBlocks:
 
 def open_blocks(region, *, dims: int | None = None, rows: int | None = None,
                 check: bool = True) -> GraphBlocks:
+    import numpy as np
+
     mv = region if isinstance(region, memoryview) else memoryview(region)
     seals.graph_trailer(mv)  # the trailer checksum before the trailer and block fields
     tr, _ = ze.decode_graph_node_blocks_region(mv, region_len=len(mv))
@@ -84,6 +90,8 @@ def _fail(msg: str, node: int, stride: int, field: str, found) -> ConstraintErro
 
 
 def _check(v: np.ndarray, tr, mv: memoryview) -> None:
+    import numpy as np
+
     n, s, md = tr.node_count, tr.stride, tr.max_degree
     if n == 0:
         return

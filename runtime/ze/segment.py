@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ...generated import ze
 from ..checksums import xxh3_64
 from ..errors import ChecksumError, ConstraintError, DecodeError, TruncatedError
@@ -236,6 +234,8 @@ def stored_text_rows(v) -> list[str | None]:
 
 def check_bit4_codes(v) -> None:
     """Bit4 with odd dims: the last low nibble of every row is zero (facts §5 codes)."""
+    import numpy as np
+
     h = v.header
     if int(h.scheme) != 4 or h.dims % 2 == 0 or not h.row_count or h.row_stride < 1:
         return
@@ -250,6 +250,8 @@ def check_bit4_codes(v) -> None:
 
 def check_bit4_factors(v) -> None:
     """Every Bit4Factors value is finite (facts §5 factors)."""
+    import numpy as np
+
     if v.bit4 is None:
         return
     arr = np.asarray(v.bit4)
@@ -266,6 +268,8 @@ def columns(v) -> list:
     """Decode and check a Columns region's per-column data (facts §5 Columns): the
     mandatory ``ts`` column first (id 0, I64, not nullable), presence padding zero, Bool
     values 0/1, and no trailing bytes. Returns one ``ColumnData`` per definition."""
+    import numpy as np
+
     if not v.defs:
         raise ConstraintError("columns region must define the ts column first", offset=4,
                               path="defs", expected="ts", found=None)

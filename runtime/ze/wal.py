@@ -12,8 +12,6 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ...generated import ze
 from ..checksums import xxh3_64
 from ..errors import ChecksumError, ConstraintError, DecodeError, EncodeError, TruncatedError
@@ -280,6 +278,8 @@ def _candidates(mv: memoryview, lo: int, hi: int, n: int) -> list[int]:
     a checksum. The op field is not consulted: any op may follow. A short candidate whose
     bytes equal those of the candidate one offset before (inside a run of one repeated
     byte, such as a zero-filled tail) is dropped: it verifies exactly when that one does."""
+    import numpy as np
+
     m = hi - lo
     ends = np.zeros(m, dtype=np.int64)
     for k in range(4):  # the u32 at every offset, from four aligned views
@@ -584,6 +584,8 @@ def _all_finite(values) -> bool:
     pass in C); short ones are cheaper as one ``sum`` than a numpy call."""
     view = getattr(values, "numpy", None)
     if view is not None and len(values) >= 128:
+        import numpy as np
+
         return bool(np.isfinite(view()).all())
     return math.isfinite(sum(values))
 

@@ -23,7 +23,9 @@ import struct
 import threading as _threading
 from dataclasses import dataclass
 
-import numpy
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+if _TYPE_CHECKING:  # ``numpy`` is bound to a stand-in below; this import statement for the
+    import numpy  # name also makes CPython compile ``numpy.f(...)`` as a module-attribute call
 from construct import *  # noqa: F403
 
 from bytewright.runtime.codec import DEFAULT_LIMIT as _DEFAULT_LIMIT
@@ -46,6 +48,7 @@ from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
 from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
+from bytewright.runtime.lazy_numpy import LazyNumpy as _LazyNumpy
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
 from bytewright.runtime.codec import convert_decode as _convert_decode
@@ -129,6 +132,10 @@ class Ihdr:
     compression_method: int
     filter_method: int
     interlace_method: int
+
+# numpy is imported when a value first needs it (runtime/lazy_numpy.py): the first
+# attribute read on ``numpy`` imports it and binds ``numpy`` and the dtype constants here
+numpy = _NUMPY = _LazyNumpy(globals())
 
 # -- fast path: constants -------------------------------------------------------------
 _new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
@@ -1110,6 +1117,8 @@ def _construct() -> None:
 
 
 def __getattr__(name: str):
+    if name in _NUMPY.names:  # a dtype constant read from outside: numpy comes in now
+        return _NUMPY.attr(name)
     # a name of the Construct path, read before any Construct-path call: build it first
     if not _BUILT and not name.startswith("__"):
         _construct()

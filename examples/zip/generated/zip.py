@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from dataclasses import field as _dc_field
 from bytewright.runtime import located as _located
 
-import numpy
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+if _TYPE_CHECKING:  # ``numpy`` is bound to a stand-in below; this import statement for the
+    import numpy  # name also makes CPython compile ``numpy.f(...)`` as a module-attribute call
 from construct import *  # noqa: F403
 
 from bytewright.runtime.codec import DEFAULT_LIMIT as _DEFAULT_LIMIT
@@ -52,6 +54,7 @@ from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
 from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
+from bytewright.runtime.lazy_numpy import LazyNumpy as _LazyNumpy
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
 from bytewright.runtime.codec import convert_decode as _convert_decode
@@ -181,6 +184,10 @@ class ExtraField:
     uid/gid. (§4.5)    """
     header_id: int
     data: bytes
+
+# numpy is imported when a value first needs it (runtime/lazy_numpy.py): the first
+# attribute read on ``numpy`` imports it and binds ``numpy`` and the dtype constants here
+numpy = _NUMPY = _LazyNumpy(globals())
 
 # -- fast path: constants -------------------------------------------------------------
 _new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
@@ -1975,6 +1982,8 @@ def _construct() -> None:
 
 
 def __getattr__(name: str):
+    if name in _NUMPY.names:  # a dtype constant read from outside: numpy comes in now
+        return _NUMPY.attr(name)
     # a name of the Construct path, read before any Construct-path call: build it first
     if not _BUILT and not name.startswith("__"):
         _construct()
