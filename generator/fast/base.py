@@ -88,25 +88,23 @@ class EmitterBase:
             self._runs = bulk.read_in_runs(self.family)
         return name in self._runs
 
-    def const(self, prefix: str, source: str) -> str:
+    def const(self, prefix: str, source: str, line: str | None = None) -> str:
+        """The module constant holding ``source`` (one per distinct source); ``line``
+        is the statement that binds it when not ``NAME = source``."""
         if source in self._const_ids:
             return self._const_ids[source]
         name = f"_{prefix}{len(self._const_ids)}"
         self._const_ids[source] = name
-        self.consts.append(f"{name} = {source}")
+        self.consts.append(line.format(name=name) if line else f"{name} = {source}")
         return name
 
     def dtype_const(self, spec: str) -> str:
         """A module constant holding ``numpy.dtype(spec)``, bound when numpy is first used
         (the module imports numpy lazily): read it only after a ``numpy.`` attribute in
         the same expression, as in ``numpy.frombuffer(mv, _DT3, n, pos)``."""
-        source = f"numpy.dtype({spec!r})"
-        if source in self._const_ids:
-            return self._const_ids[source]
-        name = f"_DT{len(self._const_ids)}"
-        self._const_ids[source] = name
-        self.consts.append(f"_NUMPY.dtype_later({name!r}, {spec!r})")
-        return name
+        return self.const("DT", f"numpy.dtype({spec!r})",
+                          "_NUMPY.dtype_later({name!r}, " + repr(spec).replace("{", "{{")
+                          .replace("}", "}}") + ")")
 
     def built_once(self, kind: str, rec: ir.Record, lay: ir.Layout, build) -> list[str]:
         """``build(rec, lay)`` (the checked decoder or encoder, ``kind`` "d"/"e"), built
