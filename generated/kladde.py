@@ -1772,8 +1772,7 @@ def _e_header_slot(out, v):
 
 def _em_header_slot(values):
     out = bytearray()
-    _S0_pack = _S0.pack
-    _S10_pack = _S10.pack
+    _S15_pack = _S15.pack
     _S6_pack = _S6.pack
     for v in values:
         start = len(out)
@@ -1781,10 +1780,9 @@ def _em_header_slot(values):
         _header_fields__v = v.header
         if len(_header_fields__v.root_fingerprint) != 16:
             raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
-        out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
-        _e_epoch = len(out) + 9
-        _at_content_size = len(out) + 9
-        out += _S10_pack(v.kind, v.epoch, 0)
+        _e_epoch = len(out) + 9 + 48
+        _at_content_size = len(out) + 9 + 48
+        out += _S15_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer, v.kind, v.epoch, 0)
         _s_content = len(out)
         _ps = len(out)
         _b = v.content
@@ -2314,8 +2312,7 @@ def _e_header_page(out, v):
 
 def _em_header_page(values):
     out = bytearray()
-    _S0_pack = _S0.pack
-    _S10_pack = _S10.pack
+    _S15_pack = _S15.pack
     _S6_pack = _S6.pack
     _S8_pack = _S8.pack
     for v in values:
@@ -2324,10 +2321,9 @@ def _em_header_page(values):
         _header_fields__v = v.header
         if len(_header_fields__v.root_fingerprint) != 16:
             raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
-        out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
-        _e_epoch = len(out) + 9
-        _at_content_size = len(out) + 9
-        out += _S10_pack(v.kind, v.epoch, 0)
+        _e_epoch = len(out) + 9 + 48
+        _at_content_size = len(out) + 9 + 48
+        out += _S15_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer, v.kind, v.epoch, 0)
         _s_content = len(out)
         _ps = len(out)
         _table_content__v = v.content

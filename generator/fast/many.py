@@ -14,14 +14,17 @@ import re
 from .. import ir
 from .astwalk import is_name as _is_name
 from .astwalk import stmt_lists as _stmt_lists
-from .astwalk import walk
+from .astwalk import stores, walk
 from .pack_fusion import (
     SMALL_LENGTHS,
     _is_out_append,
+    _pure,
     drop_len_marks,
     fuse_packs,
+    padding_tables,
     small_length_packs,
     static_padding,
+    zero_pads,
 )
 
 
@@ -168,8 +171,191 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
         body.append(last)
     return True  # (no line numbers set: the emitter only unparses these trees)
 
+def _hot_switch(fn: ast.FunctionDef) -> tuple[int, int] | None:
+    """``(i, k)``: the encoder's top-level switch ``fn.body[k]`` (``if _tag == C: ...
+    else ...``) and the ``_tag = <reads of the value>`` it tests, ``fn.body[i]``; the
+    tag's expression reads nothing the statements between them store. None if none."""
+    for k, st in enumerate(fn.body):
+        if not (isinstance(st, ast.If) and st.orelse and isinstance(st.test, ast.Compare)
+                and isinstance(st.test.left, ast.Name)
+                and [type(o) for o in st.test.ops] == [ast.Eq]
+                and isinstance(st.test.comparators[0], ast.Constant)):
+            continue
+        tag = st.test.left.id
+        for i in range(k - 1, -1, -1):
+            a = fn.body[i]
+            if isinstance(a, ast.Assign) and len(a.targets) == 1 \
+                    and _is_name(a.targets[0], tag):
+                reads = {n.id for n in walk(a.value) if isinstance(n, ast.Name)}
+                between = set().union(*(stores(s) for s in fn.body[i + 1:k]), set())
+                if _pure(a.value) and not (reads | {tag}) & between \
+                        and not any(_is_name(n, "out") for n in walk(a.value)):
+                    return i, k
+                return None
+        return None
+    return None
+
+
 class ManyEncoders:
     """The many-record twin of each encoder."""
+
+    HOT_CASE_MAX_LINES = 400  # a callee's hot case (and its fields around it) inlined up to this
+
+    def inline_hot_cases(self, fn: ast.FunctionDef, rec: ir.Record) -> int:
+        """A sub-record encoder too large to inline (``_e_X(out, value)``, its many
+        cases) is inlined into the many-record loop for its first case only: the tag is
+        read first, and a value of that case runs the callee's fields and that case's
+        writes in the loop (no call, and its fixed writes fuse with the caller's); any
+        other value calls ``_e_X`` as before. The first case is the one a schema lists
+        first, the common one. The many-record loop may raise anywhere a record fails
+        (the per-record loop then names it), so reading the tag before the callee's
+        first checks changes no result. Returns how many calls were inlined."""
+        done = 0
+        taken = {n.id for n in walk(fn) if isinstance(n, ast.Name)}
+        for _parent, _attr, stmts in list(_stmt_lists(fn)):
+            for st in list(stmts):
+                call = st.value if isinstance(st, ast.Expr) else None
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                        and call.func.id.startswith("_e_") and not call.keywords
+                        and len(call.args) >= 2 and _is_name(call.args[0], "out")
+                        and not any(_is_name(n, "out") for a in call.args[1:]
+                                    for n in walk(a))):
+                    continue
+                new = self._hot_case(call, rec, taken)
+                if new is None:
+                    continue
+                at = stmts.index(st)
+                stmts[at:at + 1] = new
+                taken |= {n.id for s in new for n in walk(s) if isinstance(n, ast.Name)}
+                done += 1
+        return done
+
+    def relative_only(self, name: str, seen: set[str] | None = None) -> bool:
+        """Whether ``_e_<name>``, and every encoder it hands ``out`` to, writes the same
+        bytes into a fresh buffer as at the end of a longer one: it uses ``out`` only to
+        append, to take marks (``S = len(out)``, ``len(out) - S``) and to view or patch
+        after them, never its absolute length (alignment to the buffer's start)."""
+        seen = set() if seen is None else seen
+        if name in seen:
+            return True
+        seen.add(name)
+        callee = self.family.records.get(name)
+        if callee is None or len(callee.layouts) != 1 or callee.version_from:
+            return False
+        sub = self._sub_emitter(name)
+        cfn = ast.parse("\n".join(sub.built_once("e", callee, callee.layouts[0],
+                                                 sub.checked_encoder))).body[0]
+        parent: dict[int, ast.AST] = {}
+        for n in walk(cfn):
+            for c in ast.iter_child_nodes(n):
+                parent[id(c)] = n
+        marks = {t.id for n in walk(cfn) if isinstance(n, ast.Assign)
+                 for t in n.targets if isinstance(t, ast.Name)
+                 and any(_is_name(x, "out") for x in walk(n.value))}
+        for n in walk(cfn):
+            if not _is_name(n, "out"):
+                continue
+            up = parent.get(id(n))
+            if isinstance(up, ast.AugAssign) and up.target is n:
+                continue
+            if isinstance(up, ast.Call) and _is_name(up.func, "len"):
+                top = parent.get(id(up))
+                if isinstance(top, ast.Assign) or isinstance(top, ast.BinOp) and (
+                        isinstance(top.op, ast.Sub) and top.left is up
+                        and isinstance(top.right, ast.Name) and top.right.id in marks
+                        or isinstance(top.op, ast.Add)
+                        and isinstance(parent.get(id(top)), ast.Assign)):
+                    continue
+                return False
+            if isinstance(up, ast.Call) and up.args and up.args[0] is n \
+                    and isinstance(up.func, ast.Name) and up.func.id.startswith("_e_"):
+                if self.relative_only(up.func.id[3:], seen):
+                    continue
+                return False
+            view = parent.get(id(up)) if isinstance(up, ast.Call) \
+                and _is_name(up.func, "memoryview") else None
+            sub_of = view if view is not None else up
+            if isinstance(sub_of, ast.Subscript) and isinstance(sub_of.slice, ast.Slice) \
+                    and sub_of.slice.lower is not None and any(
+                        isinstance(x, ast.Name) and x.id in marks
+                        for x in walk(sub_of.slice.lower)):
+                continue
+            return False
+        return True
+
+    def cold_calls_apart(self, fn: ast.FunctionDef) -> int:
+        """``_e_X(out, ...)`` (a call left in the loop, e.g. a case other than the one
+        inlined) becomes ``_cold = bytearray()``, ``_e_X(_cold, ...)``, ``out += _cold`` where
+        ``_e_X`` writes the same bytes anywhere (:meth:`relative_only`): the record's
+        other writes can then be gathered (``gather_parts``). Returns how many."""
+        done = 0
+        if any(_is_name(n, "_cold") for n in walk(fn)):
+            return 0
+        for _parent, _attr, stmts in list(_stmt_lists(fn)):
+            for st in list(stmts):
+                call = st.value if isinstance(st, ast.Expr) else None
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                        and call.func.id.startswith("_e_") and call.args
+                        and _is_name(call.args[0], "out")
+                        and self.relative_only(call.func.id[3:])):
+                    continue
+                call.args[0] = ast.Name("_cold", ast.Load())
+                at = stmts.index(st)
+                stmts[at:at + 1] = [ast.parse("_cold = bytearray()").body[0], st,
+                                    ast.parse("out += _cold").body[0]]
+                done += 1
+        return done
+
+    def _hot_case(self, call: ast.Call, rec: ir.Record, taken: set[str]) -> list[ast.stmt] | None:
+        """The statements replacing ``call`` (see :meth:`inline_hot_cases`), or None."""
+        name = call.func.id[3:]  # type: ignore[attr-defined]
+        callee = self.family.records.get(name)
+        if callee is None or name == rec.name or rec.name in self._reachable(name) \
+                or callee.version_from or len(callee.layouts) != 1:
+            return None
+        sub = self._sub_emitter(name)
+        src = sub.built_once("e", callee, callee.layouts[0], sub.checked_encoder)
+        if len(src) > self.HOT_CASE_MAX_LINES * 8:
+            return None
+        cfn = ast.parse("\n".join(src)).body[0]
+        params = [a.arg for a in cfn.args.args]
+        if len(params) != len(call.args) or params[0] != "out" \
+                or cfn.args.vararg or cfn.args.kwarg or cfn.args.kwonlyargs:
+            return None
+        nodes = list(walk(cfn))
+        if any(isinstance(n, (ast.Return, ast.Yield, ast.Lambda, ast.Global, ast.Nonlocal,
+                              ast.FunctionDef, ast.ClassDef)) and n is not cfn for n in nodes):
+            return None
+        found = _hot_switch(cfn)
+        if found is None:
+            return None
+        i, k = found
+        switch = cfn.body[k]
+        hot = cfn.body[:i] + cfn.body[i + 1:k] + switch.body + cfn.body[k + 1:]
+        if len(ast.unparse(ast.Module(body=hot, type_ignores=[])).splitlines()) \
+                > self.HOT_CASE_MAX_LINES:
+            return None
+        px = f"_{name}__"
+        locs = {n.id for n in nodes if isinstance(n, ast.Name) and n.id not in ("out",)
+                and (not isinstance(n.ctx, ast.Load) or n.id in params)}
+        rename = {x: px + x for x in locs}
+        if set(rename.values()) & taken:
+            return None
+        pre: list[ast.stmt] = []
+        for p, arg in zip(params[1:], call.args[1:], strict=True):
+            pre.append(ast.Assign([ast.Name(rename[p], ast.Store())], arg, lineno=0))
+        tag_assign = copy.deepcopy(cfn.body[i])
+        test = copy.deepcopy(switch.test)
+        hot = [copy.deepcopy(s) for s in hot]
+        for s in [tag_assign, test, *hot]:
+            for n in walk(s):
+                if isinstance(n, ast.Name) and n.id in rename:
+                    n.id = rename[n.id]
+        cold = ast.Expr(ast.Call(ast.Name(call.func.id, ast.Load()),  # type: ignore[attr-defined]
+                                 [ast.Name("out", ast.Load())]
+                                 + [ast.Name(rename[p], ast.Load()) for p in params[1:]], []))
+        return pre + [tag_assign, ast.If(test, hot or [ast.Pass()], [cold])]
+
 
     ENCODE_CHUNK = 512  # a many-encoder joins its listed pieces when this many are listed
 
@@ -181,6 +367,7 @@ class ManyEncoders:
         if len(lines) > self.OPTIMISTIC_MAX_LINES or not self.read_in_runs(rec.name):
             return []
         fn = ast.parse("\n".join(lines)).body[0]
+        self.inline_hot_cases(fn, rec)
         nodes = list(walk(fn))
         # the passes below write no ``_ln`` of their own: asked of the body as emitted
         has_ln = any(isinstance(n, ast.Name) and n.id == "_ln" for n in nodes)
@@ -191,7 +378,11 @@ class ManyEncoders:
         formats = self.struct_formats()
         static_padding(fn.body, formats)
         drop_len_marks(fn)
-        fuse_packs(fn.body, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))
+        new_struct = lambda fmt: self.const("S", f"struct.Struct({fmt!r})")  # noqa: E731
+        fuse_packs(fn.body, formats, new_struct)
+        zero_pads(fn, formats, new_struct)
+        padding_tables(fn, lambda a: self.const(
+            "Z", f"tuple(bytes(_i) for _i in range({a}))"))
         if not has_ln:
             small_length_packs(fn, formats, lambda fmt: self.const(
                 "L", f"tuple(struct.pack({fmt!r}, _i) for _i in range({SMALL_LENGTHS}))"))
@@ -207,6 +398,8 @@ class ManyEncoders:
                 hoisted.add(n.func.value.id)
                 n.func = ast.Name(f"{n.func.value.id}_pack", ast.Load())
         loop_checksums(fn)
+        before = copy.deepcopy(fn.body)
+        cold = self.cold_calls_apart(fn)
         if not taken & {"_all", "_a", "_chunks"} and gather_parts(fn.body, direct="_a"):
             # each record is joined bytes now, or (no checksum over it) its pieces are
             # listed as they are: records are listed and joined a chunk at a time, the
@@ -223,6 +416,8 @@ class ManyEncoders:
             head = ["    _all = []", "    _a = _all.append", "    _chunks = []"]
             tail = ["    _chunks.append(b''.join(_all))", "    return b''.join(_chunks)"]
         else:
+            if cold:  # not gathered after all: the calls write to ``out`` as they did
+                fn.body = before
             head, tail = ["    out = bytearray()"], ["    return bytes(out)"]
         body = ast.unparse(ast.Module(body=fn.body, type_ignores=[])).splitlines()
         return ["", f"def _em_{rec.name}(values{''.join(', ' + p for p in params)}):"] \

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 import struct
 
 from .astwalk import UNSIGNED_CODES as _UNSIGNED_CODES
@@ -37,6 +38,14 @@ def _len_mark(st: ast.stmt) -> str | None:
             and len(st.value.args) == 1 and _is_name(st.value.args[0], "out"):
         return st.targets[0].id
     return None
+
+def _moved_mark(st: ast.stmt) -> str | None:
+    """``S = len(out) + k`` (a mark a fused write moved past), or ``S = len(out)``."""
+    if isinstance(st, ast.Assign) and isinstance(st.value, ast.BinOp) \
+            and isinstance(st.value.op, ast.Add) and isinstance(st.value.right, ast.Constant):
+        inner = ast.Assign(st.targets, st.value.left)
+        return _len_mark(inner)
+    return _len_mark(st)
 
 def _padding_of(e: ast.expr) -> tuple[str, int] | None:
     """``bytes((-(len(out) - S)) % A)``: (S, A)."""
@@ -74,11 +83,23 @@ def _static_padding(stmts: list[ast.stmt], formats: dict[str, str],
                     seen: dict[int, tuple[set[str], bool]]) -> None:
     """:func:`static_padding` over ``stmts``, inner lists first; ``seen`` keeps what each
     statement stores and whether it touches ``out`` (a statement is final once its own
-    list is done), so each statement is walked once however deep it nests."""
+    list is done), so each statement is walked once however deep it nests. A check of
+    the size written since a mark (``len(out) - S``) is computed the same way."""
     for st in stmts:
         for sub in _sub_lists(st):
             _static_padding(sub, formats, seen)
-    track: dict[str, list | None] = {}  # mark -> [bytes so far, bytes locals so far]
+    # mark -> [bytes so far, length expressions of the other pieces so far]
+    track: dict[str, list | None] = {}
+
+    def written(t: list) -> ast.expr:
+        k, exprs = t
+        terms: list[ast.expr] = [ast.Constant(k)] if k or not exprs else []
+        terms += [copy.deepcopy(e) for e in exprs]
+        total = terms[0]
+        for x in terms[1:]:
+            total = ast.BinOp(total, ast.Add(), x)
+        return total
+
     for st in stmts:
         mark = _len_mark(st)
         if mark is not None:
@@ -87,34 +108,78 @@ def _static_padding(stmts: list[ast.stmt], formats: dict[str, str],
         if _is_out_append(st):
             pad = _padding_of(st.value)
             if pad is not None and track.get(pad[0]) is not None:
-                k, names = track[pad[0]]  # type: ignore[misc]
-                terms: list[ast.expr] = [ast.Constant(k)] if k or not names else []
-                terms += [ast.Call(ast.Name("len", ast.Load()), [ast.Name(n, ast.Load())], [])
-                          for n in names]
-                total = terms[0]
-                for t in terms[1:]:
-                    total = ast.BinOp(total, ast.Add(), t)
                 st.value = ast.Call(ast.Name("bytes", ast.Load()), [ast.BinOp(
-                    ast.UnaryOp(ast.USub(), total), ast.Mod(), ast.Constant(pad[1]))], [])
+                    ast.UnaryOp(ast.USub(), written(track[pad[0]])),  # type: ignore[arg-type]
+                    ast.Mod(), ast.Constant(pad[1]))], [])
             piece = st.value
             name = _pack_call(piece, formats)
             size = struct.calcsize(formats[name]) if name else \
                 len(piece.value) if isinstance(piece, ast.Constant) \
                 and isinstance(piece.value, bytes) else None
+            length: ast.expr | None = None
+            if isinstance(piece, ast.Name):
+                length = ast.Call(ast.Name("len", ast.Load()), [ast.Name(piece.id, ast.Load())], [])
+            elif isinstance(piece, ast.Call) and _is_name(piece.func, "bytes") \
+                    and len(piece.args) == 1 and not piece.keywords \
+                    and not any(_is_name(n, "out") for n in walk(piece.args[0])) \
+                    and _pure_arith(piece.args[0]):
+                length = piece.args[0]  # zeros: as many as the (int) argument says
             for m, t in track.items():
                 if t is None:
                     continue
                 if size is not None:
                     t[0] += size
-                elif isinstance(piece, ast.Name):
-                    t[1].append(piece.id)
+                elif length is not None:
+                    t[1].append(length)
                 else:
                     track[m] = None
             continue
+        if any(t is not None for t in track.values()):
+            _sizes_since(st, track, written, seen)
         stores, touches = _stores_touches(st, seen)
         for m, t in track.items():
-            if t is not None and (touches or m in stores or stores & set(t[1])):
+            if t is None:
+                continue
+            reads = {n.id for e in t[1] for n in walk(e) if isinstance(n, ast.Name)}
+            if touches or m in stores or stores & reads:
                 track[m] = None
+
+def _pure_arith(e: ast.expr) -> bool:
+    """Integer arithmetic on names, attributes, constants and ``len`` (no side effect)."""
+    for x in walk(e):
+        if isinstance(x, ast.Call):
+            if not (_is_name(x.func, "len") and len(x.args) == 1 and not x.keywords):
+                return False
+        elif not isinstance(x, ast.Name | ast.Load | ast.Constant | ast.BinOp | ast.UnaryOp
+                            | ast.Attribute | ast.operator | ast.unaryop):
+            return False
+    return True
+
+def _sizes_since(st: ast.stmt, track: dict[str, list | None], written,
+                 seen: dict[int, tuple[set[str], bool]]) -> None:
+    """In a check (``if ...: raise``), ``len(out) - S`` for a tracked mark S becomes the
+    sum of what was written since S: the check no longer asks ``out`` for its length."""
+    if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1
+            and isinstance(st.body[0], ast.Raise)):
+        return
+    hits = 0
+
+    class Sizes(ast.NodeTransformer):
+        def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+            nonlocal hits
+            if isinstance(node.op, ast.Sub) and isinstance(node.left, ast.Call) \
+                    and _is_name(node.left.func, "len") and len(node.left.args) == 1 \
+                    and _is_name(node.left.args[0], "out") and isinstance(node.right, ast.Name) \
+                    and track.get(node.right.id) is not None:
+                hits += 1
+                return written(track[node.right.id])
+            return self.generic_visit(node)
+
+    Sizes().visit(st)
+    if hits:
+        seen.pop(id(st), None)
+        for inner in st.body:
+            seen.pop(id(inner), None)
 
 _BODIES = ("body", "orelse", "finalbody")
 
@@ -176,13 +241,33 @@ def _pure_assign(st: ast.stmt) -> set[str] | None:
         return {t.id for t in st.targets}  # type: ignore[union-attr]
     return None
 
+def _guard(st: ast.stmt) -> bool:
+    """``if <test>: raise ...``: a check that writes nothing and stores nothing (its test
+    reads values, does arithmetic, takes ``len``/``max``/``min`` and compares)."""
+    if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1
+            and isinstance(st.body[0], ast.Raise)):
+        return False
+    for n in walk(st):
+        if isinstance(n, ast.Name) and (n.id == "out" or not isinstance(n.ctx, ast.Load)):
+            return False
+        if isinstance(n, ast.NamedExpr | ast.Await | ast.Lambda):
+            return False
+        if isinstance(n, ast.Call) and n is not st.body[0].exc \
+                and not (isinstance(n.func, ast.Name) and n.func.id in _GUARD_CALLS):
+            # the raise's own exception (a constructor) is built only when raising
+            if not any(n is m for m in walk(st.body[0])):
+                return False
+    return True
+
+_GUARD_CALLS = {"len", "max", "min", "str", "type", "repr", "isinstance"}
+
 def _leads_to_pack(stmts: list[ast.stmt], formats: dict[str, str], order: str) -> bool:
-    """Whether a write moved to the start of ``stmts`` would fuse: reads, then a fixed
-    write of the same byte order (directly, or first thing in the first case of a switch
-    on those reads). A write is moved into a switch's cases only then: otherwise it
-    would only be copied into each case, to no gain."""
+    """Whether a write moved to the start of ``stmts`` would fuse: reads and checks,
+    then a fixed write of the same byte order (directly, or first thing in the first
+    case of a switch on those reads). A write is moved into a switch's cases only then:
+    otherwise it would only be copied into each case, to no gain."""
     for st in stmts:
-        if _pure_assign(st) is not None:
+        if _pure_assign(st) is not None or _guard(st) or _moved_mark(st) is not None:
             continue
         if _is_out_append(st):
             name = _pack_call(st.value, formats)
@@ -211,8 +296,17 @@ def fuse_packs(stmts: list[ast.stmt], formats: dict[str, str], new_struct) -> No
         reads = {n.id for a in st.value.args for n in walk(a) if isinstance(n, ast.Name)}
         j = i + 1
         stored: set[str] = set()
-        while j < len(stmts) and (s := _pure_assign(stmts[j])) is not None:
-            stored |= s
+        marks: list[int] = []  # ``S = len(out)`` between the writes
+        # checks between two writes may run before the first: in the many-record loop a
+        # failing record raises either way (and the per-record loop names its error)
+        while j < len(stmts):
+            if (s := _pure_assign(stmts[j])) is not None:
+                stored |= s
+            elif (mk := _moved_mark(stmts[j])) is not None:
+                stored.add(mk)
+                marks.append(j)
+            elif not _guard(stmts[j]):
+                break
             j += 1
         if j >= len(stmts) or stored & reads:
             i += 1
@@ -225,6 +319,9 @@ def fuse_packs(stmts: list[ast.stmt], formats: dict[str, str], new_struct) -> No
             formats[fused] = fmt
             nxt.value = ast.Call(ast.Attribute(ast.Name(fused, ast.Load()), "pack", ast.Load()),
                                  st.value.args + nxt.value.args, [])
+            size = struct.calcsize(formats[name])
+            for m in marks:  # a mark after the first write counts its bytes still
+                stmts[m].value = ast.BinOp(stmts[m].value, ast.Add(), ast.Constant(size))
             del stmts[i]
             continue  # the fused write may fuse again with what follows it
         if isinstance(nxt, ast.If) and _pure(nxt.test) and nxt.body \
@@ -282,3 +379,86 @@ def small_length_packs(fn: ast.FunctionDef, formats: dict[str, str], new_table) 
 
     fn.body = [Rewrite().visit(st) for st in fn.body]
     return done  # (no line numbers set: the emitter only unparses these trees)
+
+
+_ITEM = re.compile(r"(\d*)([xcbB?hHiIlLqQnNefdspP])")
+
+def zero_pads(fn: ast.FunctionDef, formats: dict[str, str], new_struct) -> int:
+    """A ``pack`` argument that is a constant run of zero bytes (reserved bytes, a
+    scalar pad) packed as ``Ns`` becomes an ``Nx`` pad byte of the format: ``pack``
+    writes the zeros itself, with no argument to pass and copy. ``new_struct(fmt)``
+    names the ``Struct`` of the new format. Returns how many writes were rewritten."""
+    done = 0
+    for n in walk(fn):
+        name = _pack_call(n, formats) if isinstance(n, ast.Call) else None
+        fmt = formats.get(name or "", "")
+        if name is None or fmt[:1] not in "<>" or not any(
+                isinstance(a, ast.Constant) and isinstance(a.value, bytes)
+                and a.value and not a.value.strip(b"\0") for a in n.args):
+            continue
+        items = _ITEM.findall(fmt[1:])
+        if "".join(c + k for c, k in items) != fmt[1:]:
+            continue  # (spaces or an unusual code: left as it is)
+        args = list(n.args)
+        out_fmt, out_args, at = [], [], 0
+        for count, code in items:
+            taken = 0 if code == "x" else 1 if code in "sp" else int(count or 1)
+            mine = args[at:at + taken]
+            at += taken
+            if code == "s" and len(mine) == 1 and isinstance(mine[0], ast.Constant) \
+                    and isinstance(mine[0].value, bytes) and mine[0].value \
+                    and len(mine[0].value) == int(count or 1) and not mine[0].value.strip(b"\0"):
+                out_fmt.append(f"{count}x")
+                continue
+            out_fmt.append(count + code)
+            out_args += mine
+        if at != len(args):
+            continue
+        new_fmt = fmt[0] + "".join(out_fmt)
+        fused = new_struct(new_fmt)
+        formats[fused] = new_fmt
+        n.func = ast.Attribute(ast.Name(fused, ast.Load()), "pack", ast.Load())
+        n.args = out_args
+        done += 1
+    return done
+
+PAD_TABLE_MAX = 256  # paddings to a boundary of up to this many bytes come from a table
+
+def padding_tables(fn: ast.FunctionDef, new_table) -> int:
+    """``bytes(<n> % A)`` (zeros to an ``A``-byte boundary, ``A`` <= 256) becomes
+    ``T[<n> % A]``, ``T`` the prebuilt tuple ``bytes(0) .. bytes(A - 1)``: an index
+    instead of a call that allocates and clears a new object per record. ``<n>`` is
+    integer arithmetic on lengths (an int, so the index is in range as ``bytes``'s
+    argument was). ``new_table(A)`` names the tuple. Returns how many were rewritten."""
+    done = 0
+
+    def arith(e: ast.expr) -> bool:
+        for x in walk(e):
+            if isinstance(x, ast.Call):
+                if not (_is_name(x.func, "len") and len(x.args) == 1 and not x.keywords):
+                    return False
+            elif isinstance(x, ast.Constant):
+                if x.value.__class__ is not int:
+                    return False
+            elif not isinstance(x, ast.Name | ast.Load | ast.BinOp | ast.UnaryOp | ast.Add
+                                | ast.Sub | ast.Mult | ast.FloorDiv | ast.Mod | ast.USub
+                                | ast.Attribute):
+                return False
+        return True
+
+    class Rewrite(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            nonlocal done
+            self.generic_visit(node)
+            if not (_is_name(node.func, "bytes") and len(node.args) == 1 and not node.keywords):
+                return node
+            m = node.args[0]
+            if not (isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod)
+                    and isinstance(m.right, ast.Constant) and m.right.value.__class__ is int
+                    and 1 < m.right.value <= PAD_TABLE_MAX and arith(m.left)):
+                return node
+            done += 1
+            return ast.Subscript(ast.Name(new_table(m.right.value), ast.Load()), m, ast.Load())
+
+    fn.body = [Rewrite().visit(st) for st in fn.body]
+    return done

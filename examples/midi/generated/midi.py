@@ -287,6 +287,8 @@ _S23 = struct.Struct('>bB')
 _T24 = (('sharps', 0, 1), ('minor', 1, 1))
 _S25 = struct.Struct('>I')
 _S26 = struct.Struct('>4sIHHH')
+_S27 = struct.Struct('>BH')
+_S28 = struct.Struct('>BBBBB')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -1513,9 +1515,10 @@ def _em_event(values, p_running):
     out = bytearray()
     _S11_pack = _S11.pack
     _S18_pack = _S18.pack
-    _S2_pack = _S2.pack
     _S20_pack = _S20.pack
     _S23_pack = _S23.pack
+    _S27_pack = _S27.pack
+    _S28_pack = _S28.pack
     _S5_pack = _S5.pack
     _S6_pack = _S6.pack
     for v in values:
@@ -1611,7 +1614,6 @@ def _em_event(values, p_running):
             if v.message.__class__ is not Meta:
                 raise EncodeError('tag 255 takes a Meta, not ' + type(v.message).__name__, path='message')
             _meta__v = v.message
-            out += _S5_pack(_meta__v.meta_type)
             _meta___at_length = len(out)
             _meta___ps = len(out)
             _meta___tag = _meta__v.meta_type
@@ -1619,103 +1621,104 @@ def _em_event(values, p_running):
                 if _meta__v.data.__class__ is not SequenceNumber:
                     raise EncodeError('tag SEQUENCE_NUMBER takes a SequenceNumber, not ' + type(_meta__v.data).__name__, path='data')
                 _meta___sequence_number__v = _meta__v.data
-                out += _S2_pack(_meta___sequence_number__v.number)
-            elif _meta___tag == 1:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag TEXT takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 2:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag COPYRIGHT takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 3:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag TRACK_NAME takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 4:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag INSTRUMENT_NAME takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 5:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag LYRICS takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 6:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag MARKER takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 7:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag CUE_MARKER takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 32:
-                if _meta__v.data.__class__ is not ChannelPrefix:
-                    raise EncodeError('tag CHANNEL_PREFIX takes a ChannelPrefix, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___channel_prefix__v = _meta__v.data
-                if _meta___channel_prefix__v.channel > 15:
-                    raise EncodeError('value ' + repr(_meta___channel_prefix__v.channel) + ' out of range None..15', path='channel')
-                out += _S5_pack(_meta___channel_prefix__v.channel)
-            elif _meta___tag == 33:
-                if _meta__v.data.__class__ is not MidiPort:
-                    raise EncodeError('tag MIDI_PORT takes a MidiPort, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___midi_port__v = _meta__v.data
-                if _meta___midi_port__v.port > 127:
-                    raise EncodeError('value ' + repr(_meta___midi_port__v.port) + ' out of range None..127', path='port')
-                out += _S5_pack(_meta___midi_port__v.port)
-            elif _meta___tag == 47:
-                if _meta__v.data is not None:
-                    raise EncodeError('case END_OF_TRACK carries no body', path='data')
-            elif _meta___tag == 81:
-                if _meta__v.data.__class__ is not SetTempo:
-                    raise EncodeError('tag SET_TEMPO takes a SetTempo, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___set_tempo__v = _meta__v.data
-                out += _S18_pack(_meta___set_tempo__v.tempo.to_bytes(3, 'big', signed=False))
-            elif _meta___tag == 84:
-                if _meta__v.data.__class__ is not SmpteOffset:
-                    raise EncodeError('tag SMPTE_OFFSET takes a SmpteOffset, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___smpte_offset__v = _meta__v.data
-                _meta___smpte_offset___bp_frame_rate = _bit_part(_meta___smpte_offset__v.frame_rate, 2, 'frame_rate')
-                _meta___smpte_offset___bp_hour = _bit_part(_meta___smpte_offset__v.hour, 5, 'hour')
-                if not (_meta___smpte_offset___bp_frame_rate << 5 | _meta___smpte_offset___bp_hour) & 128 == 0:
-                    raise EncodeError('undefined bits set', path='hours')
-                out += _S5_pack(_meta___smpte_offset___bp_frame_rate << 5 | _meta___smpte_offset___bp_hour)
-                if _meta___smpte_offset__v.minutes > 59:
-                    raise EncodeError('value ' + repr(_meta___smpte_offset__v.minutes) + ' out of range None..59', path='minutes')
-                if _meta___smpte_offset__v.seconds > 59:
-                    raise EncodeError('value ' + repr(_meta___smpte_offset__v.seconds) + ' out of range None..59', path='seconds')
-                if _meta___smpte_offset__v.sub_frames > 99:
-                    raise EncodeError('value ' + repr(_meta___smpte_offset__v.sub_frames) + ' out of range None..99', path='sub_frames')
-                out += _S20_pack(_meta___smpte_offset__v.minutes, _meta___smpte_offset__v.seconds, _meta___smpte_offset__v.frames, _meta___smpte_offset__v.sub_frames)
-            elif _meta___tag == 88:
-                if _meta__v.data.__class__ is not TimeSignature:
-                    raise EncodeError('tag TIME_SIGNATURE takes a TimeSignature, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___time_signature__v = _meta__v.data
-                out += _S20_pack(_meta___time_signature__v.numerator, _meta___time_signature__v.denominator_log2, _meta___time_signature__v.clocks_per_click, _meta___time_signature__v.notated_32nd_notes_per_beat)
-            elif _meta___tag == 89:
-                if _meta__v.data.__class__ is not KeySignature:
-                    raise EncodeError('tag KEY_SIGNATURE takes a KeySignature, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___key_signature__v = _meta__v.data
-                if _meta___key_signature__v.sharps < -7 or _meta___key_signature__v.sharps > 7:
-                    raise EncodeError('value ' + repr(_meta___key_signature__v.sharps) + ' out of range -7..7', path='sharps')
-                if _meta___key_signature__v.minor > 1:
-                    raise EncodeError('value ' + repr(_meta___key_signature__v.minor) + ' out of range None..1', path='minor')
-                out += _S23_pack(_meta___key_signature__v.sharps, _meta___key_signature__v.minor)
+                out += _S27_pack(_meta__v.meta_type, _meta___sequence_number__v.number)
             else:
-                out += _meta__v.data
+                out += _S5_pack(_meta__v.meta_type)
+                if _meta___tag == 1:
+                    if _meta__v.data.__class__ is not Text:
+                        raise EncodeError('tag TEXT takes a Text, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    out += _meta___text___b
+                elif _meta___tag == 2:
+                    if _meta__v.data.__class__ is not Text:
+                        raise EncodeError('tag COPYRIGHT takes a Text, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    out += _meta___text___b
+                elif _meta___tag == 3:
+                    if _meta__v.data.__class__ is not Text:
+                        raise EncodeError('tag TRACK_NAME takes a Text, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    out += _meta___text___b
+                elif _meta___tag == 4:
+                    if _meta__v.data.__class__ is not Text:
+                        raise EncodeError('tag INSTRUMENT_NAME takes a Text, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    out += _meta___text___b
+                elif _meta___tag == 5:
+                    if _meta__v.data.__class__ is not Text:
+                        raise EncodeError('tag LYRICS takes a Text, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    out += _meta___text___b
+                elif _meta___tag == 6:
+                    if _meta__v.data.__class__ is not Text:
+                        raise EncodeError('tag MARKER takes a Text, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    out += _meta___text___b
+                elif _meta___tag == 7:
+                    if _meta__v.data.__class__ is not Text:
+                        raise EncodeError('tag CUE_MARKER takes a Text, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    out += _meta___text___b
+                elif _meta___tag == 32:
+                    if _meta__v.data.__class__ is not ChannelPrefix:
+                        raise EncodeError('tag CHANNEL_PREFIX takes a ChannelPrefix, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___channel_prefix__v = _meta__v.data
+                    if _meta___channel_prefix__v.channel > 15:
+                        raise EncodeError('value ' + repr(_meta___channel_prefix__v.channel) + ' out of range None..15', path='channel')
+                    out += _S5_pack(_meta___channel_prefix__v.channel)
+                elif _meta___tag == 33:
+                    if _meta__v.data.__class__ is not MidiPort:
+                        raise EncodeError('tag MIDI_PORT takes a MidiPort, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___midi_port__v = _meta__v.data
+                    if _meta___midi_port__v.port > 127:
+                        raise EncodeError('value ' + repr(_meta___midi_port__v.port) + ' out of range None..127', path='port')
+                    out += _S5_pack(_meta___midi_port__v.port)
+                elif _meta___tag == 47:
+                    if _meta__v.data is not None:
+                        raise EncodeError('case END_OF_TRACK carries no body', path='data')
+                elif _meta___tag == 81:
+                    if _meta__v.data.__class__ is not SetTempo:
+                        raise EncodeError('tag SET_TEMPO takes a SetTempo, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___set_tempo__v = _meta__v.data
+                    out += _S18_pack(_meta___set_tempo__v.tempo.to_bytes(3, 'big', signed=False))
+                elif _meta___tag == 84:
+                    if _meta__v.data.__class__ is not SmpteOffset:
+                        raise EncodeError('tag SMPTE_OFFSET takes a SmpteOffset, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___smpte_offset__v = _meta__v.data
+                    _meta___smpte_offset___bp_frame_rate = _bit_part(_meta___smpte_offset__v.frame_rate, 2, 'frame_rate')
+                    _meta___smpte_offset___bp_hour = _bit_part(_meta___smpte_offset__v.hour, 5, 'hour')
+                    if not (_meta___smpte_offset___bp_frame_rate << 5 | _meta___smpte_offset___bp_hour) & 128 == 0:
+                        raise EncodeError('undefined bits set', path='hours')
+                    if _meta___smpte_offset__v.minutes > 59:
+                        raise EncodeError('value ' + repr(_meta___smpte_offset__v.minutes) + ' out of range None..59', path='minutes')
+                    if _meta___smpte_offset__v.seconds > 59:
+                        raise EncodeError('value ' + repr(_meta___smpte_offset__v.seconds) + ' out of range None..59', path='seconds')
+                    if _meta___smpte_offset__v.sub_frames > 99:
+                        raise EncodeError('value ' + repr(_meta___smpte_offset__v.sub_frames) + ' out of range None..99', path='sub_frames')
+                    out += _S28_pack(_meta___smpte_offset___bp_frame_rate << 5 | _meta___smpte_offset___bp_hour, _meta___smpte_offset__v.minutes, _meta___smpte_offset__v.seconds, _meta___smpte_offset__v.frames, _meta___smpte_offset__v.sub_frames)
+                elif _meta___tag == 88:
+                    if _meta__v.data.__class__ is not TimeSignature:
+                        raise EncodeError('tag TIME_SIGNATURE takes a TimeSignature, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___time_signature__v = _meta__v.data
+                    out += _S20_pack(_meta___time_signature__v.numerator, _meta___time_signature__v.denominator_log2, _meta___time_signature__v.clocks_per_click, _meta___time_signature__v.notated_32nd_notes_per_beat)
+                elif _meta___tag == 89:
+                    if _meta__v.data.__class__ is not KeySignature:
+                        raise EncodeError('tag KEY_SIGNATURE takes a KeySignature, not ' + type(_meta__v.data).__name__, path='data')
+                    _meta___key_signature__v = _meta__v.data
+                    if _meta___key_signature__v.sharps < -7 or _meta___key_signature__v.sharps > 7:
+                        raise EncodeError('value ' + repr(_meta___key_signature__v.sharps) + ' out of range -7..7', path='sharps')
+                    if _meta___key_signature__v.minor > 1:
+                        raise EncodeError('value ' + repr(_meta___key_signature__v.minor) + ' out of range None..1', path='minor')
+                    out += _S23_pack(_meta___key_signature__v.sharps, _meta___key_signature__v.minor)
+                else:
+                    out += _meta__v.data
             _meta___size_data = len(out) - _meta___ps
             _meta___k = _ik_vlq.encode(_meta___size_data)
             out[_meta___at_length:_meta___at_length] = _meta___k
