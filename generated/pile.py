@@ -2172,8 +2172,6 @@ def _em_pile_record(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        if len(v.marker) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.marker)), path='marker')
         _tag = v.marker
         if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
             if v.record.__class__ is not FrameRest:
@@ -2183,8 +2181,6 @@ def _em_pile_record(values):
             if _frame_rest___tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
                 if not _frame_rest__v.span >= 1:
                     raise EncodeError('span 0 (CorruptPile)', path='span')
-                if len(_frame_rest__v.kind) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(len(_frame_rest__v.kind)), path='kind')
                 if _frame_rest__v.body.__class__ is not BlobBody:
                     raise EncodeError('tag hex:01148F301FE56E346D16596A8480532E8B4420C4EFD00C8DFF437D0DF9810ED0 takes a BlobBody, not ' + type(_frame_rest__v.body).__name__, path='body')
                 _frame_rest___blob_body__v = _frame_rest__v.body
@@ -2217,8 +2213,6 @@ def _em_pile_record(values):
             if _envelope36_rest___tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
                 if not _envelope36_rest__v.span >= 1:
                     raise EncodeError('span 0 (CorruptPile)', path='span')
-                if len(_envelope36_rest__v.kind) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(len(_envelope36_rest__v.kind)), path='kind')
                 if _envelope36_rest__v.body.__class__ is not EnvBlobBody:
                     raise EncodeError('tag hex:9C33EEB525065A62EAEC4BE43DCC355A takes a EnvBlobBody, not ' + type(_envelope36_rest__v.body).__name__, path='body')
                 _envelope36_rest___env_blob_body__v = _envelope36_rest__v.body
@@ -2462,6 +2456,8 @@ def _em_pile_record(values):
                 raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.output)), path='output')
             _a(_S143_pack(v.marker, _v4_derive__v.source, _v4_derive__v.target, _v4_derive__v.input, _v4_derive__v.output))
         else:
+            if len(v.marker) != 16:
+                raise EncodeError('expected 16 bytes, found ' + str(len(v.marker)), path='marker')
             _a(_S0_pack(v.marker))
             raise EncodeError('no case for tag ' + repr(_tag), path='record')
     _chunks.append(b''.join(_all))
@@ -9087,8 +9083,6 @@ def _em_pile_file(values):
             _pile_record__v = _x
             _pile_record___tag = _pile_record__v.marker
             if _pile_record___tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-                if len(_pile_record__v.marker) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(len(_pile_record__v.marker)), path='marker')
                 _a(_S0_pack(_pile_record__v.marker))
                 if _pile_record__v.record.__class__ is not FrameRest:
                     raise EncodeError('tag hex:0371B249F0626B2ABDDB80E23EA96905 takes a FrameRest, not ' + type(_pile_record__v.record).__name__, path='record')

@@ -24,6 +24,7 @@ from .pack_fusion import (
     padding_tables,
     small_length_packs,
     static_padding,
+    tag_implied_lengths,
     zero_pads,
 )
 
@@ -381,6 +382,7 @@ class ManyEncoders:
         new_struct = lambda fmt: self.const("S", f"struct.Struct({fmt!r})")  # noqa: E731
         fuse_packs(fn.body, formats, new_struct)
         zero_pads(fn, formats, new_struct)
+        tag_implied_lengths(fn, formats)
         padding_tables(fn, lambda a: self.const(
             "Z", f"tuple(bytes(_i) for _i in range({a}))"))
         if not has_ln:

@@ -462,3 +462,115 @@ def padding_tables(fn: ast.FunctionDef, new_table) -> int:
 
     fn.body = [Rewrite().visit(st) for st in fn.body]
     return done
+
+
+def _packs_as(call: ast.Call, formats: dict[str, str], what: str, size: int) -> bool:
+    """Whether pack ``call`` writes the expression ``what`` (its source) as ``{size}s``."""
+    name = _pack_call(call, formats)
+    fmt = formats.get(name or "", "")
+    if name is None or fmt[:1] not in "<>":
+        return False
+    items = _ITEM.findall(fmt[1:])
+    if "".join(c + k for c, k in items) != fmt[1:]:
+        return False
+    at = 0
+    for count, code in items:
+        taken = 0 if code == "x" else 1 if code in "sp" else int(count or 1)
+        if code == "s" and int(count or 1) == size and at < len(call.args) \
+                and ast.unparse(call.args[at]) == what:
+            return True
+        at += taken
+    return False
+
+def _always_packs(stmts: list[ast.stmt], formats: dict[str, str], what: str, size: int) -> bool:
+    """Whether every way through ``stmts`` that does not raise writes ``what`` as
+    ``{size}s`` (a write at their top level, or in both branches of an ``if``)."""
+    for st in stmts:
+        if _is_out_append(st) and any(isinstance(n, ast.Call) and _packs_as(n, formats, what, size)
+                                      for n in walk(st.value)):
+            return True
+        if isinstance(st, ast.If) and st.orelse and _always_packs(st.body, formats, what, size) \
+                and _always_packs(st.orelse, formats, what, size):
+            return True
+    return False
+
+def _length_guard(st: ast.stmt) -> tuple[str, int] | None:
+    """``if len(X) != N: raise ...``: (the source of X, N)."""
+    if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1
+            and isinstance(st.body[0], ast.Raise) and isinstance(st.test, ast.Compare)
+            and [type(o) for o in st.test.ops] == [ast.NotEq]
+            and isinstance(st.test.left, ast.Call) and _is_name(st.test.left.func, "len")
+            and len(st.test.left.args) == 1 and isinstance(st.test.comparators[0], ast.Constant)
+            and st.test.comparators[0].value.__class__ is int):
+        return None
+    return ast.unparse(st.test.left.args[0]), st.test.comparators[0].value
+
+def _bytes_cases(st: ast.If, tag: str) -> tuple[list[list[ast.stmt]], list[ast.stmt], int] | None:
+    """``if tag == C1: ... elif tag == C2: ... else: E``, every C a bytes constant of one
+    length: (the cases' bodies, the final else list, the length)."""
+    bodies: list[list[ast.stmt]] = []
+    size = None
+    node: ast.stmt = st
+    while True:
+        t = node.test  # type: ignore[attr-defined]
+        if not (isinstance(t, ast.Compare) and _is_name(t.left, tag)
+                and [type(o) for o in t.ops] == [ast.Eq] and isinstance(t.comparators[0], ast.Constant)
+                and isinstance(t.comparators[0].value, bytes)):
+            return None
+        n = len(t.comparators[0].value)
+        if size is not None and n != size:
+            return None
+        size = n
+        bodies.append(node.body)  # type: ignore[attr-defined]
+        rest = node.orelse  # type: ignore[attr-defined]
+        if len(rest) == 1 and isinstance(rest[0], ast.If):
+            node = rest[0]
+            continue
+        return bodies, rest, size  # type: ignore[return-value]
+
+def tag_implied_lengths(fn: ast.FunctionDef, formats: dict[str, str]) -> int:
+    """A length check of a switch's tag (``if len(X) != N: raise``) is dropped from the
+    cases whose constant (N bytes) the tag equals and that write X as ``Ns``: a bytes
+    value equal to an N-byte constant has N bytes, and ``pack`` refuses any other
+    kind of value. The check stays where it still decides (the final ``else``, and a
+    case that does not write X that way). Only for the many-record encoders (a failing
+    record raises there either way, and the per-record loop names its error). Returns
+    how many checks were dropped."""
+    done = 0
+    for _parent, _attr, stmts in list(_stmt_lists(fn)):
+        i = 0
+        while i < len(stmts):
+            st = stmts[i]
+            if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+                    and isinstance(st.targets[0], ast.Name) and _pure(st.value)):
+                i += 1
+                continue
+            tag, what = st.targets[0].id, ast.unparse(st.value)
+            j = i + 1
+            while j < len(stmts) and _pure_assign(stmts[j]) is not None \
+                    and tag not in _pure_assign(stmts[j]):  # type: ignore[operator]
+                j += 1
+            got = _bytes_cases(stmts[j], tag) if j < len(stmts) \
+                and isinstance(stmts[j], ast.If) else None
+            if got is None:
+                i += 1
+                continue
+            bodies, final, size = got
+            # the check just before the tag, and the same check first in a case
+            before = [k for k in range(i) if _length_guard(stmts[k]) == (what, size)
+                      and k == i - 1]
+            for body in bodies:
+                if not _always_packs(body, formats, what, size):
+                    if before:
+                        body.insert(0, copy.deepcopy(stmts[before[0]]))
+                    continue
+                keep = [x for x in body if _length_guard(x) not in ((what, size), (tag, size))]
+                done += len(body) - len(keep)
+                body[:] = keep or [ast.Pass()]
+            if before:
+                final.insert(0, stmts[before[0]])
+                del stmts[before[0]]
+                done += 1
+                i -= 1
+            i += 1
+    return done
