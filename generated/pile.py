@@ -4251,7 +4251,7 @@ def _em_frame_head(values):
             raise EncodeError('span 0 (CorruptPile)', path='span')
         if len(v.kind) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(v.kind)), path='kind')
-        _pz_frame_head_head = len(out)
+        _pz_frame_head_head = len(out) + 64
         _tag = v.kind
         if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
             if v.head.__class__ is not BlobHead:

@@ -2415,7 +2415,7 @@ def _em_wal_record(values):
     for v in values:
         _s_payload_len = len(out)
         _at_payload_len = len(out) + 0
-        _ps = len(out)
+        _ps = len(out) + 14
         _wal_payload__v = v.payload
         _wal_payload__p_op = v.op
         _wal_payload___tag = _wal_payload__p_op
@@ -8545,7 +8545,7 @@ def _em_zgw_frame(values):
         _e_reserved = len(out) + 56
         _at_payload_len = len(out) + 8
         _atck_header_checksum = len(out) + 56
-        _ps = len(out)
+        _ps = len(out) + 64
         _tag = v.kind
         if _tag == 1:
             if v.payload.__class__ is not ZgwBegin:

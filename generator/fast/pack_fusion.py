@@ -313,6 +313,9 @@ def fuse_packs(stmts: list[ast.stmt], formats: dict[str, str], new_struct) -> No
             continue
         nxt = stmts[j]
         other = _pack_call(nxt.value, formats) if _is_out_append(nxt) else None
+        if other is not None and ("out" in reads or any(
+                _is_name(n, "out") for a in nxt.value.args for n in walk(a))):
+            other = None  # a write of a position: packed where it stands
         if other is not None and formats[other][:1] == formats[name][:1]:
             fmt = formats[name] + formats[other][1:]
             fused = new_struct(fmt)
@@ -326,6 +329,9 @@ def fuse_packs(stmts: list[ast.stmt], formats: dict[str, str], new_struct) -> No
             continue  # the fused write may fuse again with what follows it
         if isinstance(nxt, ast.If) and _pure(nxt.test) and nxt.body \
                 and _leads_to_pack(nxt.body, formats, formats[name][:1]):
+            size = struct.calcsize(formats[name])
+            for m in marks:  # the write now follows these marks: they count its bytes
+                stmts[m].value = ast.BinOp(stmts[m].value, ast.Add(), ast.Constant(size))
             # into every branch (``elif`` is an ``If`` alone in ``orelse``: handled there)
             nxt.body.insert(0, copy.deepcopy(st))
             if nxt.orelse:

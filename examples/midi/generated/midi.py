@@ -1614,8 +1614,8 @@ def _em_event(values, p_running):
             if v.message.__class__ is not Meta:
                 raise EncodeError('tag 255 takes a Meta, not ' + type(v.message).__name__, path='message')
             _meta__v = v.message
-            _meta___at_length = len(out)
-            _meta___ps = len(out)
+            _meta___at_length = len(out) + 1
+            _meta___ps = len(out) + 1
             _meta___tag = _meta__v.meta_type
             if _meta___tag == 0:
                 if _meta__v.data.__class__ is not SequenceNumber:

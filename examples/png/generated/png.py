@@ -453,7 +453,7 @@ def _em_png_file(values):
         for _x in v.chunks:
             _chunk___s_chunk_type = len(out) + 4
             _chunk___at_length = len(out) + 0
-            _chunk___ps = len(out)
+            _chunk___ps = len(out) + 8
             _chunk___tag = _x.chunk_type
             if _chunk___tag == 1229472850:
                 if _x.data.__class__ is not Ihdr:
@@ -737,7 +737,7 @@ def _em_chunk(values):
     for v in values:
         _s_chunk_type = len(out) + 4
         _at_length = len(out) + 0
-        _ps = len(out)
+        _ps = len(out) + 8
         _tag = v.chunk_type
         if _tag == 1229472850:
             if v.data.__class__ is not Ihdr:
