@@ -272,7 +272,15 @@ def test_an_encoder_aligning_to_the_buffers_start_is_not_relative():
                 out += v.a
                 out += bytes(-(len(out) - s) % 8)
                 out[s:s + 1] = b'x'
+                _S1.pack_into(out, s + 2, 7)
+                e = len(out)
+                crc = f(out if s == 0 and e == len(out) else memoryview(out)[s:e])
                 _e_inner(out, v.b)
+        """,
+        "whole_buffer": """
+            def _e_whole_buffer(out, v):
+                out += v.a
+                crc = f(out)
         """,
         "inner": """
             def _e_inner(out, v):
@@ -299,6 +307,7 @@ def test_an_encoder_aligning_to_the_buffers_start_is_not_relative():
     assert not fake.relative_only("absolute")
     assert not fake.relative_only("calls_absolute")  # through the encoder it calls
     assert not fake.relative_only("plugin")  # the buffer handed to anything else
+    assert not fake.relative_only("whole_buffer")  # from its start, not the record's
 
 
 # -- the generated encoders ---------------------------------------------------------------------

@@ -261,6 +261,11 @@ class ManyEncoders:
                 continue
             if isinstance(up, ast.Call) and _is_name(up.func, "len"):
                 top = parent.get(id(up))
+                if isinstance(top, ast.Compare) and len(top.ops) == 1 \
+                        and isinstance(top.ops[0], ast.Eq | ast.NotEq) \
+                        and all(x is up or isinstance(x, ast.Name) and x.id in marks
+                                for x in [top.left, *top.comparators]):
+                    continue  # a mark compared with the end: the same at any start
                 if isinstance(top, ast.Assign) or isinstance(top, ast.BinOp) and (
                         isinstance(top.op, ast.Sub) and top.left is up
                         and isinstance(top.right, ast.Name) and top.right.id in marks
@@ -273,6 +278,19 @@ class ManyEncoders:
                 if self.relative_only(up.func.id[3:], seen):
                     continue
                 return False
+            if isinstance(up, ast.Call) and isinstance(up.func, ast.Attribute) \
+                    and up.func.attr == "pack_into" and len(up.args) >= 2 and up.args[0] is n \
+                    and any(isinstance(x, ast.Name) and x.id in marks for x in walk(up.args[1])):
+                continue  # a patch at a mark
+            if isinstance(up, ast.IfExp) and up.body is n and isinstance(up.test, ast.BoolOp | ast.Compare) \
+                    and any(isinstance(c, ast.Compare) and isinstance(c.left, ast.Name)
+                            and c.left.id in marks and isinstance(c.ops[0], ast.Eq)
+                            and isinstance(c.comparators[0], ast.Constant)
+                            and c.comparators[0].value == 0
+                            for c in ([up.test] if isinstance(up.test, ast.Compare)
+                                      else up.test.values if isinstance(up.test.op, ast.And)
+                                      else [])):
+                continue  # the whole buffer only when the record starts it: the same bytes
             view = parent.get(id(up)) if isinstance(up, ast.Call) \
                 and _is_name(up.func, "memoryview") else None
             sub_of = view if view is not None else up
