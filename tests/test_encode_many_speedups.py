@@ -277,6 +277,31 @@ def test_an_encoder_aligning_to_the_buffers_start_is_not_relative():
                 crc = f(out if s == 0 and e == len(out) else memoryview(out)[s:e])
                 _e_inner(out, v.b)
         """,
+        "sized": """
+            def _e_sized(out, v):
+                s = len(out)
+                out += v.a
+                size = len(out) - s
+                if size > 9:
+                    raise ValueError('too long')
+                out += _S1.pack(size)
+        """,
+        "writes_a_position": """
+            def _e_writes_a_position(out, v):
+                s = len(out) + 4
+                out += _S1.pack(s)
+        """,
+        "aligns_by_a_mark": """
+            def _e_aligns_by_a_mark(out, v):
+                s = len(out)
+                out += bytes(-s % 8)
+        """,
+        "patches_the_start": """
+            def _e_patches_the_start(out, v):
+                s = len(out)
+                out += v.a
+                out[0:1] = b'x'
+        """,
         "whole_buffer": """
             def _e_whole_buffer(out, v):
                 out += v.a
@@ -304,6 +329,9 @@ def test_an_encoder_aligning_to_the_buffers_start_is_not_relative():
         """,
     })
     assert fake.relative_only("rel") and fake.relative_only("inner")
+    assert fake.relative_only("sized")  # a size is a difference of two positions
+    for name in ("writes_a_position", "aligns_by_a_mark", "patches_the_start"):
+        assert not fake.relative_only(name), name
     assert not fake.relative_only("absolute")
     assert not fake.relative_only("calls_absolute")  # through the encoder it calls
     assert not fake.relative_only("plugin")  # the buffer handed to anything else

@@ -1,8 +1,11 @@
 """Many-record encoders: ``_em_<record>(values, *params)``, the encoder's body in a loop.
 
-The body runs once per value with no call per record; its writes are fused
+The body runs once per value with no call per record (a sub-record too large to inline
+is inlined for its first case, the others call it); its writes are fused
 (``pack_fusion``), a trailing checksum slices only the record, and the pieces are
-gathered in a list joined a chunk at a time instead of growing a bytearray.
+gathered in a list joined a chunk at a time instead of growing a bytearray (a
+sub-record's call writing into a fresh buffer where its bytes do not depend on where
+it starts).
 """
 
 from __future__ import annotations
@@ -197,6 +200,137 @@ def _hot_switch(fn: ast.FunctionDef) -> tuple[int, int] | None:
     return None
 
 
+def _relative(fn: ast.FunctionDef) -> set[str] | None:
+    """The records whose encoders ``fn`` hands ``out`` to, if ``fn`` itself uses the
+    buffer only relative to the record: to append, to take marks (``S = len(out)``,
+    ``S + k``, names computed from marks) and to use them only as differences
+    (``len(out) - S``, ``E - S``), slices and patch positions of ``out``, and equality
+    with one another or ``len(out)``; a whole-buffer shortcut ``out if S == 0 ...`` is
+    the same bytes either way. None when it asks for an absolute position (aligning to
+    the buffer's start, writing a mark's value) or gives ``out`` to anything else."""
+    parent: dict[int, ast.AST] = {}
+    for n in walk(fn):
+        for c in ast.iter_child_nodes(n):
+            parent[id(c)] = n
+
+    def is_len_out(e: ast.AST) -> bool:
+        return isinstance(e, ast.Call) and _is_name(e.func, "len") and len(e.args) == 1 \
+            and _is_name(e.args[0], "out")
+
+    def stripped(e: ast.AST) -> ast.AST:
+        while isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) \
+                and isinstance(e.right, ast.Constant):
+            e = e.left
+        return e
+
+    marks: set[str] = set()
+    changed = True
+    while changed:  # positions: ``len(out)`` or another mark, plus constants
+        changed = False
+        for n in walk(fn):
+            if isinstance(n, ast.Assign) and (
+                    is_len_out(v := stripped(n.value)) or isinstance(v, ast.Name) and v.id in marks):
+                for t in n.targets:
+                    if isinstance(t, ast.Name) and t.id not in marks:
+                        marks.add(t.id)
+                        changed = True
+
+    def absolute(e: ast.AST) -> bool:
+        return is_len_out(e) or isinstance(e, ast.Name) and e.id in marks
+
+    def of_out(e: ast.AST | None) -> bool:
+        """``out[...]`` or ``memoryview(out)[...]``."""
+        if not isinstance(e, ast.Subscript):
+            return False
+        v = e.value
+        return _is_name(v, "out") or isinstance(v, ast.Call) and _is_name(v.func, "memoryview") \
+            and len(v.args) == 1 and _is_name(v.args[0], "out")
+
+    def context(e: ast.AST) -> tuple[ast.AST, ast.AST | None]:
+        """Where a position ends up, through ``+ k`` (a constant): (the sum, its parent)."""
+        up = parent.get(id(e))
+        while isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add) \
+                and isinstance(up.right, ast.Constant) and up.left is e:
+            e, up = up, parent.get(id(up))
+        return e, up
+
+    def fine_position(e0: ast.AST) -> bool:
+        e, up = context(e0)
+        if isinstance(up, ast.BinOp) and isinstance(up.op, ast.Sub) \
+                and absolute(stripped(up.left)) and absolute(stripped(up.right)):
+            return True  # a difference of two positions
+        if isinstance(up, ast.Slice) and of_out(parent.get(id(up))):
+            return True
+        if isinstance(up, ast.Subscript) and up.slice is e and of_out(up):
+            return True
+        if isinstance(up, ast.Call) and isinstance(up.func, ast.Attribute) \
+                and up.func.attr == "pack_into" and len(up.args) >= 2 \
+                and _is_name(up.args[0], "out") and up.args[1] is e:
+            return True  # a patch there
+        if isinstance(up, ast.Assign) and up.value is e and all(
+                isinstance(t, ast.Name) and t.id in marks for t in up.targets):
+            return True  # another mark
+        if isinstance(up, ast.Compare) and all(isinstance(o, ast.Eq | ast.NotEq) for o in up.ops):
+            operands = [up.left, *up.comparators]
+            if all(absolute(stripped(x)) for x in operands):
+                return True
+            # ``S == 0`` in ``out if S == 0 ... else memoryview(out)[S:...]``
+            test = parent.get(id(up))
+            test = parent.get(id(test)) if isinstance(test, ast.BoolOp) else test
+            if isinstance(test, ast.IfExp) and _is_name(test.body, "out") \
+                    and of_out(test.orelse) and any(isinstance(x, ast.Constant) and x.value == 0
+                                                    for x in operands):
+                return True
+        return False
+
+    calls: set[str] = set()
+    for n in walk(fn):
+        if _is_name(n, "out"):
+            up = parent.get(id(n))
+            if isinstance(up, ast.AugAssign) and up.target is n and isinstance(up.op, ast.Add):
+                continue
+            if isinstance(up, ast.Call) and up.args and up.args[0] is n \
+                    and isinstance(up.func, ast.Name) and up.func.id.startswith("_e_"):
+                calls.add(up.func.id[3:])
+                continue
+            if is_len_out(up) and fine_position(up):
+                continue
+            if isinstance(up, ast.Call) and _is_name(up.func, "memoryview") \
+                    and of_out(parent.get(id(up))):
+                continue
+            if of_out(up) or isinstance(up, ast.Call) and isinstance(up.func, ast.Attribute) \
+                    and up.func.attr == "pack_into" and up.args and up.args[0] is n:
+                continue  # its positions are checked as the marks' uses below
+            if isinstance(up, ast.IfExp) and up.body is n \
+                    and of_out(up.orelse) and _whole_buffer_test(up.test, marks):
+                continue
+            return None
+        elif isinstance(n, ast.Name) and n.id in marks and isinstance(n.ctx, ast.Load):
+            if not fine_position(n):
+                return None
+    # slices and patches of ``out`` must be at marks, not at constants of the buffer
+    for n in walk(fn):
+        if of_out(n) and parent.get(id(n)) is not None:
+            sl = n.slice  # type: ignore[attr-defined]
+            bounds = [sl.lower, sl.upper] if isinstance(sl, ast.Slice) else [sl]
+            if not any(b is not None and any(absolute(x) for x in walk(b)) for b in bounds):
+                return None
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "pack_into" and n.args and _is_name(n.args[0], "out") \
+                and not (len(n.args) >= 2 and any(absolute(x) for x in walk(n.args[1]))):
+            return None
+    return calls
+
+
+def _whole_buffer_test(test: ast.expr, marks: set[str]) -> bool:
+    """``S == 0`` (or that and more, with ``and``), S a mark: the record starts the buffer."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
+        else [test]
+    return any(isinstance(c, ast.Compare) and isinstance(c.left, ast.Name) and c.left.id in marks
+               and [type(o) for o in c.ops] == [ast.Eq] and isinstance(c.comparators[0], ast.Constant)
+               and c.comparators[0].value == 0 for c in parts)
+
+
 class ManyEncoders:
     """The many-record twin of each encoder."""
 
@@ -233,9 +367,7 @@ class ManyEncoders:
 
     def relative_only(self, name: str, seen: set[str] | None = None) -> bool:
         """Whether ``_e_<name>``, and every encoder it hands ``out`` to, writes the same
-        bytes into a fresh buffer as at the end of a longer one: it uses ``out`` only to
-        append, to take marks (``S = len(out)``, ``len(out) - S``) and to view or patch
-        after them, never its absolute length (alignment to the buffer's start)."""
+        bytes into a fresh buffer as at the end of a longer one (:func:`_relative`)."""
         seen = set() if seen is None else seen
         if name in seen:
             return True
@@ -246,61 +378,8 @@ class ManyEncoders:
         sub = self._sub_emitter(name)
         cfn = ast.parse("\n".join(sub.built_once("e", callee, callee.layouts[0],
                                                  sub.checked_encoder))).body[0]
-        parent: dict[int, ast.AST] = {}
-        for n in walk(cfn):
-            for c in ast.iter_child_nodes(n):
-                parent[id(c)] = n
-        marks = {t.id for n in walk(cfn) if isinstance(n, ast.Assign)
-                 for t in n.targets if isinstance(t, ast.Name)
-                 and any(_is_name(x, "out") for x in walk(n.value))}
-        for n in walk(cfn):
-            if not _is_name(n, "out"):
-                continue
-            up = parent.get(id(n))
-            if isinstance(up, ast.AugAssign) and up.target is n:
-                continue
-            if isinstance(up, ast.Call) and _is_name(up.func, "len"):
-                top = parent.get(id(up))
-                if isinstance(top, ast.Compare) and len(top.ops) == 1 \
-                        and isinstance(top.ops[0], ast.Eq | ast.NotEq) \
-                        and all(x is up or isinstance(x, ast.Name) and x.id in marks
-                                for x in [top.left, *top.comparators]):
-                    continue  # a mark compared with the end: the same at any start
-                if isinstance(top, ast.Assign) or isinstance(top, ast.BinOp) and (
-                        isinstance(top.op, ast.Sub) and top.left is up
-                        and isinstance(top.right, ast.Name) and top.right.id in marks
-                        or isinstance(top.op, ast.Add)
-                        and isinstance(parent.get(id(top)), ast.Assign)):
-                    continue
-                return False
-            if isinstance(up, ast.Call) and up.args and up.args[0] is n \
-                    and isinstance(up.func, ast.Name) and up.func.id.startswith("_e_"):
-                if self.relative_only(up.func.id[3:], seen):
-                    continue
-                return False
-            if isinstance(up, ast.Call) and isinstance(up.func, ast.Attribute) \
-                    and up.func.attr == "pack_into" and len(up.args) >= 2 and up.args[0] is n \
-                    and any(isinstance(x, ast.Name) and x.id in marks for x in walk(up.args[1])):
-                continue  # a patch at a mark
-            if isinstance(up, ast.IfExp) and up.body is n and isinstance(up.test, ast.BoolOp | ast.Compare) \
-                    and any(isinstance(c, ast.Compare) and isinstance(c.left, ast.Name)
-                            and c.left.id in marks and isinstance(c.ops[0], ast.Eq)
-                            and isinstance(c.comparators[0], ast.Constant)
-                            and c.comparators[0].value == 0
-                            for c in ([up.test] if isinstance(up.test, ast.Compare)
-                                      else up.test.values if isinstance(up.test.op, ast.And)
-                                      else [])):
-                continue  # the whole buffer only when the record starts it: the same bytes
-            view = parent.get(id(up)) if isinstance(up, ast.Call) \
-                and _is_name(up.func, "memoryview") else None
-            sub_of = view if view is not None else up
-            if isinstance(sub_of, ast.Subscript) and isinstance(sub_of.slice, ast.Slice) \
-                    and sub_of.slice.lower is not None and any(
-                        isinstance(x, ast.Name) and x.id in marks
-                        for x in walk(sub_of.slice.lower)):
-                continue
-            return False
-        return True
+        calls = _relative(cfn)
+        return calls is not None and all(self.relative_only(c, seen) for c in calls)
 
     def cold_calls_apart(self, fn: ast.FunctionDef) -> int:
         """``_e_X(out, ...)`` (a call left in the loop, e.g. a case other than the one

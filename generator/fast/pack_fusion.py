@@ -1,8 +1,10 @@
 """Pack fusion for the many-record encoders: lengths known ahead, one pack per run.
 
-Padding is computed from the lengths written since its mark (no ``len(out)``), adjacent
-fixed writes become one ``pack`` (moved into a switch's cases where that fuses them
-too), and short length prefixes come from a prebuilt table instead of a ``pack`` call.
+Padding and size checks are computed from the lengths written since their mark (no
+``len(out)``), adjacent fixed writes become one ``pack`` (across checks and marks, and
+moved into a switch's cases where that fuses them too), constant zero runs are the
+format's pad bytes, paddings and short length prefixes come from prebuilt tables instead
+of a call, and a switch tag's length check goes where no case constant implies it.
 """
 
 from __future__ import annotations
@@ -565,8 +567,11 @@ def tag_implied_lengths(fn: ast.FunctionDef, formats: dict[str, str]) -> int:
             # the check just before the tag, and the same check first in a case
             before = [k for k in range(i) if _length_guard(stmts[k]) == (what, size)
                       and k == i - 1]
+            reads = {n.id for n in walk(st.value) if isinstance(n, ast.Name)} | {tag}
             for body in bodies:
-                if not _always_packs(body, formats, what, size):
+                if any(isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+                       and n.id in reads for x in body for n in walk(x)) \
+                        or not _always_packs(body, formats, what, size):
                     if before:
                         body.insert(0, copy.deepcopy(stmts[before[0]]))
                     continue
