@@ -1675,8 +1675,8 @@ def _em_framed_trailer_check(values):
     for v in values:
         _s_header = len(out)
         _at_file_length = len(out) + 24
-        if len(v.header) != 24:
-            raise EncodeError('expected 24 bytes, found ' + str(len(v.header)), path='header')
+        if (_k0 := len(v.header)) != 24:
+            raise EncodeError('expected 24 bytes, found ' + str(_k0), path='header')
         out += _S171_pack(v.header, 0)
         _ps = len(out)
         _b = v.block
@@ -2420,26 +2420,26 @@ def _em_wal_record(values):
         _wal_payload__p_op = v.op
         _wal_payload___tag = _wal_payload__p_op
         if _wal_payload___tag == 1:
-            if _wal_payload__v.body.__class__ is not OpUpsertV1:
-                raise EncodeError('tag upsert_v1 takes a OpUpsertV1, not ' + type(_wal_payload__v.body).__name__, path='body')
             _wal_payload___op_upsert_v1__v = _wal_payload__v.body
             _wal_payload___op_upsert_v1___payload_v1_header__v = _wal_payload___op_upsert_v1__v.header
+            _wal_payload___op_upsert_v1___f32_vector__v = _wal_payload___op_upsert_v1__v.vector
+            if _wal_payload___op_upsert_v1__v.__class__ is not OpUpsertV1:
+                raise EncodeError('tag upsert_v1 takes a OpUpsertV1, not ' + type(_wal_payload___op_upsert_v1__v).__name__, path='body')
             if not 1 == 1:
                 raise EncodeError('unsupported WAL payload version (Version)', path='version')
             if not 0 == 0:
                 raise EncodeError('WAL payload flags must be zero (Flags)', path='flags')
-            _wal_payload___op_upsert_v1___f32_vector__v = _wal_payload___op_upsert_v1__v.vector
-            if not len(_wal_payload___op_upsert_v1___f32_vector__v.values) >= 1:
+            if not (_k0 := len(_wal_payload___op_upsert_v1___f32_vector__v.values)) >= 1:
                 raise EncodeError('vector has zero dims (EmptyVector)', path='dims')
-            out += _S175_pack(0, v.seq, _WALOP_BY_VALUE[v.op], 1, 0, _wal_payload___op_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _wal_payload___op_upsert_v1__v.revision, len(_wal_payload___op_upsert_v1___f32_vector__v.values))
-            if len(_wal_payload___op_upsert_v1___f32_vector__v.values) != len(_wal_payload___op_upsert_v1___f32_vector__v.values):
-                raise EncodeError('expected ' + str(len(_wal_payload___op_upsert_v1___f32_vector__v.values)) + ' items, found ' + str(len(_wal_payload___op_upsert_v1___f32_vector__v.values)), path='values')
+            out += _S175_pack(0, v.seq, _WALOP_BY_VALUE[_wal_payload__p_op], 1, 0, _wal_payload___op_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _wal_payload___op_upsert_v1__v.revision, _k0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='values')
             if _wal_payload___op_upsert_v1___f32_vector__v.values.__class__ is PackedArray and _wal_payload___op_upsert_v1___f32_vector__v.values.kind is _PK145:
                 out += _wal_payload___op_upsert_v1___f32_vector__v.values.raw
             else:
                 out += _PK145.encode_all(_wal_payload___op_upsert_v1___f32_vector__v.values)
         else:
-            out += _S153_pack(0, v.seq, _WALOP_BY_VALUE[v.op])
+            out += _S153_pack(0, v.seq, _WALOP_BY_VALUE[_wal_payload__p_op])
             _e_wal_payload(out, _wal_payload__v, _wal_payload__p_op)
         _size_payload = len(out) - _ps
         _S23.pack_into(out, _at_payload_len, _size_payload)
@@ -5016,9 +5016,9 @@ def _em_typed_column(values):
     _S47_pack = _S47.pack
     _S66_pack = _S66.pack
     for v in values:
-        if not v.value.kind != 0:
-            raise EncodeError('typed columns cannot carry Null', path='value')
         _metadata_value__v = v.value
+        if not _metadata_value__v.kind != 0:
+            raise EncodeError('typed columns cannot carry Null', path='value')
         _metadata_value___at_value_len = len(out) + 4 + 4
         out += _S188_pack(v.column_id, _VALUEKIND_BY_VALUE[_metadata_value__v.kind], 0)
         _metadata_value___ps = len(out)
@@ -5027,37 +5027,37 @@ def _em_typed_column(values):
             if _metadata_value__v.value is not None:
                 raise EncodeError('case null carries no body', path='value')
         elif _metadata_value___tag == 1:
-            if _metadata_value__v.value.__class__ is not ValueU64:
-                raise EncodeError('tag u64 takes a ValueU64, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_u64__v = _metadata_value__v.value
+            if _metadata_value___value_u64__v.__class__ is not ValueU64:
+                raise EncodeError('tag u64 takes a ValueU64, not ' + type(_metadata_value___value_u64__v).__name__, path='value')
             out += _S47_pack(_metadata_value___value_u64__v.value)
         elif _metadata_value___tag == 2:
-            if _metadata_value__v.value.__class__ is not ValueI64:
-                raise EncodeError('tag i64 takes a ValueI64, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_i64__v = _metadata_value__v.value
+            if _metadata_value___value_i64__v.__class__ is not ValueI64:
+                raise EncodeError('tag i64 takes a ValueI64, not ' + type(_metadata_value___value_i64__v).__name__, path='value')
             out += _S146_pack(_metadata_value___value_i64__v.value)
         elif _metadata_value___tag == 3:
-            if _metadata_value__v.value.__class__ is not ValueF64:
-                raise EncodeError('tag f64 takes a ValueF64, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_f64__v = _metadata_value__v.value
+            if _metadata_value___value_f64__v.__class__ is not ValueF64:
+                raise EncodeError('tag f64 takes a ValueF64, not ' + type(_metadata_value___value_f64__v).__name__, path='value')
             out += _S47_pack(_metadata_value___value_f64__v.value)
         elif _metadata_value___tag == 4:
-            if _metadata_value__v.value.__class__ is not ValueBool:
-                raise EncodeError('tag bool takes a ValueBool, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_bool__v = _metadata_value__v.value
+            if _metadata_value___value_bool__v.__class__ is not ValueBool:
+                raise EncodeError('tag bool takes a ValueBool, not ' + type(_metadata_value___value_bool__v).__name__, path='value')
             if not (_metadata_value___value_bool__v.value == 0 or _metadata_value___value_bool__v.value == 1):
                 raise EncodeError('boolean byte must be 0 or 1 (Boolean)', path='value')
             out += _S126_pack(_metadata_value___value_bool__v.value)
         elif _metadata_value___tag == 5:
-            if _metadata_value__v.value.__class__ is not ValueString:
-                raise EncodeError('tag string takes a ValueString, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_string__v = _metadata_value__v.value
+            if _metadata_value___value_string__v.__class__ is not ValueString:
+                raise EncodeError('tag string takes a ValueString, not ' + type(_metadata_value___value_string__v).__name__, path='value')
             _metadata_value___value_string___b = _metadata_value___value_string__v.value.encode()
             out += _metadata_value___value_string___b
         elif _metadata_value___tag == 6:
-            if _metadata_value__v.value.__class__ is not ValueId128:
-                raise EncodeError('tag id128 takes a ValueId128, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_id128__v = _metadata_value__v.value
+            if _metadata_value___value_id128__v.__class__ is not ValueId128:
+                raise EncodeError('tag id128 takes a ValueId128, not ' + type(_metadata_value___value_id128__v).__name__, path='value')
             out += _S66_pack(_metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
         else:
             raise EncodeError('no case for tag ' + repr(_metadata_value___tag), path='value')
@@ -5662,11 +5662,11 @@ def _em_op_upsert_v2(values):
     for v in values:
         if v.fields.vector:
             _f32_vector__v = v.vector
-            if not len(_f32_vector__v.values) >= 1:
+            if not (_k0 := len(_f32_vector__v.values)) >= 1:
                 raise EncodeError('vector has zero dims (EmptyVector)', path='dims')
-            out += _S189_pack(v.fields.to_int(), v.doc_id.to_bytes(16, 'little', signed=False), v.revision, len(_f32_vector__v.values))
-            if len(_f32_vector__v.values) != len(_f32_vector__v.values):
-                raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
+            out += _S189_pack(v.fields.to_int(), v.doc_id.to_bytes(16, 'little', signed=False), v.revision, _k0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='values')
             if _f32_vector__v.values.__class__ is PackedArray and _f32_vector__v.values.kind is _PK145:
                 out += _f32_vector__v.values.raw
             else:
@@ -5692,11 +5692,11 @@ def _em_op_upsert_v2(values):
         elif v.metadata is not None:
             raise EncodeError('field is present but its condition is false', path='metadata')
         if v.fields.columns:
-            out += _L190[_ln] if (_ln := len(v.columns)) < 256 else _S23_pack(_ln)
+            out += _S23_pack((_k1 := len(v.columns)))
             for _x in v.columns:
-                if not _x.value.kind != 0:
-                    raise EncodeError('typed columns cannot carry Null', path='value')
                 _typed_column___metadata_value__v = _x.value
+                if not _typed_column___metadata_value__v.kind != 0:
+                    raise EncodeError('typed columns cannot carry Null', path='value')
                 _typed_column___metadata_value___at_value_len = len(out) + 4 + 4
                 out += _S188_pack(_x.column_id, _VALUEKIND_BY_VALUE[_typed_column___metadata_value__v.kind], 0)
                 _typed_column___metadata_value___ps = len(out)
@@ -5705,37 +5705,37 @@ def _em_op_upsert_v2(values):
                     if _typed_column___metadata_value__v.value is not None:
                         raise EncodeError('case null carries no body', path='value')
                 elif _typed_column___metadata_value___tag == 1:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueU64:
-                        raise EncodeError('tag u64 takes a ValueU64, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_u64__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_u64__v.__class__ is not ValueU64:
+                        raise EncodeError('tag u64 takes a ValueU64, not ' + type(_typed_column___metadata_value___value_u64__v).__name__, path='value')
                     out += _S47_pack(_typed_column___metadata_value___value_u64__v.value)
                 elif _typed_column___metadata_value___tag == 2:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueI64:
-                        raise EncodeError('tag i64 takes a ValueI64, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_i64__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_i64__v.__class__ is not ValueI64:
+                        raise EncodeError('tag i64 takes a ValueI64, not ' + type(_typed_column___metadata_value___value_i64__v).__name__, path='value')
                     out += _S146_pack(_typed_column___metadata_value___value_i64__v.value)
                 elif _typed_column___metadata_value___tag == 3:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueF64:
-                        raise EncodeError('tag f64 takes a ValueF64, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_f64__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_f64__v.__class__ is not ValueF64:
+                        raise EncodeError('tag f64 takes a ValueF64, not ' + type(_typed_column___metadata_value___value_f64__v).__name__, path='value')
                     out += _S47_pack(_typed_column___metadata_value___value_f64__v.value)
                 elif _typed_column___metadata_value___tag == 4:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueBool:
-                        raise EncodeError('tag bool takes a ValueBool, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_bool__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_bool__v.__class__ is not ValueBool:
+                        raise EncodeError('tag bool takes a ValueBool, not ' + type(_typed_column___metadata_value___value_bool__v).__name__, path='value')
                     if not (_typed_column___metadata_value___value_bool__v.value == 0 or _typed_column___metadata_value___value_bool__v.value == 1):
                         raise EncodeError('boolean byte must be 0 or 1 (Boolean)', path='value')
                     out += _S126_pack(_typed_column___metadata_value___value_bool__v.value)
                 elif _typed_column___metadata_value___tag == 5:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueString:
-                        raise EncodeError('tag string takes a ValueString, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_string__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_string__v.__class__ is not ValueString:
+                        raise EncodeError('tag string takes a ValueString, not ' + type(_typed_column___metadata_value___value_string__v).__name__, path='value')
                     _typed_column___metadata_value___value_string___b = _typed_column___metadata_value___value_string__v.value.encode()
                     out += _typed_column___metadata_value___value_string___b
                 elif _typed_column___metadata_value___tag == 6:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueId128:
-                        raise EncodeError('tag id128 takes a ValueId128, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_id128__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_id128__v.__class__ is not ValueId128:
+                        raise EncodeError('tag id128 takes a ValueId128, not ' + type(_typed_column___metadata_value___value_id128__v).__name__, path='value')
                     out += _S66_pack(_typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
                 else:
                     raise EncodeError('no case for tag ' + repr(_typed_column___metadata_value___tag), path='value')
@@ -8548,20 +8548,20 @@ def _em_zgw_frame(values):
         _ps = len(out) + 64
         _tag = v.kind
         if _tag == 1:
-            if v.payload.__class__ is not ZgwBegin:
-                raise EncodeError('tag 1 takes a ZgwBegin, not ' + type(v.payload).__name__, path='payload')
             _zgw_begin__v = v.payload
+            if _zgw_begin__v.__class__ is not ZgwBegin:
+                raise EncodeError('tag 1 takes a ZgwBegin, not ' + type(_zgw_begin__v).__name__, path='payload')
             if not _zgw_begin__v.target_generation == _zgw_begin__v.base_generation + 1:
                 raise EncodeError('target generation must be base + 1', path='target_generation')
             if _zgw_begin__v.change_count > 16384:
                 raise EncodeError('value ' + repr(_zgw_begin__v.change_count) + ' out of range None..16384', path='change_count')
             if _zgw_begin__v.complete_envelope_bytes > 16777216:
                 raise EncodeError('value ' + repr(_zgw_begin__v.complete_envelope_bytes) + ' out of range None..16777216', path='complete_envelope_bytes')
-            out += _S221_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[v.kind], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_begin__v.store.to_bytes(16, 'little', signed=False), _ENVELOPEKIND_BY_VALUE[_zgw_begin__v.envelope_kind], _zgw_begin__v.base_generation, _zgw_begin__v.target_generation, _zgw_begin__v.change_count, 0, _zgw_begin__v.complete_envelope_bytes)
+            out += _S221_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_begin__v.store.to_bytes(16, 'little', signed=False), _ENVELOPEKIND_BY_VALUE[_zgw_begin__v.envelope_kind], _zgw_begin__v.base_generation, _zgw_begin__v.target_generation, _zgw_begin__v.change_count, 0, _zgw_begin__v.complete_envelope_bytes)
         elif _tag == 2:
-            if v.payload.__class__ is not ZgwMutation:
-                raise EncodeError('tag 2 takes a ZgwMutation, not ' + type(v.payload).__name__, path='payload')
             _zgw_mutation__v = v.payload
+            if _zgw_mutation__v.__class__ is not ZgwMutation:
+                raise EncodeError('tag 2 takes a ZgwMutation, not ' + type(_zgw_mutation__v).__name__, path='payload')
             if not (_zgw_mutation__v.live == 0 or _zgw_mutation__v.live == 1):
                 raise EncodeError('live must be 0 or 1', path='live')
             _zgw_mutation___at_zgop_len = len(out) + 8 + 64
@@ -8581,7 +8581,7 @@ def _em_zgw_frame(values):
                 raise EncodeError('ZGOP expected entity kind must match the incarnation kind', path='incarnation_kind')
             if not (_zgw_mutation___zgop__v.incarnation != 0 or _zgw_mutation___zgop__v.incarnation_kind == 1):
                 raise EncodeError('relationship incarnation must be non-zero', path='incarnation')
-            out += _S222_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[v.kind], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_mutation__v.live, _zgw_mutation__v.membership.to_int(), 0, b'ZGOP', 1, _ZGOPOPERATION_BY_VALUE[_zgw_mutation___zgop__v.operation], _zgw_mutation___zgop__v.key_present)
+            out += _S222_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_mutation__v.live, _zgw_mutation__v.membership.to_int(), 0, b'ZGOP', 1, _ZGOPOPERATION_BY_VALUE[_zgw_mutation___zgop__v.operation], _zgw_mutation___zgop__v.key_present)
             if _zgw_mutation___zgop__v.key_present == 1:
                 _zgw_mutation___zgop___zgop_key__v = _zgw_mutation___zgop__v.key
                 _zgw_mutation___zgop___zgop_key___b_namespace = _zgw_mutation___zgop___zgop_key__v.namespace.encode()
@@ -8617,9 +8617,9 @@ def _em_zgw_frame(values):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgw_mutation___optional_ref__v.present == 1:
                 _zgw_mutation___optional_ref___required_ref__v = _zgw_mutation___optional_ref__v.ref
-                if not _zgw_mutation___optional_ref___required_ref__v.artifact == _zgw_mutation___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v = _zgw_mutation___optional_ref___required_ref__v.descriptor
+                if not _zgw_mutation___optional_ref___required_ref__v.artifact == _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S223_pack(_zgw_mutation___optional_ref__v.present, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_mutation___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref__v.offset, _zgw_mutation___optional_ref___required_ref__v.length, _zgw_mutation___optional_ref___required_ref__v.block_kind, _zgw_mutation___optional_ref___required_ref__v.block_version)
             else:
                 out += _S224_pack(_zgw_mutation___optional_ref__v.present)
@@ -8628,92 +8628,92 @@ def _em_zgw_frame(values):
             if _zgw_mutation___size_zgop > 8388608:
                 raise EncodeError('value ' + repr(_zgw_mutation___size_zgop) + ' out of range None..8388608', path='zgop_len')
         elif _tag == 3:
-            if v.payload.__class__ is not ZgwInventory:
-                raise EncodeError('tag 3 takes a ZgwInventory, not ' + type(v.payload).__name__, path='payload')
             _zgw_inventory__v = v.payload
+            _zgw_inventory___artifact_descriptor__v = _zgw_inventory__v.descriptor
+            if _zgw_inventory__v.__class__ is not ZgwInventory:
+                raise EncodeError('tag 3 takes a ZgwInventory, not ' + type(_zgw_inventory__v).__name__, path='payload')
             if not (_zgw_inventory__v.intent == 0) == (_zgw_inventory__v.state <= 2):
                 raise EncodeError('intent id must be zero for Prepared/Retained and non-zero otherwise', path='intent')
-            _zgw_inventory___artifact_descriptor__v = _zgw_inventory__v.descriptor
-            out += _S225_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[v.kind], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_inventory___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.creation_generation, _zgw_inventory___artifact_descriptor__v.creation_serial, _zgw_inventory___artifact_descriptor__v.complete_file_length, _zgw_inventory___artifact_descriptor__v.family, _zgw_inventory___artifact_descriptor__v.version, _zgw_inventory___artifact_descriptor__v.whole_file_checksum, _INVENTORYSTATE_BY_VALUE[_zgw_inventory__v.state], _zgw_inventory__v.intent.to_bytes(16, 'little', signed=False))
+            out += _S225_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_inventory___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.creation_generation, _zgw_inventory___artifact_descriptor__v.creation_serial, _zgw_inventory___artifact_descriptor__v.complete_file_length, _zgw_inventory___artifact_descriptor__v.family, _zgw_inventory___artifact_descriptor__v.version, _zgw_inventory___artifact_descriptor__v.whole_file_checksum, _INVENTORYSTATE_BY_VALUE[_zgw_inventory__v.state], _zgw_inventory__v.intent.to_bytes(16, 'little', signed=False))
         elif _tag == 4:
-            if v.payload.__class__ is not ZgwReclaimIntent:
-                raise EncodeError('tag 4 takes a ZgwReclaimIntent, not ' + type(v.payload).__name__, path='payload')
             _zgw_reclaim_intent__v = v.payload
+            _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.protected
+            _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
+            if _zgw_reclaim_intent__v.__class__ is not ZgwReclaimIntent:
+                raise EncodeError('tag 4 takes a ZgwReclaimIntent, not ' + type(_zgw_reclaim_intent__v).__name__, path='payload')
             if not _zgw_reclaim_intent__v.completed_mark_state == 1:
                 raise EncodeError('completed-mark state must be 1', path='completed_mark_state')
-            _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.protected
-            if not _zgw_reclaim_intent___required_ref__v.artifact == _zgw_reclaim_intent___required_ref__v.descriptor.artifact:
+            if not _zgw_reclaim_intent___required_ref__v.artifact == _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact:
                 raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
-            _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
-            out += _S226_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[v.kind], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_reclaim_intent__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent__v.capture_generation, _zgw_reclaim_intent__v.capture_sequence, _zgw_reclaim_intent__v.serial_fence, _zgw_reclaim_intent__v.completed_mark_state, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.protected_digest)
+            out += _S226_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_reclaim_intent__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent__v.capture_generation, _zgw_reclaim_intent__v.capture_sequence, _zgw_reclaim_intent__v.serial_fence, _zgw_reclaim_intent__v.completed_mark_state, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.protected_digest)
             _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.completed_mark
-            if not _zgw_reclaim_intent___required_ref__v.artifact == _zgw_reclaim_intent___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
-            out += _S195_pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.mark_digest, len(_zgw_reclaim_intent__v.candidates), 0)
-            if len(_zgw_reclaim_intent__v.candidates) != len(_zgw_reclaim_intent__v.candidates):
-                raise EncodeError('expected ' + str(len(_zgw_reclaim_intent__v.candidates)) + ' items, found ' + str(len(_zgw_reclaim_intent__v.candidates)), path='candidates')
+            if not _zgw_reclaim_intent___required_ref__v.artifact == _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+            out += _S195_pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.mark_digest, (_k0 := len(_zgw_reclaim_intent__v.candidates)), 0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='candidates')
             for _zgw_reclaim_intent___x in _zgw_reclaim_intent__v.candidates:
                 out += _S80_pack(_zgw_reclaim_intent___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___x.creation_generation, _zgw_reclaim_intent___x.creation_serial, _zgw_reclaim_intent___x.complete_file_length, _zgw_reclaim_intent___x.family, _zgw_reclaim_intent___x.version, _zgw_reclaim_intent___x.whole_file_checksum)
         elif _tag == 5:
-            if v.payload.__class__ is not ZgwReclaimComplete:
-                raise EncodeError('tag 5 takes a ZgwReclaimComplete, not ' + type(v.payload).__name__, path='payload')
             _zgw_reclaim_complete__v = v.payload
-            if not _zgw_reclaim_complete__v.durable_state == 3:
-                raise EncodeError('durable state must be 3', path='durable_state')
             _zgw_reclaim_complete___required_ref__v = _zgw_reclaim_complete__v.intent
-            if not _zgw_reclaim_complete___required_ref__v.artifact == _zgw_reclaim_complete___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgw_reclaim_complete___required_ref___artifact_descriptor__v = _zgw_reclaim_complete___required_ref__v.descriptor
             _zgw_reclaim_complete___descriptor_list__v = _zgw_reclaim_complete__v.completed
-            out += _S227_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[v.kind], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_reclaim_complete__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.family, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.version, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_complete___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref__v.offset, _zgw_reclaim_complete___required_ref__v.length, _zgw_reclaim_complete___required_ref__v.block_kind, _zgw_reclaim_complete___required_ref__v.block_version, _zgw_reclaim_complete__v.durable_state, len(_zgw_reclaim_complete___descriptor_list__v.rows), 0)
-            if len(_zgw_reclaim_complete___descriptor_list__v.rows) != len(_zgw_reclaim_complete___descriptor_list__v.rows):
-                raise EncodeError('expected ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)) + ' items, found ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)), path='rows')
+            if _zgw_reclaim_complete__v.__class__ is not ZgwReclaimComplete:
+                raise EncodeError('tag 5 takes a ZgwReclaimComplete, not ' + type(_zgw_reclaim_complete__v).__name__, path='payload')
+            if not _zgw_reclaim_complete__v.durable_state == 3:
+                raise EncodeError('durable state must be 3', path='durable_state')
+            if not _zgw_reclaim_complete___required_ref__v.artifact == _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+            out += _S227_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_reclaim_complete__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.family, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.version, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_complete___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref__v.offset, _zgw_reclaim_complete___required_ref__v.length, _zgw_reclaim_complete___required_ref__v.block_kind, _zgw_reclaim_complete___required_ref__v.block_version, _zgw_reclaim_complete__v.durable_state, (_k1 := len(_zgw_reclaim_complete___descriptor_list__v.rows)), 0)
+            if _k1 != _k1:
+                raise EncodeError('expected ' + str(_k1) + ' items, found ' + str(_k1), path='rows')
             for _zgw_reclaim_complete___descriptor_list___x in _zgw_reclaim_complete___descriptor_list__v.rows:
                 out += _S80_pack(_zgw_reclaim_complete___descriptor_list___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.creation_generation, _zgw_reclaim_complete___descriptor_list___x.creation_serial, _zgw_reclaim_complete___descriptor_list___x.complete_file_length, _zgw_reclaim_complete___descriptor_list___x.family, _zgw_reclaim_complete___descriptor_list___x.version, _zgw_reclaim_complete___descriptor_list___x.whole_file_checksum)
             _zgw_reclaim_complete___descriptor_list__v = _zgw_reclaim_complete__v.remaining
-            out += _S11_pack(len(_zgw_reclaim_complete___descriptor_list__v.rows), 0)
-            if len(_zgw_reclaim_complete___descriptor_list__v.rows) != len(_zgw_reclaim_complete___descriptor_list__v.rows):
-                raise EncodeError('expected ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)) + ' items, found ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)), path='rows')
+            out += _S11_pack((_k2 := len(_zgw_reclaim_complete___descriptor_list__v.rows)), 0)
+            if _k2 != _k2:
+                raise EncodeError('expected ' + str(_k2) + ' items, found ' + str(_k2), path='rows')
             for _zgw_reclaim_complete___descriptor_list___x in _zgw_reclaim_complete___descriptor_list__v.rows:
                 out += _S80_pack(_zgw_reclaim_complete___descriptor_list___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.creation_generation, _zgw_reclaim_complete___descriptor_list___x.creation_serial, _zgw_reclaim_complete___descriptor_list___x.complete_file_length, _zgw_reclaim_complete___descriptor_list___x.family, _zgw_reclaim_complete___descriptor_list___x.version, _zgw_reclaim_complete___descriptor_list___x.whole_file_checksum)
         elif _tag == 6:
-            if v.payload.__class__ is not ZgwCommit:
-                raise EncodeError('tag 6 takes a ZgwCommit, not ' + type(v.payload).__name__, path='payload')
             _zgw_commit__v = v.payload
             _zgw_commit___commit_state__v = _zgw_commit__v.state
-            out += _S228_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[v.kind], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_commit__v.change_count, 0, _zgw_commit__v.digest, _zgw_commit___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.generation, _zgw_commit___commit_state__v.sequence, _zgw_commit___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
-            if len(_zgw_commit___commit_state__v.symbol_high_water) != 4:
-                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgw_commit___commit_state__v.symbol_high_water)), path='symbol_high_water')
-            out += struct.pack('<' + str(len(_zgw_commit___commit_state__v.symbol_high_water)) + 'Q', *_zgw_commit___commit_state__v.symbol_high_water)
+            if _zgw_commit__v.__class__ is not ZgwCommit:
+                raise EncodeError('tag 6 takes a ZgwCommit, not ' + type(_zgw_commit__v).__name__, path='payload')
+            out += _S228_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_commit__v.change_count, 0, _zgw_commit__v.digest, _zgw_commit___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.generation, _zgw_commit___commit_state__v.sequence, _zgw_commit___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+            if (_k3 := len(_zgw_commit___commit_state__v.symbol_high_water)) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k3), path='symbol_high_water')
+            out += struct.pack('<' + str(_k3) + 'Q', *_zgw_commit___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgw_commit___commit_state__v.creation_serial)
-            if len(_zgw_commit___commit_state__v.roots) != 8:
-                raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgw_commit___commit_state__v.roots)), path='roots')
+            if (_k4 := len(_zgw_commit___commit_state__v.roots)) != 8:
+                raise EncodeError('expected ' + str(8) + ' items, found ' + str(_k4), path='roots')
             for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.roots:
                 if not (_zgw_commit___commit_state___x.present == 0 or _zgw_commit___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
                 if _zgw_commit___commit_state___x.present == 1:
                     _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___x.ref
-                    if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
+                    if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     out += _S223_pack(_zgw_commit___commit_state___x.present, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
                 else:
                     out += _S224_pack(_zgw_commit___commit_state___x.present)
                     if _zgw_commit___commit_state___x.ref is not None:
                         raise EncodeError('field is present but its condition is false', path='ref')
             _zgw_commit___commit_state___required_ref__v = _zgw_commit___commit_state__v.catalog
-            if not _zgw_commit___commit_state___required_ref__v.artifact == _zgw_commit___commit_state___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgw_commit___commit_state___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___required_ref__v.descriptor
             _zgw_commit___commit_state___optional_ref__v = _zgw_commit___commit_state__v.vector
+            if not _zgw_commit___commit_state___required_ref__v.artifact == _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             if not (_zgw_commit___commit_state___optional_ref__v.present == 0 or _zgw_commit___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
-                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S230_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version, _zgw_commit___commit_state___optional_ref__v.present, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S231_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version, _zgw_commit___commit_state___optional_ref__v.present)
@@ -8724,9 +8724,9 @@ def _em_zgw_frame(values):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
-                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S223_pack(_zgw_commit___commit_state___optional_ref__v.present, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S224_pack(_zgw_commit___commit_state___optional_ref__v.present)
@@ -8737,24 +8737,24 @@ def _em_zgw_frame(values):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
-                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S223_pack(_zgw_commit___commit_state___optional_ref__v.present, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S224_pack(_zgw_commit___commit_state___optional_ref__v.present)
                 if _zgw_commit___commit_state___optional_ref__v.ref is not None:
                     raise EncodeError('field is present but its condition is false', path='ref')
-            out += _S11_pack(len(_zgw_commit___commit_state__v.prepared), 0)
-            if len(_zgw_commit___commit_state__v.prepared) != len(_zgw_commit___commit_state__v.prepared):
-                raise EncodeError('expected ' + str(len(_zgw_commit___commit_state__v.prepared)) + ' items, found ' + str(len(_zgw_commit___commit_state__v.prepared)), path='prepared')
+            out += _S11_pack((_k5 := len(_zgw_commit___commit_state__v.prepared)), 0)
+            if _k5 != _k5:
+                raise EncodeError('expected ' + str(_k5) + ' items, found ' + str(_k5), path='prepared')
             for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.prepared:
-                if not _zgw_commit___commit_state___x.artifact == _zgw_commit___commit_state___x.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_commit___commit_state___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___x.descriptor
+                if not _zgw_commit___commit_state___x.artifact == _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S210_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___x.offset, _zgw_commit___commit_state___x.length, _zgw_commit___commit_state___x.block_kind, _zgw_commit___commit_state___x.block_version)
         else:
-            out += _S229_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[v.kind], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0)
+            out += _S229_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0)
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
         _size_payload = len(out) - _ps
         _S23.pack_into(out, _at_payload_len, _size_payload)
@@ -8868,8 +8868,8 @@ def _em_zgw_frame_header(values):
     for v in values:
         _s_magic = len(out)
         _e_reserved = len(out) + 56
-        if len(v.reserved) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.reserved)), path='reserved')
+        if (_k0 := len(v.reserved)) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(_k0), path='reserved')
         out += _S114_pack(b'ZGWF', v.kind, v.version, v.payload_len, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), v.reserved)
         out += _S47_pack(_ck_xxh3_64(out if _s_magic == 0 and _e_reserved == len(out) else memoryview(out)[_s_magic:_e_reserved]))
     return bytes(out)
@@ -9709,9 +9709,9 @@ def _em_required_ref(values):
     out = bytearray()
     _S210_pack = _S210.pack
     for v in values:
-        if not v.artifact == v.descriptor.artifact:
-            raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
         _artifact_descriptor__v = v.descriptor
+        if not v.artifact == _artifact_descriptor__v.artifact:
+            raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
         out += _S210_pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum, v.artifact.to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
     return bytes(out)
 
@@ -9889,9 +9889,9 @@ def _em_optional_ref(values):
             raise EncodeError('unknown presence tag', path='present')
         if v.present == 1:
             _required_ref__v = v.ref
-            if not _required_ref__v.artifact == _required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
+            if not _required_ref__v.artifact == _required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             out += _S223_pack(v.present, _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
         else:
             out += _S224_pack(v.present)
@@ -12506,56 +12506,56 @@ def _em_zgcp_participant(values):
         _s_magic = len(out)
         _tag = v.role
         if _tag == 2:
-            if v.body.__class__ is not ZgcpPreparedInventory:
-                raise EncodeError('tag prepared_inventory takes a ZgcpPreparedInventory, not ' + type(v.body).__name__, path='body')
             _zgcp_prepared_inventory__v = v.body
-            out += _S236_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[v.role], 1, len(_zgcp_prepared_inventory__v.descriptors), 0)
-            if len(_zgcp_prepared_inventory__v.descriptors) != len(_zgcp_prepared_inventory__v.descriptors):
-                raise EncodeError('expected ' + str(len(_zgcp_prepared_inventory__v.descriptors)) + ' items, found ' + str(len(_zgcp_prepared_inventory__v.descriptors)), path='descriptors')
+            if _zgcp_prepared_inventory__v.__class__ is not ZgcpPreparedInventory:
+                raise EncodeError('tag prepared_inventory takes a ZgcpPreparedInventory, not ' + type(_zgcp_prepared_inventory__v).__name__, path='body')
+            out += _S236_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[_tag], 1, (_k0 := len(_zgcp_prepared_inventory__v.descriptors)), 0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='descriptors')
             for _zgcp_prepared_inventory___x in _zgcp_prepared_inventory__v.descriptors:
                 out += _S80_pack(_zgcp_prepared_inventory___x.store.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.creation_generation, _zgcp_prepared_inventory___x.creation_serial, _zgcp_prepared_inventory___x.complete_file_length, _zgcp_prepared_inventory___x.family, _zgcp_prepared_inventory___x.version, _zgcp_prepared_inventory___x.whole_file_checksum)
         elif _tag == 7:
-            if v.body.__class__ is not ZgcpCapturedBase:
-                raise EncodeError('tag captured_base takes a ZgcpCapturedBase, not ' + type(v.body).__name__, path='body')
             _zgcp_captured_base__v = v.body
-            if len(_zgcp_captured_base__v.unpinned) != 8:
-                raise EncodeError('expected 8 bytes, found ' + str(len(_zgcp_captured_base__v.unpinned)), path='unpinned')
             _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
+            if _zgcp_captured_base__v.__class__ is not ZgcpCapturedBase:
+                raise EncodeError('tag captured_base takes a ZgcpCapturedBase, not ' + type(_zgcp_captured_base__v).__name__, path='body')
+            if (_k1 := len(_zgcp_captured_base__v.unpinned)) != 8:
+                raise EncodeError('expected 8 bytes, found ' + str(_k1), path='unpinned')
             _zgcp_captured_base___at_state_len = len(out) + 16 + 80
             _zgcp_captured_base___ps = len(out) + 104
             _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
-            out += _S241_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[v.role], 1, _zgcp_captured_base__v.unpinned, _zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence, _zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0, _zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
-            if len(_zgcp_captured_base___commit_state__v.symbol_high_water) != 4:
-                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.symbol_high_water)), path='symbol_high_water')
-            out += struct.pack('<' + str(len(_zgcp_captured_base___commit_state__v.symbol_high_water)) + 'Q', *_zgcp_captured_base___commit_state__v.symbol_high_water)
+            out += _S241_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[_tag], 1, _zgcp_captured_base__v.unpinned, _zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence, _zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0, _zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+            if (_k2 := len(_zgcp_captured_base___commit_state__v.symbol_high_water)) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k2), path='symbol_high_water')
+            out += struct.pack('<' + str(_k2) + 'Q', *_zgcp_captured_base___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgcp_captured_base___commit_state__v.creation_serial)
-            if len(_zgcp_captured_base___commit_state__v.roots) != 8:
-                raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.roots)), path='roots')
+            if (_k3 := len(_zgcp_captured_base___commit_state__v.roots)) != 8:
+                raise EncodeError('expected ' + str(8) + ' items, found ' + str(_k3), path='roots')
             for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.roots:
                 if not (_zgcp_captured_base___commit_state___x.present == 0 or _zgcp_captured_base___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
                 if _zgcp_captured_base___commit_state___x.present == 1:
                     _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___x.ref
-                    if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
+                    if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     out += _S223_pack(_zgcp_captured_base___commit_state___x.present, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
                 else:
                     out += _S224_pack(_zgcp_captured_base___commit_state___x.present)
                     if _zgcp_captured_base___commit_state___x.ref is not None:
                         raise EncodeError('field is present but its condition is false', path='ref')
             _zgcp_captured_base___commit_state___required_ref__v = _zgcp_captured_base___commit_state__v.catalog
-            if not _zgcp_captured_base___commit_state___required_ref__v.artifact == _zgcp_captured_base___commit_state___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___required_ref__v.descriptor
             _zgcp_captured_base___commit_state___optional_ref__v = _zgcp_captured_base___commit_state__v.vector
+            if not _zgcp_captured_base___commit_state___required_ref__v.artifact == _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             if not (_zgcp_captured_base___commit_state___optional_ref__v.present == 0 or _zgcp_captured_base___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
-                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S230_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version, _zgcp_captured_base___commit_state___optional_ref__v.present, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S231_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version, _zgcp_captured_base___commit_state___optional_ref__v.present)
@@ -12566,9 +12566,9 @@ def _em_zgcp_participant(values):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
-                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S223_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S224_pack(_zgcp_captured_base___commit_state___optional_ref__v.present)
@@ -12579,29 +12579,29 @@ def _em_zgcp_participant(values):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
-                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S223_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S224_pack(_zgcp_captured_base___commit_state___optional_ref__v.present)
                 if _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
                     raise EncodeError('field is present but its condition is false', path='ref')
-            out += _S11_pack(len(_zgcp_captured_base___commit_state__v.prepared), 0)
-            if len(_zgcp_captured_base___commit_state__v.prepared) != len(_zgcp_captured_base___commit_state__v.prepared):
-                raise EncodeError('expected ' + str(len(_zgcp_captured_base___commit_state__v.prepared)) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.prepared)), path='prepared')
+            out += _S11_pack((_k4 := len(_zgcp_captured_base___commit_state__v.prepared)), 0)
+            if _k4 != _k4:
+                raise EncodeError('expected ' + str(_k4) + ' items, found ' + str(_k4), path='prepared')
             for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.prepared:
-                if not _zgcp_captured_base___commit_state___x.artifact == _zgcp_captured_base___commit_state___x.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___x.descriptor
+                if not _zgcp_captured_base___commit_state___x.artifact == _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S210_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___x.offset, _zgcp_captured_base___commit_state___x.length, _zgcp_captured_base___commit_state___x.block_kind, _zgcp_captured_base___commit_state___x.block_version)
             _zgcp_captured_base___size_state = len(out) - _zgcp_captured_base___ps
             _S23.pack_into(out, _zgcp_captured_base___at_state_len, _zgcp_captured_base___size_state)
         else:
-            out += _S105_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[v.role], 1)
+            out += _S105_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[_tag], 1)
             out += v.body
         _e_body = len(out)
-        if v.role == 7:
+        if _tag == 7:
             out += _S47_pack(_ck_xxh3_64(out if _s_magic == 0 and _e_body == len(out) else memoryview(out)[_s_magic:_e_body]))
     return bytes(out)
 
@@ -13004,21 +13004,21 @@ def _em_protected_value(values):
         _pz_protected_value_value = len(out)
         _tag = v.tag
         if _tag == 5:
-            if v.value.__class__ is not FoldAuthority:
-                raise EncodeError('tag 5 takes a FoldAuthority, not ' + type(v.value).__name__, path='value')
             _fold_authority__v = v.value
-            if len(_fold_authority__v.values) != 4:
-                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
-            out += struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values)
+            if _fold_authority__v.__class__ is not FoldAuthority:
+                raise EncodeError('tag 5 takes a FoldAuthority, not ' + type(_fold_authority__v).__name__, path='value')
+            if (_k0 := len(_fold_authority__v.values)) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k0), path='values')
+            out += struct.pack('<' + str(_k0) + 'Q', *_fold_authority__v.values)
             out += _S243_pack()
         elif _tag == 6:
-            if v.value.__class__ is not CapturedBaseValue:
-                raise EncodeError('tag 6 takes a CapturedBaseValue, not ' + type(v.value).__name__, path='value')
             _captured_base_value__v = v.value
             _captured_base_value___required_ref__v = _captured_base_value__v.ref
-            if not _captured_base_value___required_ref__v.artifact == _captured_base_value___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _captured_base_value___required_ref___artifact_descriptor__v = _captured_base_value___required_ref__v.descriptor
+            if _captured_base_value__v.__class__ is not CapturedBaseValue:
+                raise EncodeError('tag 6 takes a CapturedBaseValue, not ' + type(_captured_base_value__v).__name__, path='value')
+            if not _captured_base_value___required_ref__v.artifact == _captured_base_value___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             out += _S242_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum, _captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version, _captured_base_value__v.sequence)
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='value')
@@ -13590,8 +13590,8 @@ def _em_manifest_segment(values):
             raise EncodeError('unknown presence tag (segment epoch)', path='epoch_present')
         if not (v.epoch_present == 1 or v.embedding_epoch_id == 0):
             raise EncodeError('absent segment epoch must be zero', path='embedding_epoch_id')
-        if len(v.segment_id) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.segment_id)), path='segment_id')
+        if (_k0 := len(v.segment_id)) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(_k0), path='segment_id')
         out += _S244_pack(v.segment_id, v.row_count, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims, v.file_size, v.epoch_present, v.embedding_epoch_id)
     return bytes(out)
 
@@ -14241,59 +14241,58 @@ def _em_embedding_epoch(values):
     _S246_pack = _S246.pack
     _S54_pack = _S54.pack
     _S89_pack = _S89.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S89_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
-        _embedding_tower__v = v.document
-        if not (_embedding_tower__v.os_build_present == 0 or _embedding_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_model_id)
-        _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_model_version)
-        _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        _a(_L190[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_weights_digest)
-        _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
-        _a(_embedding_tower___b_prompt_prefix)
-        _a(_S246_pack(_embedding_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_embedding_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_embedding_tower__v.compute_units], _embedding_tower__v.os_build_present))
-        if _embedding_tower__v.os_build_present == 1:
-            _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            _a(_L190[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_embedding_tower___b)
-        elif _embedding_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-        _embedding_tower__v = v.query
-        if not (_embedding_tower__v.os_build_present == 0 or _embedding_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_model_id)
-        _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_model_version)
-        _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        _a(_L190[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_weights_digest)
-        _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
-        _a(_embedding_tower___b_prompt_prefix)
-        _a(_S246_pack(_embedding_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_embedding_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_embedding_tower__v.compute_units], _embedding_tower__v.os_build_present))
-        if _embedding_tower__v.os_build_present == 1:
-            _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            _a(_L190[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_embedding_tower___b)
-        elif _embedding_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-        _b_alignment_digest = v.alignment_digest
-        _a(_L190[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S23_pack(_ln))
-        _a(_b_alignment_digest)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S89_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
+            _embedding_tower__v = v.document
+            if not (_embedding_tower__v.os_build_present == 0 or _embedding_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_model_id)
+            _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_model_version)
+            _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
+            _a(_S23_pack((_k0 := len(_embedding_tower___b_weights_digest))))
+            _a(_embedding_tower___b_weights_digest)
+            _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
+            _a(_embedding_tower___b_prompt_prefix)
+            _a(_S246_pack(_embedding_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_embedding_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_embedding_tower__v.compute_units], _embedding_tower__v.os_build_present))
+            if _embedding_tower__v.os_build_present == 1:
+                _embedding_tower___b = _embedding_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_embedding_tower___b)
+            elif _embedding_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+            _embedding_tower__v = v.query
+            if not (_embedding_tower__v.os_build_present == 0 or _embedding_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_model_id)
+            _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_model_version)
+            _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
+            _a(_S23_pack((_k1 := len(_embedding_tower___b_weights_digest))))
+            _a(_embedding_tower___b_weights_digest)
+            _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
+            _a(_embedding_tower___b_prompt_prefix)
+            _a(_S246_pack(_embedding_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_embedding_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_embedding_tower__v.compute_units], _embedding_tower__v.os_build_present))
+            if _embedding_tower__v.os_build_present == 1:
+                _embedding_tower___b = _embedding_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_embedding_tower___b)
+            elif _embedding_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+            _b_alignment_digest = v.alignment_digest
+            _a(_S23_pack((_k2 := len(_b_alignment_digest))))
+            _a(_b_alignment_digest)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_column_def(mv, pos, end):
@@ -14864,32 +14863,31 @@ def _em_zgen_extension(values):
     _S23_pack = _S23.pack
     _S248_pack = _S248.pack
     _S89_pack = _S89.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not 1313163098 == 1313163098:
-            raise EncodeError('graph object count/length mismatch (trailing object bytes)', path='magic')
-        if not (v.version == 1 or v.version == 2):
-            raise EncodeError('unknown graph generation boundary version', path='version')
-        if v.rows is not None and (not len(v.rows) >= 1):
-            raise EncodeError('ZGEN v2 needs at least one row', path='row_count')
-        if v.version == 2:
-            _a(_S248_pack(1313163098, v.version, v.counted_through, len(v.rows)))
-        else:
-            _a(_S14_pack(1313163098, v.version, v.counted_through))
-        if v.version == 2:
-            _a(_S23_pack(0))
-        if v.version == 2:
-            if len(v.rows) != len(v.rows):
-                raise EncodeError('expected ' + str(len(v.rows)) + ' items, found ' + str(len(v.rows)), path='rows')
-            for _x in v.rows:
-                if not _x.increment_count > 0:
-                    raise EncodeError('ZGEN increment counts must be positive', path='increment_count')
-                _a(_S89_pack(_x.after_sequence, _x.increment_count))
-        elif v.rows is not None:
-            raise EncodeError('field is present but its condition is false', path='rows')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            if not 1313163098 == 1313163098:
+                raise EncodeError('graph object count/length mismatch (trailing object bytes)', path='magic')
+            if not (v.version == 1 or v.version == 2):
+                raise EncodeError('unknown graph generation boundary version', path='version')
+            if v.rows is not None and (not len(v.rows) >= 1):
+                raise EncodeError('ZGEN v2 needs at least one row', path='row_count')
+            if v.version == 2:
+                _a(_S248_pack(1313163098, v.version, v.counted_through, (_k0 := len(v.rows))))
+            else:
+                _a(_S14_pack(1313163098, v.version, v.counted_through))
+            if v.version == 2:
+                _a(_S23_pack(0))
+            if v.version == 2:
+                if (_k1 := len(v.rows)) != _k1:
+                    raise EncodeError('expected ' + str(_k1) + ' items, found ' + str(_k1), path='rows')
+                for _x in v.rows:
+                    if not _x.increment_count > 0:
+                        raise EncodeError('ZGEN increment counts must be positive', path='increment_count')
+                    _a(_S89_pack(_x.after_sequence, _x.increment_count))
+            elif v.rows is not None:
+                raise EncodeError('field is present but its condition is false', path='rows')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_graph_section(mv, pos, end):
@@ -16149,14 +16147,14 @@ def _em_manifest_extension(values, p_version, p_segment_count):
         _s_tag = len(out)
         _tag = v.tag
         if _tag == 827478868:
-            if v.body.__class__ is not Tsr1Body:
-                raise EncodeError('tag 827478868 takes a Tsr1Body, not ' + type(v.body).__name__, path='body')
             _tsr1_body__v = v.body
-            if not len(_tsr1_body__v.ranges) == p_segment_count:
+            if _tsr1_body__v.__class__ is not Tsr1Body:
+                raise EncodeError('tag 827478868 takes a Tsr1Body, not ' + type(_tsr1_body__v).__name__, path='body')
+            if not (_k0 := len(_tsr1_body__v.ranges)) == p_segment_count:
                 raise EncodeError('TSR1 count must equal segment_count', path='count')
-            out += _S11_pack(v.tag, len(_tsr1_body__v.ranges))
-            if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
-                raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
+            out += _S11_pack(_tag, _k0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='ranges')
             for _tsr1_body___x in _tsr1_body__v.ranges:
                 if not (_tsr1_body___x.tag == 2 or (_tsr1_body___x.min_ts == 0 and _tsr1_body___x.max_ts == 0)):
                     raise EncodeError('Unstamped/Empty ranges require zero bounds', path='max_ts')
@@ -16164,9 +16162,9 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                     raise EncodeError('bounded range requires min_ts <= max_ts', path='max_ts')
                 out += _S247_pack(_RANGETAG_BY_VALUE[_tsr1_body___x.tag], _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
         elif _tag == 861030234:
-            if v.body.__class__ is not Zgr3Body:
-                raise EncodeError('tag 861030234 takes a Zgr3Body, not ' + type(v.body).__name__, path='body')
             _zgr3_body__v = v.body
+            if _zgr3_body__v.__class__ is not Zgr3Body:
+                raise EncodeError('tag 861030234 takes a Zgr3Body, not ' + type(_zgr3_body__v).__name__, path='body')
             _zgr3_body___at_section_len = len(out) + 0 + 4
             _zgr3_body___ps = len(out) + 8
             _zgr3_body___graph_section__v = _zgr3_body__v.graph
@@ -16175,38 +16173,38 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             _zgr3_body___graph_section___at_state_len = len(out) + 16 + 8
             _zgr3_body___graph_section___ps = len(out) + 28
             _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
-            out += _S252_pack(v.tag, 0, _zgr3_body___graph_section__v.graph_present, _zgr3_body___graph_section__v.absorbed_through, 0, _zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
-            if len(_zgr3_body___graph_section___commit_state__v.symbol_high_water) != 4:
-                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.symbol_high_water)), path='symbol_high_water')
-            out += struct.pack('<' + str(len(_zgr3_body___graph_section___commit_state__v.symbol_high_water)) + 'Q', *_zgr3_body___graph_section___commit_state__v.symbol_high_water)
+            out += _S252_pack(_tag, 0, _zgr3_body___graph_section__v.graph_present, _zgr3_body___graph_section__v.absorbed_through, 0, _zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+            if (_k1 := len(_zgr3_body___graph_section___commit_state__v.symbol_high_water)) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k1), path='symbol_high_water')
+            out += struct.pack('<' + str(_k1) + 'Q', *_zgr3_body___graph_section___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgr3_body___graph_section___commit_state__v.creation_serial)
-            if len(_zgr3_body___graph_section___commit_state__v.roots) != 8:
-                raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.roots)), path='roots')
+            if (_k2 := len(_zgr3_body___graph_section___commit_state__v.roots)) != 8:
+                raise EncodeError('expected ' + str(8) + ' items, found ' + str(_k2), path='roots')
             for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.roots:
                 if not (_zgr3_body___graph_section___commit_state___x.present == 0 or _zgr3_body___graph_section___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
                 if _zgr3_body___graph_section___commit_state___x.present == 1:
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___x.ref
-                    if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                    if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     out += _S223_pack(_zgr3_body___graph_section___commit_state___x.present, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                 else:
                     out += _S224_pack(_zgr3_body___graph_section___commit_state___x.present)
                     if _zgr3_body___graph_section___commit_state___x.ref is not None:
                         raise EncodeError('field is present but its condition is false', path='ref')
             _zgr3_body___graph_section___commit_state___required_ref__v = _zgr3_body___graph_section___commit_state__v.catalog
-            if not _zgr3_body___graph_section___commit_state___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___required_ref__v.descriptor
             _zgr3_body___graph_section___commit_state___optional_ref__v = _zgr3_body___graph_section___commit_state__v.vector
+            if not _zgr3_body___graph_section___commit_state___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             if not (_zgr3_body___graph_section___commit_state___optional_ref__v.present == 0 or _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
-                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S230_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version, _zgr3_body___graph_section___commit_state___optional_ref__v.present, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S231_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version, _zgr3_body___graph_section___commit_state___optional_ref__v.present)
@@ -16217,9 +16215,9 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
-                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S223_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S224_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present)
@@ -16230,27 +16228,27 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 raise EncodeError('unknown presence tag', path='present')
             if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
-                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S223_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S224_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present)
                 if _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
                     raise EncodeError('field is present but its condition is false', path='ref')
-            out += _S11_pack(len(_zgr3_body___graph_section___commit_state__v.prepared), 0)
-            if len(_zgr3_body___graph_section___commit_state__v.prepared) != len(_zgr3_body___graph_section___commit_state__v.prepared):
-                raise EncodeError('expected ' + str(len(_zgr3_body___graph_section___commit_state__v.prepared)) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.prepared)), path='prepared')
+            out += _S11_pack((_k3 := len(_zgr3_body___graph_section___commit_state__v.prepared)), 0)
+            if _k3 != _k3:
+                raise EncodeError('expected ' + str(_k3) + ' items, found ' + str(_k3), path='prepared')
             for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.prepared:
-                if not _zgr3_body___graph_section___commit_state___x.artifact == _zgr3_body___graph_section___commit_state___x.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___x.descriptor
+                if not _zgr3_body___graph_section___commit_state___x.artifact == _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 out += _S210_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___x.offset, _zgr3_body___graph_section___commit_state___x.length, _zgr3_body___graph_section___commit_state___x.block_kind, _zgr3_body___graph_section___commit_state___x.block_version)
             _zgr3_body___graph_section___size_state = len(out) - _zgr3_body___graph_section___ps
             _S23.pack_into(out, _zgr3_body___graph_section___at_state_len, _zgr3_body___graph_section___size_state)
-            out += _L190[_ln] if (_ln := len(_zgr3_body___graph_section__v.objects)) < 256 else _S23_pack(_ln)
-            if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
-                raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
+            out += _S23_pack((_k4 := len(_zgr3_body___graph_section__v.objects)))
+            if _k4 != _k4:
+                raise EncodeError('expected ' + str(_k4) + ' items, found ' + str(_k4), path='objects')
             for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
                 if not _zgr3_body___graph_section___x.artifact_id != 0:
                     raise EncodeError('artifact ids are non-zero nonces', path='artifact_id')
@@ -16263,14 +16261,14 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 if _zgr3_body___graph_section___x.rows is not None and (not len(_zgr3_body___graph_section___x.rows) >= 1):
                     raise EncodeError('ZGEN v2 needs at least one row', path='row_count')
                 if _zgr3_body___graph_section___x.version == 2:
-                    out += _S248_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through, len(_zgr3_body___graph_section___x.rows))
+                    out += _S248_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through, (_k5 := len(_zgr3_body___graph_section___x.rows)))
                 else:
                     out += _S14_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
                 if _zgr3_body___graph_section___x.version == 2:
                     out += _S23_pack(0)
                 if _zgr3_body___graph_section___x.version == 2:
-                    if len(_zgr3_body___graph_section___x.rows) != len(_zgr3_body___graph_section___x.rows):
-                        raise EncodeError('expected ' + str(len(_zgr3_body___graph_section___x.rows)) + ' items, found ' + str(len(_zgr3_body___graph_section___x.rows)), path='rows')
+                    if (_k6 := len(_zgr3_body___graph_section___x.rows)) != _k6:
+                        raise EncodeError('expected ' + str(_k6) + ' items, found ' + str(_k6), path='rows')
                     for _zgr3_body___graph_section___zgen_extension___x in _zgr3_body___graph_section___x.rows:
                         if not _zgr3_body___graph_section___zgen_extension___x.increment_count > 0:
                             raise EncodeError('ZGEN increment counts must be positive', path='increment_count')
@@ -16280,10 +16278,10 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             _zgr3_body___size_graph = len(out) - _zgr3_body___ps
             _S23.pack_into(out, _zgr3_body___at_section_len, _zgr3_body___size_graph)
         else:
-            out += _S23_pack(v.tag)
+            out += _S23_pack(_tag)
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
         _e_body = len(out)
-        if v.tag == 861030234:
+        if _tag == 861030234:
             out += _S47_pack(_ck_xxh3_64(out if _s_tag == 0 and _e_body == len(out) else memoryview(out)[_s_tag:_e_body]))
     return bytes(out)
 
@@ -17223,9 +17221,9 @@ def _em_purge_file(values):
         _purge_block___s_payload = len(out) + 40
         _purge_block___ps = len(out) + 40
         _purge_block___purge_payload__v = _purge_block__v.payload
-        out += _S254_pack(b'ZEPEMBED', 15, 1, 0, 32, 0, 0, _purge_block___purge_payload__v.token_id, len(_purge_block___purge_payload__v.doc_ids), 0)
-        if len(_purge_block___purge_payload__v.doc_ids) != len(_purge_block___purge_payload__v.doc_ids):
-            raise EncodeError('expected ' + str(len(_purge_block___purge_payload__v.doc_ids)) + ' items, found ' + str(len(_purge_block___purge_payload__v.doc_ids)), path='doc_ids')
+        out += _S254_pack(b'ZEPEMBED', 15, 1, 0, 32, 0, 0, _purge_block___purge_payload__v.token_id, (_k0 := len(_purge_block___purge_payload__v.doc_ids)), 0)
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='doc_ids')
         out += b''.join([_purge_block___purge_payload___x.to_bytes(16, 'little', signed=False) for _purge_block___purge_payload___x in _purge_block___purge_payload__v.doc_ids])
         _purge_block___size_payload = len(out) - _purge_block___ps
         _S47.pack_into(out, _purge_block___at_block_len, _purge_block___size_payload)
@@ -17756,59 +17754,58 @@ def _em_epoch_digest_input(values):
     _S49_pack = _S49.pack
     _S54_pack = _S54.pack
     _S56_pack = _S56.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S49_pack(b'ZEEMBEP2'))
-        _digest_tower__v = v.document
-        if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_id)
-        _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_version)
-        _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_weights_digest)
-        _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
-        _a(_digest_tower___b_prompt_prefix)
-        _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
-        if _digest_tower__v.os_build_present == 1:
-            _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_digest_tower___b)
-        elif _digest_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-        _digest_tower__v = v.query
-        if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_id)
-        _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_version)
-        _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_weights_digest)
-        _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
-        _a(_digest_tower___b_prompt_prefix)
-        _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
-        if _digest_tower__v.os_build_present == 1:
-            _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_digest_tower___b)
-        elif _digest_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-        _b_alignment_digest = v.alignment_digest
-        _a(_L190[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S23_pack(_ln))
-        _a(_b_alignment_digest)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S49_pack(b'ZEEMBEP2'))
+            _digest_tower__v = v.document
+            if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_id)
+            _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_version)
+            _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+            _a(_S23_pack((_k0 := len(_digest_tower___b_weights_digest))))
+            _a(_digest_tower___b_weights_digest)
+            _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
+            _a(_digest_tower___b_prompt_prefix)
+            _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
+            if _digest_tower__v.os_build_present == 1:
+                _digest_tower___b = _digest_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_digest_tower___b)
+            elif _digest_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+            _digest_tower__v = v.query
+            if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_id)
+            _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_version)
+            _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+            _a(_S23_pack((_k1 := len(_digest_tower___b_weights_digest))))
+            _a(_digest_tower___b_weights_digest)
+            _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
+            _a(_digest_tower___b_prompt_prefix)
+            _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
+            if _digest_tower__v.os_build_present == 1:
+                _digest_tower___b = _digest_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_digest_tower___b)
+            elif _digest_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+            _b_alignment_digest = v.alignment_digest
+            _a(_S23_pack((_k2 := len(_b_alignment_digest))))
+            _a(_b_alignment_digest)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_epoch_digest_input_v1(mv, pos, end):
@@ -18087,34 +18084,33 @@ def _em_epoch_digest_input_v1(values):
     _S49_pack = _S49.pack
     _S54_pack = _S54.pack
     _S56_pack = _S56.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S49_pack(b'ZEEMBEP1'))
-        _digest_tower__v = v.tower
-        if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_id)
-        _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_version)
-        _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_weights_digest)
-        _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
-        _a(_digest_tower___b_prompt_prefix)
-        _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
-        if _digest_tower__v.os_build_present == 1:
-            _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_digest_tower___b)
-        elif _digest_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S49_pack(b'ZEEMBEP1'))
+            _digest_tower__v = v.tower
+            if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_id)
+            _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_version)
+            _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+            _a(_S23_pack((_k0 := len(_digest_tower___b_weights_digest))))
+            _a(_digest_tower___b_weights_digest)
+            _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
+            _a(_digest_tower___b_prompt_prefix)
+            _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
+            if _digest_tower__v.os_build_present == 1:
+                _digest_tower___b = _digest_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_digest_tower___b)
+            elif _digest_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_digest_tower(mv, pos, end):
@@ -18304,7 +18300,7 @@ def _em_region_entry(values):
     out = bytearray()
     _S45_pack = _S45.pack
     for v in values:
-        if not v.offset % 16384 == 0:
+        if not (_k0 := (v.offset % 16384)) == 0:
             raise EncodeError('region offset must be 16 KiB aligned', path='offset')
         out += _S45_pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
     return bytes(out)
@@ -18540,16 +18536,16 @@ def _em_segment_header(values):
             raise EncodeError('unsupported segment version (registry accepts 1..1)', path='family_version')
         if not 0 == 0:
             raise EncodeError('segment header flags must be zero', path='flags')
-        if not 72 + 32 * len(v.regions) == 72 + 32 * len(v.regions):
+        if not 72 + 32 * (_k0 := len(v.regions)) == 72 + (_k1 := (32 * _k0)):
             raise EncodeError('header_length must equal 72 + 32 x region_count', path='region_count')
         _s_magic = len(out)
-        if len(v.segment_id) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.segment_id)), path='segment_id')
-        out += _S43_pack(b'ZEPEMBED', 2, 1, 0, 72 + 32 * len(v.regions), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims)
-        if len(v.regions) != len(v.regions):
-            raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
+        if (_k2 := len(v.segment_id)) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(_k2), path='segment_id')
+        out += _S43_pack(b'ZEPEMBED', 2, 1, 0, 72 + _k1, v.file_length, v.segment_id, v.row_count, _k0, 0, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims)
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='regions')
         for _x in v.regions:
-            if not _x.offset % 16384 == 0:
+            if not (_k3 := (_x.offset % 16384)) == 0:
                 raise EncodeError('region offset must be 16 KiB aligned', path='offset')
             out += _S45_pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
         out += _S47_pack(_ck_xxh3_64(memoryview(out)[_s_magic:]))
@@ -18722,8 +18718,8 @@ def _em_vector_codes_region(values):
     for v in values:
         _vector_header__v = v.header
         out += _S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
-        if len(v.codes) != v.header.row_stride * v.header.row_count:
-            raise EncodeError('expected ' + str(v.header.row_stride * v.header.row_count) + ' items, found ' + str(len(v.codes)), path='codes')
+        if (_k0 := len(v.codes)) != (_k1 := (_vector_header__v.row_stride * _vector_header__v.row_count)):
+            raise EncodeError('expected ' + str(_k1) + ' items, found ' + str(_k0), path='codes')
         out += numpy.asarray(v.codes, dtype='<u1').tobytes()
     return bytes(out)
 
@@ -19054,32 +19050,31 @@ def _em_vector_factors_region(values):
     _a = _all.append
     _chunks = []
     _S37_pack = _S37.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _vector_header__v = v.header
-        _a(_S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
-        if v.header.scheme == 4 and v.header.factor_stride == 12:
-            if len(v.bit4) != v.header.row_count:
-                raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
-            _a(numpy.ascontiguousarray(v.bit4).tobytes())
-        elif v.bit4 is not None:
-            raise EncodeError('field is present but its condition is false', path='bit4')
-        if v.header.scheme == 2 and v.header.factor_stride == 8:
-            if len(v.int8) != v.header.row_count:
-                raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.int8)), path='int8')
-            _a(numpy.ascontiguousarray(v.int8).tobytes())
-        elif v.int8 is not None:
-            raise EncodeError('field is present but its condition is false', path='int8')
-        if not (v.header.scheme == 4 and v.header.factor_stride == 12 or (v.header.scheme == 2 and v.header.factor_stride == 8)):
-            _b = v.raw
-            if len(_b) != v.header.factor_stride * v.header.row_count:
-                raise EncodeError('wrong length ' + str(len(_b)), path='raw')
-            _a(_b)
-        elif v.raw is not None:
-            raise EncodeError('field is present but its condition is false', path='raw')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _vector_header__v = v.header
+            _a(_S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
+            if _vector_header__v.scheme == 4 and _vector_header__v.factor_stride == 12:
+                if (_k0 := len(v.bit4)) != _vector_header__v.row_count:
+                    raise EncodeError('expected ' + str(_vector_header__v.row_count) + ' items, found ' + str(_k0), path='bit4')
+                _a(numpy.ascontiguousarray(v.bit4).tobytes())
+            elif v.bit4 is not None:
+                raise EncodeError('field is present but its condition is false', path='bit4')
+            if _vector_header__v.scheme == 2 and _vector_header__v.factor_stride == 8:
+                if (_k1 := len(v.int8)) != _vector_header__v.row_count:
+                    raise EncodeError('expected ' + str(_vector_header__v.row_count) + ' items, found ' + str(_k1), path='int8')
+                _a(numpy.ascontiguousarray(v.int8).tobytes())
+            elif v.int8 is not None:
+                raise EncodeError('field is present but its condition is false', path='int8')
+            if not (_vector_header__v.scheme == 4 and _vector_header__v.factor_stride == 12 or (_vector_header__v.scheme == 2 and _vector_header__v.factor_stride == 8)):
+                _b = v.raw
+                if (_k2 := len(_b)) != (_k3 := (_vector_header__v.factor_stride * _vector_header__v.row_count)):
+                    raise EncodeError('wrong length ' + str(_k2), path='raw')
+                _a(_b)
+            elif v.raw is not None:
+                raise EncodeError('field is present but its condition is false', path='raw')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_vector_rescore_region(mv, pos, end):
@@ -19225,12 +19220,12 @@ def _em_vector_rescore_region(values):
     out = bytearray()
     _S37_pack = _S37.pack
     for v in values:
-        if not (v.header.scheme == 0 and v.header.factor_stride == 0 and (v.header.row_stride == v.header.dims * 4)):
-            raise EncodeError('rescore header must be scheme 0, stride dims x 4, factor stride 0', path='header')
         _vector_header__v = v.header
+        if not (_vector_header__v.scheme == 0 and _vector_header__v.factor_stride == 0 and (_vector_header__v.row_stride == _vector_header__v.dims * 4)):
+            raise EncodeError('rescore header must be scheme 0, stride dims x 4, factor stride 0', path='header')
         out += _S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
-        if len(v.values) != v.header.dims * v.header.row_count:
-            raise EncodeError('expected ' + str(v.header.dims * v.header.row_count) + ' items, found ' + str(len(v.values)), path='values')
+        if (_k0 := len(v.values)) != (_k1 := (_vector_header__v.dims * _vector_header__v.row_count)):
+            raise EncodeError('expected ' + str(_k1) + ' items, found ' + str(_k0), path='values')
         out += numpy.asarray(v.values, dtype='<f4').tobytes()
     return bytes(out)
 
@@ -19385,22 +19380,21 @@ def _em_columns_region(values):
     _chunks = []
     _S11_pack = _S11.pack
     _S35_pack = _S35.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S11_pack(v.row_count, len(v.defs)))
-        if len(v.defs) != len(v.defs):
-            raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
-        for _x in v.defs:
-            if not (_x.nullable == 0 or _x.nullable == 1):
-                raise EncodeError('nullable must be 0 or 1', path='nullable')
-            _column_def_b_name = _x.name.encode()
-            _a(_S35_pack(_x.column_id, _COLUMNTYPE_BY_VALUE[_x.type], _x.nullable, len(_column_def_b_name)))
-            _a(_column_def_b_name)
-        _b = v.data
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S11_pack(v.row_count, (_k0 := len(v.defs))))
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='defs')
+            for _x in v.defs:
+                if not (_x.nullable == 0 or _x.nullable == 1):
+                    raise EncodeError('nullable must be 0 or 1', path='nullable')
+                _column_def_b_name = _x.name.encode()
+                _a(_S35_pack(_x.column_id, _COLUMNTYPE_BY_VALUE[_x.type], _x.nullable, len(_column_def_b_name)))
+                _a(_column_def_b_name)
+            _b = v.data
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_dictionary_column(mv, pos, end, p_rows):
@@ -20040,65 +20034,65 @@ def _em_column_data(values, p_type, p_rows):
         _size_presence = len(out) - _ps
         _S23.pack_into(out, _at_presence_len, _size_presence)
         if p_type == 1:
-            if len(v.u64s) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.u64s)), path='u64s')
-            out += struct.pack('<' + str(len(v.u64s)) + 'Q', *v.u64s)
+            if (_k0 := len(v.u64s)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k0), path='u64s')
+            out += struct.pack('<' + str(_k0) + 'Q', *v.u64s)
         elif v.u64s is not None:
             raise EncodeError('field is present but its condition is false', path='u64s')
         if p_type == 2:
-            if len(v.i64s) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.i64s)), path='i64s')
-            out += struct.pack('<' + str(len(v.i64s)) + 'q', *v.i64s)
+            if (_k1 := len(v.i64s)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k1), path='i64s')
+            out += struct.pack('<' + str(_k1) + 'q', *v.i64s)
         elif v.i64s is not None:
             raise EncodeError('field is present but its condition is false', path='i64s')
         if p_type == 3:
-            if len(v.f64s) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.f64s)), path='f64s')
-            out += struct.pack('<' + str(len(v.f64s)) + 'd', *v.f64s)
+            if (_k2 := len(v.f64s)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k2), path='f64s')
+            out += struct.pack('<' + str(_k2) + 'd', *v.f64s)
         elif v.f64s is not None:
             raise EncodeError('field is present but its condition is false', path='f64s')
         if p_type == 4:
-            if len(v.bools) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.bools)), path='bools')
-            out += struct.pack('<' + str(len(v.bools)) + 'B', *v.bools)
+            if (_k3 := len(v.bools)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k3), path='bools')
+            out += struct.pack('<' + str(_k3) + 'B', *v.bools)
         elif v.bools is not None:
             raise EncodeError('field is present but its condition is false', path='bools')
         if p_type == 5:
             _dictionary_column__v = v.dictionary
             if not (_dictionary_column__v.code_width == 2 or _dictionary_column__v.code_width == 4):
                 raise EncodeError('dictionary code width must be 2 or 4', path='code_width')
-            out += _L190[_ln] if (_ln := len(_dictionary_column__v.strings)) < 256 else _S23_pack(_ln)
-            if len(_dictionary_column__v.strings) != len(_dictionary_column__v.strings):
-                raise EncodeError('expected ' + str(len(_dictionary_column__v.strings)) + ' items, found ' + str(len(_dictionary_column__v.strings)), path='strings')
+            out += _S23_pack((_k4 := len(_dictionary_column__v.strings)))
+            if _k4 != _k4:
+                raise EncodeError('expected ' + str(_k4) + ' items, found ' + str(_k4), path='strings')
             for _dictionary_column___x in _dictionary_column__v.strings:
                 _dictionary_column___b = _dictionary_column___x.encode()
                 out += _L190[_ln] if (_ln := len(_dictionary_column___b)) < 256 else _S23_pack(_ln)
                 out += _dictionary_column___b
             out += _S30_pack(_dictionary_column__v.code_width, 0)
             if _dictionary_column__v.code_width == 2:
-                if len(_dictionary_column__v.codes16) != p_rows:
-                    raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(_dictionary_column__v.codes16)), path='codes16')
-                out += struct.pack('<' + str(len(_dictionary_column__v.codes16)) + 'H', *_dictionary_column__v.codes16)
+                if (_k5 := len(_dictionary_column__v.codes16)) != p_rows:
+                    raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k5), path='codes16')
+                out += struct.pack('<' + str(_k5) + 'H', *_dictionary_column__v.codes16)
             elif _dictionary_column__v.codes16 is not None:
                 raise EncodeError('field is present but its condition is false', path='codes16')
             if _dictionary_column__v.code_width == 4:
-                if len(_dictionary_column__v.codes32) != p_rows:
-                    raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(_dictionary_column__v.codes32)), path='codes32')
-                out += struct.pack('<' + str(len(_dictionary_column__v.codes32)) + 'I', *_dictionary_column__v.codes32)
+                if (_k6 := len(_dictionary_column__v.codes32)) != p_rows:
+                    raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k6), path='codes32')
+                out += struct.pack('<' + str(_k6) + 'I', *_dictionary_column__v.codes32)
             elif _dictionary_column__v.codes32 is not None:
                 raise EncodeError('field is present but its condition is false', path='codes32')
         elif v.dictionary is not None:
             raise EncodeError('field is present but its condition is false', path='dictionary')
         if p_type == 6:
-            if len(v.raw_strings) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.raw_strings)), path='raw_strings')
+            if (_k7 := len(v.raw_strings)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k7), path='raw_strings')
             for _x in v.raw_strings:
                 _b = _x.encode()
                 out += _L190[_ln] if (_ln := len(_b)) < 256 else _S23_pack(_ln)
                 out += _b
         elif v.raw_strings is not None:
             raise EncodeError('field is present but its condition is false', path='raw_strings')
-        if not _size_presence == (p_rows + 7) // 8:
+        if not _size_presence == (_k8 := ((p_rows + 7) // 8)):
             raise EncodeError('presence bitmap length must be ceil(rows/8)', path='presence_len')
     return bytes(out)
 
@@ -20187,7 +20181,7 @@ def _em_alive_region(values):
         out += _b
         _size_bitmap = len(out) - _ps
         _S23.pack_into(out, _at_bitmap_len, _size_bitmap)
-        if not _size_bitmap == (v.row_count + 7) // 8:
+        if not _size_bitmap == (_k0 := ((v.row_count + 7) // 8)):
             raise EncodeError('alive bitmap length must be ceil(rows/8)', path='bitmap_len')
     return bytes(out)
 
@@ -20365,9 +20359,9 @@ def _em_checksum_table_region(values):
     for v in values:
         if not 65536 == 65536:
             raise EncodeError('checksum table chunk size must be 65536', path='chunk_size')
-        out += _S11_pack(len(v.entries), 65536)
-        if len(v.entries) != len(v.entries):
-            raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
+        out += _S11_pack((_k0 := len(v.entries)), 65536)
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='entries')
         for _x in v.entries:
             out += _S20_pack(_x.kind, 0, _x.chunk_index, _x.checksum)
     return bytes(out)
@@ -20643,19 +20637,18 @@ def _em_stored_metadata_region(values):
     _a = _all.append
     _chunks = []
     _S14_pack = _S14.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not 0 == 0:
-            raise EncodeError('stored metadata start offset must be zero', path='start')
-        _a(_S14_pack(len(v.ends), 0, 0))
-        if len(v.ends) != len(v.ends):
-            raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-        _a(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
-        _b = v.data
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            if not 0 == 0:
+                raise EncodeError('stored metadata start offset must be zero', path='start')
+            _a(_S14_pack((_k0 := len(v.ends)), 0, 0))
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='ends')
+            _a(struct.pack('<' + str(_k0) + 'Q', *v.ends))
+            _b = v.data
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_stored_text_region(mv, pos, end):
@@ -20787,21 +20780,20 @@ def _em_stored_text_region(values):
     _a = _all.append
     _chunks = []
     _S11_pack = _S11.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S11_pack(len(v.ends), 0))
-        _b = v.presence
-        if len(_b) != (len(v.ends) + 7) // 8:
-            raise EncodeError('wrong length ' + str(len(_b)), path='presence')
-        _a(_b)
-        if len(v.ends) != len(v.ends):
-            raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-        _a(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
-        _b = v.data
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S11_pack((_k0 := len(v.ends)), 0))
+            _b = v.presence
+            if (_k1 := len(_b)) != (_k2 := ((_k0 + 7) // 8)):
+                raise EncodeError('wrong length ' + str(_k1), path='presence')
+            _a(_b)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='ends')
+            _a(struct.pack('<' + str(_k0) + 'Q', *v.ends))
+            _b = v.data
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
@@ -20975,16 +20967,16 @@ def _em_graph_node_block(values, p_code_bytes, p_max_degree):
     _S256_pack = _S256.pack
     for v in values:
         start = len(out)
+        _b = v.codes
         if not v.degree <= p_max_degree:
             raise EncodeError('degree exceeds max_degree', path='degree')
-        _b = v.codes
-        if len(_b) != p_code_bytes:
-            raise EncodeError('wrong length ' + str(len(_b)), path='codes')
+        if (_k0 := len(_b)) != p_code_bytes:
+            raise EncodeError('wrong length ' + str(_k0), path='codes')
         out += _b
         _bit4_factors__v = v.factors
         out += _S256_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction, v.degree, v.flags.to_int(), 0)
-        if len(v.neighbours) != p_max_degree:
-            raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
+        if (_k1 := len(v.neighbours)) != p_max_degree:
+            raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(_k1), path='neighbours')
         if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK10:
             out += v.neighbours.raw
         else:
@@ -21180,16 +21172,16 @@ def _em_graph_node_blocks_region(values, p_region_len):
             raise EncodeError('graph trailer flags must be zero', path='flags')
         if not v.dims > 0:
             raise EncodeError('graph dims must be positive', path='dims')
-        if not (v.padded_dims % 128 == 0 and v.padded_dims >= v.dims):
+        if not ((_k0 := (v.padded_dims % 128)) == 0 and v.padded_dims >= v.dims):
             raise EncodeError('padded_dims must be a multiple of 128 and >= dims', path='padded_dims')
-        if not v.stride == ((v.padded_dims + 1) // 2 + 16 + 4 * v.max_degree + 127) // 128 * 128:
+        if not v.stride == ((_k1 := ((v.padded_dims + 1) // 2)) + 16 + (_k2 := (4 * v.max_degree)) + 127) // 128 * 128:
             raise EncodeError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', path='stride')
-        if not len(v.blocks) == v.stride * v.node_count:
+        if not (_k3 := len(v.blocks)) == (_k4 := (v.stride * v.node_count)):
             raise EncodeError('region length must be stride x node_count + 128', path='node_count')
         _s_blocks = len(out)
         _b = v.blocks
-        if len(_b) != p_region_len - 128:
-            raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
+        if (_k5 := len(_b)) != p_region_len - 128:
+            raise EncodeError('wrong length ' + str(_k5), path='blocks')
         out += _b
         _e_node_count = len(out) + 32
         out += _S260_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, v.stride, v.node_count)

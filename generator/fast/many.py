@@ -25,6 +25,7 @@ from .pack_fusion import (
     drop_len_marks,
     fuse_packs,
     padding_tables,
+    reuse_reads,
     small_length_packs,
     static_padding,
     tag_implied_lengths,
@@ -455,7 +456,9 @@ class ManyEncoders:
         return pre + [tag_assign, ast.If(test, hot or [ast.Pass()], [cold])]
 
 
-    ENCODE_CHUNK = 512  # a many-encoder joins its listed pieces when this many are listed
+    # a many-encoder joins its listed pieces every this many records (values are a list
+    # or a tuple: ``encode_many_*`` calls it only then), the chunks once at the end
+    ENCODE_CHUNK_RECORDS = 128
 
     def encoder_many(self, rec: ir.Record, lines: list[str]) -> list[str]:
         """``_em_<record>(values, *params)``: the encoder's body once per value in one
@@ -482,6 +485,7 @@ class ManyEncoders:
         tag_implied_lengths(fn, formats)
         padding_tables(fn, lambda a: self.const(
             "Z", f"tuple(bytes(_i) for _i in range({a}))"))
+        reuse_reads(fn)
         if not has_ln:
             small_length_packs(fn, formats, lambda fmt: self.const(
                 "L", f"tuple(struct.pack({fmt!r}, _i) for _i in range({SMALL_LENGTHS}))"))
@@ -509,16 +513,19 @@ class ManyEncoders:
             for i, st in enumerate(fn.body):
                 if _is_out_append(st):
                     fn.body[i] = ast.Expr(ast.Call(ast.Name("_a", ast.Load()), [st.value], []))
-            fn.body[:0] = ast.parse(f"if len(_all) >= {self.ENCODE_CHUNK}:\n"
-                                    "    _chunks.append(b''.join(_all))\n"
-                                    "    _all.clear()").body
+            # a chunk is a slice of the values: no test of the list's length per record
             head = ["    _all = []", "    _a = _all.append", "    _chunks = []"]
-            tail = ["    _chunks.append(b''.join(_all))", "    return b''.join(_chunks)"]
+            loop = [f"    for _i in range(0, len(values), {self.ENCODE_CHUNK_RECORDS}):",
+                    f"        for v in values[_i:_i + {self.ENCODE_CHUNK_RECORDS}]:"]
+            tail = ["        _chunks.append(b''.join(_all))", "        _all.clear()",
+                    "    return b''.join(_chunks)"]
+            indent = "            "
         else:
             if cold:  # not gathered after all: the calls write to ``out`` as they did
                 fn.body = before
             head, tail = ["    out = bytearray()"], ["    return bytes(out)"]
+            loop, indent = ["    for v in values:"], "        "
         body = ast.unparse(ast.Module(body=fn.body, type_ignores=[])).splitlines()
         return ["", f"def _em_{rec.name}(values{''.join(', ' + p for p in params)}):"] \
-            + head + [f"    {h}_pack = {h}.pack" for h in sorted(hoisted)] + [
-                "    for v in values:"] + ["        " + x for x in body] + tail
+            + head + [f"    {h}_pack = {h}.pack" for h in sorted(hoisted)] + loop \
+            + [indent + x for x in body] + tail

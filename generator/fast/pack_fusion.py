@@ -585,3 +585,157 @@ def tag_implied_lengths(fn: ast.FunctionDef, formats: dict[str, str]) -> int:
                 i -= 1
             i += 1
     return done
+
+
+def _attr_chain(e: ast.expr) -> bool:
+    """``name.a.b...`` (loads only)."""
+    while isinstance(e, ast.Attribute):
+        e = e.value
+    return isinstance(e, ast.Name)
+
+def _names_in(src_nodes: ast.AST) -> set[str]:
+    return {n.id for n in walk(src_nodes) if isinstance(n, ast.Name)}
+
+def reuse_reads(fn: ast.FunctionDef) -> int:
+    """A value's attribute read again after it was kept in a local (``y = v.a`` and
+    later ``v.a``, ``v.a.b``) is read from the local; a kept read just below checks
+    of it (``if v.a.__class__ is not C: raise ...``, then ``y = v.a``) moves above
+    them. The encoders only read the values they write, so a read gives the same
+    object each time; a local rebound (or one a chain starts from) ends the reuse, and a
+    loop's body starts without what its own statements rebind. Only for the
+    many-record encoders (a failing read raises there either way). Returns how many
+    reads were replaced."""
+    done = 0
+
+    def hoist(stmts: list[ast.stmt]) -> None:
+        for j in range(len(stmts)):
+            st = stmts[j]
+            if not (_pure_assign(st) is not None and len(st.targets) == 1
+                    and _attr_chain(st.value)):
+                continue
+            target = st.targets[0].id  # type: ignore[attr-defined]
+            reads = _names_in(st.value)
+            k = j
+            while k > 0 and _guard(stmts[k - 1]) and target not in _names_in(stmts[k - 1]) \
+                    and not reads & {target}:
+                k -= 1
+            if k < j:
+                stmts.insert(k, stmts.pop(j))
+
+    taken = _names_in(fn)
+    fresh = (f"_k{i}" for i in range(1 << 30) if f"_k{i}" not in taken)
+    # locals that only ever name a value's field (``b = v.payload``): their lengths do
+    # not change; a buffer or list the encoder builds (``out`` among them) does
+    assigned: dict[str, bool] = {}
+    for n in walk(fn):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            assigned.setdefault(n.id, True)
+        if isinstance(n, ast.Assign):
+            ok = _attr_chain(n.value) and isinstance(n.value, ast.Attribute)
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    assigned[t.id] = assigned.get(t.id, True) and ok
+        elif isinstance(n, ast.AugAssign | ast.AnnAssign | ast.For | ast.With | ast.NamedExpr) \
+                or isinstance(n, ast.comprehension):
+            for t in walk(n.target if not isinstance(n, ast.With) else n):
+                if isinstance(t, ast.Name) and not isinstance(t.ctx, ast.Load):
+                    assigned[t.id] = False
+    fields = {k for k, ok in assigned.items() if ok}
+
+    def steady(x: ast.AST) -> bool:
+        """A value's field (``v.a.b``), or a local naming one: its length is fixed."""
+        while isinstance(x, ast.Attribute):
+            x = x.value
+            if isinstance(x, ast.Name):
+                return x.id != "out"
+        return isinstance(x, ast.Name) and x.id in fields
+
+    def computed(e: ast.AST) -> bool:
+        """``len(x)`` (x a value's field), or ``*``, ``//``, ``%`` of such arithmetic:
+        worth keeping once computed (generic, unspecialized int operations)."""
+        if isinstance(e, ast.Call):
+            return _is_name(e.func, "len") and len(e.args) == 1 and not e.keywords \
+                and steady(e.args[0])
+        return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mod | ast.FloorDiv | ast.Mult) \
+            and _pure_arith(e) and all(computed(c) for c in walk(e) if isinstance(c, ast.Call)) \
+            and not any(_is_name(n, "out") for n in walk(e))
+
+    def substitute(node: ast.AST, env: dict[str, str], eager: bool) -> ast.AST:
+        """``node`` with kept reads and values taken from their locals; where ``eager``
+        (evaluated whenever its statement runs) a value computed for the first time is
+        kept (``(_kN := len(x))``) for the statements after it."""
+        nonlocal done
+        if isinstance(node, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp
+                      | ast.GeneratorExp):
+            return node  # a scope of its own: left as it is
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) \
+                and _attr_chain(node) and ast.unparse(node) in env:
+            done += 1  # the longest kept chain first
+            return ast.Name(env[ast.unparse(node)], ast.Load())
+        for field, value in ast.iter_fields(node):
+            # what runs only sometimes: an ``if`` expression's branches, the operands of
+            # ``and``/``or`` after the first, a chained comparison's after the first
+            lazy = (isinstance(node, ast.IfExp) and field != "test") \
+                or isinstance(node, ast.BoolOp) \
+                or (isinstance(node, ast.Compare) and field == "comparators")
+            if isinstance(value, list):
+                new = []
+                for i, x in enumerate(value):
+                    inner = eager and not (lazy and i > 0)
+                    new.append(substitute(x, env, inner) if isinstance(x, ast.AST) else x)
+                setattr(node, field, new)
+            elif isinstance(value, ast.AST):
+                setattr(node, field, substitute(value, env, eager and not lazy))
+        if isinstance(node, ast.expr) and computed(node):
+            # (its operands already from their locals: the key of what it computes)
+            if ast.unparse(node) in env:
+                done += 1
+                return ast.Name(env[ast.unparse(node)], ast.Load())
+            if not eager:
+                return node
+            name = next(fresh)
+            env[ast.unparse(node)] = name
+            return ast.NamedExpr(ast.Name(name, ast.Store()), node)
+        return node
+
+    def forget(env: dict[str, str], names: set[str]) -> None:
+        for key in [k for k, v in env.items() if v in names
+                    or _names_in(ast.parse(k, mode="eval")) & names]:
+            del env[key]
+
+    def run(stmts: list[ast.stmt], env: dict[str, str]) -> None:
+        hoist(stmts)
+        for st in stmts:
+            inner = [sub for sub in _sub_lists(st)]
+            stored = {n.id for n in walk(st) if isinstance(n, ast.Name)
+                      and not isinstance(n.ctx, ast.Load)}
+            # the statement's own expressions (a test, an iterable, a value), not its
+            # bodies; a loop's test runs again after its body: nothing is kept from it
+            eager = not isinstance(st, ast.While)
+            for field in st._fields:
+                v = getattr(st, field, None)
+                if field in _BODIES or field == "handlers":
+                    continue
+                if isinstance(v, ast.expr) and field != "target":
+                    setattr(st, field, substitute(v, env, eager))
+                elif isinstance(v, list) and not isinstance(st, ast.Assign | ast.Delete):
+                    setattr(st, field, [substitute(x, env, eager) if isinstance(x, ast.expr)
+                                        else x for x in v])
+            loop = isinstance(st, ast.For | ast.While | ast.AsyncFor)
+            for sub in inner:
+                mine = dict(env)
+                if loop:  # a later round sees what the body rebinds
+                    forget(mine, stored)
+                run(sub, mine)
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                    and isinstance(st.targets[0], ast.Name) and _attr_chain(st.value) \
+                    and _pure_assign(st) is not None:
+                forget(env, stored)
+                target = st.targets[0].id
+                if target not in _names_in(st.value):
+                    env[ast.unparse(st.value)] = target
+            else:
+                forget(env, stored)
+
+    run(fn.body, {})
+    return done

@@ -310,7 +310,7 @@ def _em_avro_file(values):
     _S2_pack = _S2.pack
     for v in values:
         out += _S0_pack(b'Obj\x01')
-        out += _zigzag_encode(len(v.meta))
+        out += _zigzag_encode((_k0 := len(v.meta)))
         for _x in v.meta:
             _meta_entry___b = _x.key.encode()
             out += _zigzag_encode(len(_meta_entry___b))
@@ -319,19 +319,19 @@ def _em_avro_file(values):
             out += _zigzag_encode(len(_meta_entry___b))
             out += _meta_entry___b
         out += _zigzag_encode(0)
-        if len(v.sync) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.sync)), path='sync')
+        if (_k1 := len(v.sync)) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(_k1), path='sync')
         out += _S2_pack(v.sync)
         for _x in v.blocks:
             _data_block__p_codec = next((_lk.value for _lk in v.meta if _lk.key == 'avro.codec'), b'null')
             _data_block__p_header_sync = v.sync
             if not _data_block__p_header_sync == _data_block__p_header_sync:
                 raise EncodeError("block sync marker differs from the header's", path='sync')
-            out += _zigzag_encode(len(_x.objects))
+            out += _zigzag_encode((_k2 := len(_x.objects)))
             _data_block___outer = out
             out = bytearray()
-            if len(_x.objects) != len(_x.objects):
-                raise EncodeError('expected ' + str(len(_x.objects)) + ' items, found ' + str(len(_x.objects)), path='objects')
+            if _k2 != _k2:
+                raise EncodeError('expected ' + str(_k2) + ' items, found ' + str(_k2), path='objects')
             for _data_block___x in _x.objects:
                 out += _zigzag_encode(_data_block___x.id)
                 _data_block___reading___b = _data_block___x.name.encode()
@@ -457,17 +457,16 @@ def _em_meta_entry(values):
     _all = []
     _a = _all.append
     _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b = v.key.encode()
-        _a(_zigzag_encode(len(_b)))
-        _a(_b)
-        _b = v.value
-        _a(_zigzag_encode(len(_b)))
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _b = v.key.encode()
+            _a(_zigzag_encode(len(_b)))
+            _a(_b)
+            _b = v.value
+            _a(_zigzag_encode(len(_b)))
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_data_block(mv, pos, end, p_codec, p_header_sync):
@@ -568,11 +567,11 @@ def _em_data_block(values, p_codec, p_header_sync):
     for v in values:
         if not p_header_sync == p_header_sync:
             raise EncodeError("block sync marker differs from the header's", path='sync')
-        out += _zigzag_encode(len(v.objects))
+        out += _zigzag_encode((_k0 := len(v.objects)))
         _outer = out
         out = bytearray()
-        if len(v.objects) != len(v.objects):
-            raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='objects')
         for _x in v.objects:
             out += _zigzag_encode(_x.id)
             _reading___b = _x.name.encode()
@@ -710,18 +709,17 @@ def _em_reading(values):
     _all = []
     _a = _all.append
     _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_zigzag_encode(v.id))
-        _b = v.name.encode()
-        _a(_zigzag_encode(len(_b)))
-        _a(_b)
-        _b = v.payload
-        _a(_zigzag_encode(len(_b)))
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_zigzag_encode(v.id))
+            _b = v.name.encode()
+            _a(_zigzag_encode(len(_b)))
+            _a(_b)
+            _b = v.payload
+            _a(_zigzag_encode(len(_b)))
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 # -- fast path: public API ------------------------------------------------------------
