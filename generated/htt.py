@@ -1032,9 +1032,9 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
             _a(_L30[_ln] if (_ln := len(_b_key)) < 256 else _S9_pack(_ln))
             _a(_b_key)
             _b_data = v.data
-            _a(_S2_pack((_k0 := len(_b_data))))
+            _a(_L31[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
             _a(_b_data)
-            _a(_S9_pack((_k1 := len(v.meta))))
+            _a(_L30[_ln] if (_ln := len(v.meta)) < 256 else _S9_pack(_ln))
             for _x in v.meta:
                 _meta_pair_b_key = _x.key.encode()
                 _a(_L30[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S9_pack(_ln))
@@ -1048,8 +1048,8 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                     _tail_full__v = v.tail
                     if _tail_full__v.__class__ is not TailFull:
                         raise EncodeError('tag full takes a TailFull, not ' + type(_tail_full__v).__name__, path='tail')
-                    if (_k2 := len(_tail_full__v.dims)) != p_semantic_dims:
-                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(_k2), path='dims')
+                    if len(_tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
                     if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK13:
                         _a(_tail_full__v.dims.raw)
                     else:
@@ -1065,8 +1065,8 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                     _tail_quantized_gacl__v = v.tail
                     if _tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
                         raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_tail_quantized_gacl__v).__name__, path='tail')
-                    if (_k4 := len(_tail_quantized_gacl__v.reserved)) != min(p_semantic_dims, 16):
-                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(_k4), path='reserved')
+                    if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
                     if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK13:
                         _a(_tail_quantized_gacl__v.reserved.raw)
                     else:
@@ -3425,9 +3425,9 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                 _insert_body___b_data = _insert_body__v.data
                 if _insert_body__v.__class__ is not InsertBody:
                     raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_insert_body__v).__name__, path='body')
-                _p.append(_S2_pack((_k0 := len(_insert_body___b_data))))
+                _p.append(_L31[_ln] if (_ln := len(_insert_body___b_data)) < 256 else _S2_pack(_ln))
                 _p.append(_insert_body___b_data)
-                _p.append(_S9_pack((_k1 := len(_insert_body__v.meta))))
+                _p.append(_L30[_ln] if (_ln := len(_insert_body__v.meta)) < 256 else _S9_pack(_ln))
                 for _insert_body___x in _insert_body__v.meta:
                     _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
                     _p.append(_L30[_ln] if (_ln := len(_insert_body___meta_pair_b_key)) < 256 else _S9_pack(_ln))
@@ -3441,8 +3441,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_full__v = _insert_body__v.tail
                         if _insert_body___tail_full__v.__class__ is not TailFull:
                             raise EncodeError('tag full takes a TailFull, not ' + type(_insert_body___tail_full__v).__name__, path='tail')
-                        if (_k2 := len(_insert_body___tail_full__v.dims)) != p_semantic_dims:
-                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(_k2), path='dims')
+                        if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
                         if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK13:
                             _p.append(_insert_body___tail_full__v.dims.raw)
                         else:
@@ -3458,8 +3458,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
                         if _insert_body___tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
                             raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_insert_body___tail_quantized_gacl__v).__name__, path='tail')
-                        if (_k4 := len(_insert_body___tail_quantized_gacl__v.reserved)) != min(p_semantic_dims, 16):
-                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(_k4), path='reserved')
+                        if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
                         if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             _p.append(_insert_body___tail_quantized_gacl__v.reserved.raw)
                         else:
@@ -3476,9 +3476,9 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                 _update_body___b_data = _update_body__v.data
                 if _update_body__v.__class__ is not UpdateBody:
                     raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_update_body__v).__name__, path='body')
-                _p.append(_S2_pack((_k6 := len(_update_body___b_data))))
+                _p.append(_L31[_ln] if (_ln := len(_update_body___b_data)) < 256 else _S2_pack(_ln))
                 _p.append(_update_body___b_data)
-                _p.append(_S9_pack((_k7 := len(_update_body__v.meta))))
+                _p.append(_L30[_ln] if (_ln := len(_update_body__v.meta)) < 256 else _S9_pack(_ln))
                 for _update_body___x in _update_body__v.meta:
                     _update_body___meta_pair_b_key = _update_body___x.key.encode()
                     _p.append(_L30[_ln] if (_ln := len(_update_body___meta_pair_b_key)) < 256 else _S9_pack(_ln))
@@ -3509,8 +3509,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
                         if _set_semantic_body___tail_full__v.__class__ is not TailFull:
                             raise EncodeError('tag full takes a TailFull, not ' + type(_set_semantic_body___tail_full__v).__name__, path='tail')
-                        if (_k8 := len(_set_semantic_body___tail_full__v.dims)) != p_semantic_dims:
-                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(_k8), path='dims')
+                        if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
                         if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK13:
                             _p.append(_set_semantic_body___tail_full__v.dims.raw)
                         else:
@@ -3526,8 +3526,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
                         if _set_semantic_body___tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
                             raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_set_semantic_body___tail_quantized_gacl__v).__name__, path='tail')
-                        if (_k10 := len(_set_semantic_body___tail_quantized_gacl__v.reserved)) != min(p_semantic_dims, 16):
-                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(_k10), path='reserved')
+                        if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
                         if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             _p.append(_set_semantic_body___tail_quantized_gacl__v.reserved.raw)
                         else:
@@ -3933,9 +3933,9 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
                 if _wal_entry___insert_body__v.__class__ is not InsertBody:
                     raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_wal_entry___insert_body__v).__name__, path='body')
-                out += _S2_pack((_k1 := len(_wal_entry___insert_body___b_data)))
+                out += _L31[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
                 out += _wal_entry___insert_body___b_data
-                out += _S9_pack((_k2 := len(_wal_entry___insert_body__v.meta)))
+                out += _L30[_ln] if (_ln := len(_wal_entry___insert_body__v.meta)) < 256 else _S9_pack(_ln)
                 for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                     _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
                     out += _L30[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_key)) < 256 else _S9_pack(_ln)
@@ -3949,8 +3949,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                         if _wal_entry___insert_body___tail_full__v.__class__ is not TailFull:
                             raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body___tail_full__v).__name__, path='tail')
-                        if (_k3 := len(_wal_entry___insert_body___tail_full__v.dims)) != p_semantic_dims:
-                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(_k3), path='dims')
+                        if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
                         if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK13:
                             out += _wal_entry___insert_body___tail_full__v.dims.raw
                         else:
@@ -3966,8 +3966,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                         if _wal_entry___insert_body___tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
                             raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body___tail_quantized_gacl__v).__name__, path='tail')
-                        if (_k5 := len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)) != min(p_semantic_dims, 16):
-                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(_k5), path='reserved')
+                        if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
                         if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                         else:
@@ -3984,9 +3984,9 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
                 if _wal_entry___update_body__v.__class__ is not UpdateBody:
                     raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_wal_entry___update_body__v).__name__, path='body')
-                out += _S2_pack((_k7 := len(_wal_entry___update_body___b_data)))
+                out += _L31[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
                 out += _wal_entry___update_body___b_data
-                out += _S9_pack((_k8 := len(_wal_entry___update_body__v.meta)))
+                out += _L30[_ln] if (_ln := len(_wal_entry___update_body__v.meta)) < 256 else _S9_pack(_ln)
                 for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                     _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
                     out += _L30[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_key)) < 256 else _S9_pack(_ln)
@@ -4017,8 +4017,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                         if _wal_entry___set_semantic_body___tail_full__v.__class__ is not TailFull:
                             raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body___tail_full__v).__name__, path='tail')
-                        if (_k9 := len(_wal_entry___set_semantic_body___tail_full__v.dims)) != p_semantic_dims:
-                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(_k9), path='dims')
+                        if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
                         if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK13:
                             out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                         else:
@@ -4034,8 +4034,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                         if _wal_entry___set_semantic_body___tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
                             raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body___tail_quantized_gacl__v).__name__, path='tail')
-                        if (_k11 := len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)) != min(p_semantic_dims, 16):
-                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(_k11), path='reserved')
+                        if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
                         if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                         else:
@@ -5011,8 +5011,8 @@ def _em_htt_file(values):
         if _file_header__v.flags.meaning_addressed:
             _bounds_section__v = v.bounds
             _bounds_section__p_semantic_dims = _file_header__v.semantic_dims
-            if (_k0 := len(_bounds_section__v.bounds)) != _bounds_section__p_semantic_dims - 16:
-                raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(_k0), path='bounds')
+            if len(_bounds_section__v.bounds) != _bounds_section__p_semantic_dims - 16:
+                raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(len(_bounds_section__v.bounds)), path='bounds')
             for _bounds_section___x in _bounds_section__v.bounds:
                 out += _S21_pack(_bounds_section___x.min, _bounds_section___x.max)
         elif v.bounds is not None:

@@ -964,8 +964,8 @@ def _em_statement(values):
                 _inline_body__p_size_tag = _tag
                 _a(_uleb128_encode(_inline_body___w) if (_inline_body___w := _inline_body__v.offset_delta).__class__ is not int or not -1 < _inline_body___w < 16384 else _uleb128_one[_inline_body___w] if _inline_body___w < 128 else bytes((_inline_body___w & 127 | 128, _inline_body___w >> 7)))
                 _inline_body___b = _inline_body__v.payload
-                if (_k0 := len(_inline_body___b)) != _inline_body__p_size_tag - 4:
-                    raise EncodeError('wrong length ' + str(_k0), path='payload')
+                if len(_inline_body___b) != _inline_body__p_size_tag - 4:
+                    raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
                 _a(_inline_body___b)
         _chunks.append(b''.join(_all))
         _all.clear()
@@ -1777,8 +1777,8 @@ def _em_header_slot(values):
         start = len(out)
         _s_header = len(out)
         _header_fields__v = v.header
-        if (_k0 := len(_header_fields__v.root_fingerprint)) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(_k0), path='root_fingerprint')
+        if len(_header_fields__v.root_fingerprint) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
         _e_epoch = len(out) + 9 + 48
         _at_content_size = len(out) + 9 + 48
         out += _S15_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer, v.kind, v.epoch, 0)
@@ -2045,8 +2045,8 @@ def _em_table_page(values):
                 _table_content___statement___inline_body__p_size_tag = _table_content___statement___tag
                 out += _uleb128_encode(_table_content___statement___inline_body___w) if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___inline_body___w < 16384 else _uleb128_one[_table_content___statement___inline_body___w] if _table_content___statement___inline_body___w < 128 else bytes((_table_content___statement___inline_body___w & 127 | 128, _table_content___statement___inline_body___w >> 7))
                 _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
-                if (_k0 := len(_table_content___statement___inline_body___b)) != _table_content___statement___inline_body__p_size_tag - 4:
-                    raise EncodeError('wrong length ' + str(_k0), path='payload')
+                if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
+                    raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
                 out += _table_content___statement___inline_body___b
         _size_content = len(out) - _ps
         _S14.pack_into(out, _at_content_size, _size_content)
@@ -2318,8 +2318,8 @@ def _em_header_page(values):
         start = len(out)
         _s_header = len(out)
         _header_fields__v = v.header
-        if (_k0 := len(_header_fields__v.root_fingerprint)) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(_k0), path='root_fingerprint')
+        if len(_header_fields__v.root_fingerprint) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
         _e_epoch = len(out) + 9 + 48
         _at_content_size = len(out) + 9 + 48
         out += _S15_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer, v.kind, v.epoch, 0)
@@ -2366,8 +2366,8 @@ def _em_header_page(values):
                 _table_content___statement___inline_body__p_size_tag = _table_content___statement___tag
                 out += _uleb128_encode(_table_content___statement___inline_body___w) if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___inline_body___w < 16384 else _uleb128_one[_table_content___statement___inline_body___w] if _table_content___statement___inline_body___w < 128 else bytes((_table_content___statement___inline_body___w & 127 | 128, _table_content___statement___inline_body___w >> 7))
                 _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
-                if (_k1 := len(_table_content___statement___inline_body___b)) != _table_content___statement___inline_body__p_size_tag - 4:
-                    raise EncodeError('wrong length ' + str(_k1), path='payload')
+                if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
+                    raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
                 out += _table_content___statement___inline_body___b
         _size_content = len(out) - _ps
         _S14.pack_into(out, _at_content_size, _size_content)
@@ -4303,8 +4303,8 @@ def _em_journal_page(values):
     out = bytearray()
     _S4_pack = _S4.pack
     for v in values:
-        if (_k0 := len(v.stream)) != 4088:
-            raise EncodeError('expected 4088 bytes, found ' + str(_k0), path='stream')
+        if len(v.stream) != 4088:
+            raise EncodeError('expected 4088 bytes, found ' + str(len(v.stream)), path='stream')
         out += _S4_pack(v.stream, v.next, v.crc)
     return bytes(out)
 

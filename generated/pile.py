@@ -2184,10 +2184,10 @@ def _em_pile_record(values):
                         raise EncodeError('span 0 (CorruptPile)', path='span')
                     if _frame_rest___blob_body__v.__class__ is not BlobBody:
                         raise EncodeError('tag hex:01148F301FE56E346D16596A8480532E8B4420C4EFD00C8DFF437D0DF9810ED0 takes a BlobBody, not ' + type(_frame_rest___blob_body__v).__name__, path='body')
-                    if not _frame_rest___blob_body__p_span == 1 + (_k0 := ((_frame_rest___blob_body___blob_head__v.length + 255) // 256)):
+                    if not _frame_rest___blob_body__p_span == 1 + (_frame_rest___blob_body___blob_head__v.length + 255) // 256:
                         raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
-                    if (_k1 := len(_frame_rest___blob_body___blob_head__v.hash)) != 32:
-                        raise EncodeError('expected 32 bytes, found ' + str(_k1), path='hash')
+                    if len(_frame_rest___blob_body___blob_head__v.hash) != 32:
+                        raise EncodeError('expected 32 bytes, found ' + str(len(_frame_rest___blob_body___blob_head__v.hash)), path='hash')
                     _a(_S136_pack(_tag, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest___blob_body__p_span, _frame_rest___tag, _frame_rest___blob_body___blob_head__v.timestamp, _frame_rest___blob_body___blob_head__v.length, _frame_rest___blob_body___blob_head__v.hash))
                     _frame_rest___blob_body___blob_data__v = _frame_rest___blob_body__v.data
                     _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body___blob_head__v.length
@@ -2196,8 +2196,8 @@ def _em_pile_record(values):
                         raise EncodeError('wrong length ' + str(_k2), path='payload')
                     _a(_frame_rest___blob_body___blob_data___b)
                     _a(_Z144[(_k3 := (-_k2 % 256))])
-                    if 192 + _k2 + _k3 != (_k4 := (_frame_rest___blob_body__p_span * 256)) - 64:
-                        raise EncodeError('encoded size ' + str(192 + _k2 + _k3) + ' differs from the size expression span * 256 - 64, which is ' + str(_k4 - 64), path='body')
+                    if 192 + _k2 + _k3 != _frame_rest___blob_body__p_span * 256 - 64:
+                        raise EncodeError('encoded size ' + str(192 + _k2 + _k3) + ' differs from the size expression span * 256 - 64, which is ' + str(_frame_rest___blob_body__p_span * 256 - 64), path='body')
                 else:
                     _a(_S0_pack(_tag))
                     _cold = bytearray()
@@ -2215,10 +2215,10 @@ def _em_pile_record(values):
                         raise EncodeError('span 0 (CorruptPile)', path='span')
                     if _envelope36_rest___env_blob_body__v.__class__ is not EnvBlobBody:
                         raise EncodeError('tag hex:9C33EEB525065A62EAEC4BE43DCC355A takes a EnvBlobBody, not ' + type(_envelope36_rest___env_blob_body__v).__name__, path='body')
-                    if not _envelope36_rest___env_blob_body__p_span == 1 + (_k5 := ((_envelope36_rest___env_blob_body__v.length + 255) // 256)):
+                    if not _envelope36_rest___env_blob_body__p_span == 1 + (_envelope36_rest___env_blob_body__v.length + 255) // 256:
                         raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
-                    if (_k6 := len(_envelope36_rest___env_blob_body__v.hash)) != 32:
-                        raise EncodeError('expected 32 bytes, found ' + str(_k6), path='hash')
+                    if len(_envelope36_rest___env_blob_body__v.hash) != 32:
+                        raise EncodeError('expected 32 bytes, found ' + str(len(_envelope36_rest___env_blob_body__v.hash)), path='hash')
                     _a(_S137_pack(_tag, _envelope36_rest___tag, _envelope36_rest___env_blob_body__p_span, _envelope36_rest___env_blob_body__v.timestamp, _envelope36_rest___env_blob_body__v.length, _envelope36_rest___env_blob_body__v.hash))
                     _envelope36_rest___env_blob_body___blob_data__v = _envelope36_rest___env_blob_body__v.data
                     _envelope36_rest___env_blob_body___blob_data__p_length = _envelope36_rest___env_blob_body__v.length
@@ -2227,8 +2227,8 @@ def _em_pile_record(values):
                         raise EncodeError('wrong length ' + str(_k7), path='payload')
                     _a(_envelope36_rest___env_blob_body___blob_data___b)
                     _a(_Z144[(_k8 := (-_k7 % 256))])
-                    if 220 + _k7 + _k8 != (_k9 := (_envelope36_rest___env_blob_body__p_span * 256)) - 36:
-                        raise EncodeError('encoded size ' + str(220 + _k7 + _k8) + ' differs from the size expression span * 256 - 36, which is ' + str(_k9 - 36), path='body')
+                    if 220 + _k7 + _k8 != _envelope36_rest___env_blob_body__p_span * 256 - 36:
+                        raise EncodeError('encoded size ' + str(220 + _k7 + _k8) + ' differs from the size expression span * 256 - 36, which is ' + str(_envelope36_rest___env_blob_body__p_span * 256 - 36), path='body')
                 else:
                     _a(_S0_pack(_tag))
                     _cold = bytearray()
@@ -2238,8 +2238,8 @@ def _em_pile_record(values):
                 _v1_blob__v = v.record
                 if _v1_blob__v.__class__ is not V1Blob:
                     raise EncodeError('tag hex:1E08B022FF2F47B6EBACF1D68EB35D96 takes a V1Blob, not ' + type(_v1_blob__v).__name__, path='record')
-                if (_k10 := len(_v1_blob__v.hash)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k10), path='hash')
+                if len(_v1_blob__v.hash) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v1_blob__v.hash)), path='hash')
                 _a(_S124_pack(_tag, _v1_blob__v.timestamp, _v1_blob__v.length, _v1_blob__v.hash))
                 _v1_blob___v1_blob_data__v = _v1_blob__v.data
                 _v1_blob___v1_blob_data__p_length = _v1_blob__v.length
@@ -2247,17 +2247,17 @@ def _em_pile_record(values):
                 if (_k11 := len(_v1_blob___v1_blob_data___b)) != _v1_blob___v1_blob_data__p_length:
                     raise EncodeError('wrong length ' + str(_k11), path='payload')
                 _a(_v1_blob___v1_blob_data___b)
-                _a(_Z145[(_k12 := (-_k11 % 64))])
+                _a(_Z145[-_k11 % 64])
             elif _tag == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
                 _v1_branch__v = v.record
                 if _v1_branch__v.__class__ is not V1Branch:
                     raise EncodeError('tag hex:2BC991A7F5D5D2A3A468C53B0AA03504 takes a V1Branch, not ' + type(_v1_branch__v).__name__, path='record')
                 if not max(_v1_branch__v.branch) > 0:
                     raise EncodeError('nil branch id', path='branch')
-                if (_k13 := len(_v1_branch__v.branch)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k13), path='branch')
-                if (_k14 := len(_v1_branch__v.head)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k14), path='head')
+                if len(_v1_branch__v.branch) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v1_branch__v.branch)), path='branch')
+                if len(_v1_branch__v.head) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v1_branch__v.head)), path='head')
                 _a(_S125_pack(_tag, _v1_branch__v.branch, _v1_branch__v.head))
             elif _tag == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
                 _v1_tombstone__v = v.record
@@ -2265,19 +2265,19 @@ def _em_pile_record(values):
                     raise EncodeError('tag hex:E888CC787202D2AE4C654BFE9699C430 takes a V1Tombstone, not ' + type(_v1_tombstone__v).__name__, path='record')
                 if not max(_v1_tombstone__v.branch) > 0:
                     raise EncodeError('nil branch id', path='branch')
-                if (_k15 := len(_v1_tombstone__v.branch)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k15), path='branch')
-                if (_k16 := len(_v1_tombstone__v.unchecked)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k16), path='unchecked')
+                if len(_v1_tombstone__v.branch) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v1_tombstone__v.branch)), path='branch')
+                if len(_v1_tombstone__v.unchecked) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v1_tombstone__v.unchecked)), path='unchecked')
                 _a(_S125_pack(_tag, _v1_tombstone__v.branch, _v1_tombstone__v.unchecked))
             elif _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
                 _v3_blob__v = v.record
                 if _v3_blob__v.__class__ is not V3Blob:
                     raise EncodeError('tag hex:9C33EEB525065A62EAEC4BE43DCC355A takes a V3Blob, not ' + type(_v3_blob__v).__name__, path='record')
-                if (_k17 := len(_v3_blob__v.hash)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k17), path='hash')
-                if (_k18 := len(_v3_blob__v.unchecked)) != 192:
-                    raise EncodeError('expected 192 bytes, found ' + str(_k18), path='unchecked')
+                if len(_v3_blob__v.hash) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob__v.hash)), path='hash')
+                if len(_v3_blob__v.unchecked) != 192:
+                    raise EncodeError('expected 192 bytes, found ' + str(len(_v3_blob__v.unchecked)), path='unchecked')
                 _a(_S126_pack(_tag, _v3_blob__v.timestamp, _v3_blob__v.length, _v3_blob__v.hash, _v3_blob__v.unchecked))
                 _v3_blob___blob_data__v = _v3_blob__v.data
                 _v3_blob___blob_data__p_length = _v3_blob__v.length
@@ -2285,19 +2285,19 @@ def _em_pile_record(values):
                 if (_k19 := len(_v3_blob___blob_data___b)) != _v3_blob___blob_data__p_length:
                     raise EncodeError('wrong length ' + str(_k19), path='payload')
                 _a(_v3_blob___blob_data___b)
-                _a(_Z144[(_k20 := (-_k19 % 256))])
+                _a(_Z144[-_k19 % 256])
             elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
                 _v3_branch__v = v.record
                 if _v3_branch__v.__class__ is not V3Branch:
                     raise EncodeError('tag hex:AC363D04AFE1AF17B39581B1E23021D7 takes a V3Branch, not ' + type(_v3_branch__v).__name__, path='record')
                 if not max(_v3_branch__v.branch) > 0:
                     raise EncodeError('nil branch id', path='branch')
-                if (_k21 := len(_v3_branch__v.branch)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k21), path='branch')
-                if (_k22 := len(_v3_branch__v.head)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k22), path='head')
-                if (_k23 := len(_v3_branch__v.unchecked)) != 192:
-                    raise EncodeError('expected 192 bytes, found ' + str(_k23), path='unchecked')
+                if len(_v3_branch__v.branch) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_branch__v.branch)), path='branch')
+                if len(_v3_branch__v.head) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_branch__v.head)), path='head')
+                if len(_v3_branch__v.unchecked) != 192:
+                    raise EncodeError('expected 192 bytes, found ' + str(len(_v3_branch__v.unchecked)), path='unchecked')
                 _a(_S127_pack(_tag, _v3_branch__v.branch, _v3_branch__v.head, _v3_branch__v.unchecked))
             elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
                 _v3_tombstone__v = v.record
@@ -2305,46 +2305,46 @@ def _em_pile_record(values):
                     raise EncodeError('tag hex:D0CBA0C8EAAB4C0C73121C3205671E4F takes a V3Tombstone, not ' + type(_v3_tombstone__v).__name__, path='record')
                 if not max(_v3_tombstone__v.branch) > 0:
                     raise EncodeError('nil branch id', path='branch')
-                if (_k24 := len(_v3_tombstone__v.branch)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k24), path='branch')
-                if (_k25 := len(_v3_tombstone__v.unchecked)) != 224:
-                    raise EncodeError('expected 224 bytes, found ' + str(_k25), path='unchecked')
+                if len(_v3_tombstone__v.branch) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_tombstone__v.branch)), path='branch')
+                if len(_v3_tombstone__v.unchecked) != 224:
+                    raise EncodeError('expected 224 bytes, found ' + str(len(_v3_tombstone__v.unchecked)), path='unchecked')
                 _a(_S128_pack(_tag, _v3_tombstone__v.branch, _v3_tombstone__v.unchecked))
             elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
                 _v3_blob_want__v = v.record
                 if _v3_blob_want__v.__class__ is not V3BlobWant:
                     raise EncodeError('tag hex:8F3EEFEDECD491F63F6EAAA5FD6F3D5E takes a V3BlobWant, not ' + type(_v3_blob_want__v).__name__, path='record')
-                if (_k26 := len(_v3_blob_want__v.blob)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k26), path='blob')
-                if (_k27 := len(_v3_blob_want__v.unchecked)) != 208:
-                    raise EncodeError('expected 208 bytes, found ' + str(_k27), path='unchecked')
+                if len(_v3_blob_want__v.blob) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob_want__v.blob)), path='blob')
+                if len(_v3_blob_want__v.unchecked) != 208:
+                    raise EncodeError('expected 208 bytes, found ' + str(len(_v3_blob_want__v.unchecked)), path='unchecked')
                 _a(_S129_pack(_tag, _v3_blob_want__v.blob, _v3_blob_want__v.unchecked))
             elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
                 _v3_blob_want__v = v.record
                 if _v3_blob_want__v.__class__ is not V3BlobWant:
                     raise EncodeError('tag hex:2D76662DFF0187EC36A8C90B12BB8B0D takes a V3BlobWant, not ' + type(_v3_blob_want__v).__name__, path='record')
-                if (_k28 := len(_v3_blob_want__v.blob)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k28), path='blob')
-                if (_k29 := len(_v3_blob_want__v.unchecked)) != 208:
-                    raise EncodeError('expected 208 bytes, found ' + str(_k29), path='unchecked')
+                if len(_v3_blob_want__v.blob) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob_want__v.blob)), path='blob')
+                if len(_v3_blob_want__v.unchecked) != 208:
+                    raise EncodeError('expected 208 bytes, found ' + str(len(_v3_blob_want__v.unchecked)), path='unchecked')
                 _a(_S129_pack(_tag, _v3_blob_want__v.blob, _v3_blob_want__v.unchecked))
             elif _tag == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
                 _v3_local_cell__v = v.record
                 if _v3_local_cell__v.__class__ is not V3LocalCell:
                     raise EncodeError('tag hex:24264FA9EE46A1ACC0E024AE69774B09 takes a V3LocalCell, not ' + type(_v3_local_cell__v).__name__, path='record')
-                if (_k30 := len(_v3_local_cell__v.cell)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k30), path='cell')
-                if (_k31 := len(_v3_local_cell__v.rest)) != 224:
-                    raise EncodeError('expected 224 bytes, found ' + str(_k31), path='rest')
+                if len(_v3_local_cell__v.cell) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_local_cell__v.cell)), path='cell')
+                if len(_v3_local_cell__v.rest) != 224:
+                    raise EncodeError('expected 224 bytes, found ' + str(len(_v3_local_cell__v.rest)), path='rest')
                 _a(_S128_pack(_tag, _v3_local_cell__v.cell, _v3_local_cell__v.rest))
             elif _tag == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
                 _v3_local_cell__v = v.record
                 if _v3_local_cell__v.__class__ is not V3LocalCell:
                     raise EncodeError('tag hex:4FE372AE868D22A44DED7A60D579B651 takes a V3LocalCell, not ' + type(_v3_local_cell__v).__name__, path='record')
-                if (_k32 := len(_v3_local_cell__v.cell)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k32), path='cell')
-                if (_k33 := len(_v3_local_cell__v.rest)) != 224:
-                    raise EncodeError('expected 224 bytes, found ' + str(_k33), path='rest')
+                if len(_v3_local_cell__v.cell) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_local_cell__v.cell)), path='cell')
+                if len(_v3_local_cell__v.rest) != 224:
+                    raise EncodeError('expected 224 bytes, found ' + str(len(_v3_local_cell__v.rest)), path='rest')
                 _a(_S128_pack(_tag, _v3_local_cell__v.cell, _v3_local_cell__v.rest))
             elif _tag == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
                 _v3_collection_definition__v = v.record
@@ -2356,29 +2356,29 @@ def _em_pile_record(values):
                     raise EncodeError('nil id', path='representation')
                 if not max(_v3_collection_definition__v.recipe) > 0:
                     raise EncodeError('nil id', path='recipe')
-                if (_k34 := len(_v3_collection_definition__v.scope)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k34), path='scope')
-                if (_k35 := len(_v3_collection_definition__v.representation)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k35), path='representation')
-                if (_k36 := len(_v3_collection_definition__v.recipe)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k36), path='recipe')
+                if len(_v3_collection_definition__v.scope) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.scope)), path='scope')
+                if len(_v3_collection_definition__v.representation) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.representation)), path='representation')
+                if len(_v3_collection_definition__v.recipe) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.recipe)), path='recipe')
                 _a(_S138_pack(_tag, _v3_collection_definition__v.scope, _v3_collection_definition__v.representation, _v3_collection_definition__v.recipe))
             elif _tag == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
                 _v3_commit__v = v.record
                 if _v3_commit__v.__class__ is not V3Commit:
                     raise EncodeError('tag hex:BB758AA6F79FBFC4D1958592A8956777 takes a V3Commit, not ' + type(_v3_commit__v).__name__, path='record')
-                if (_k37 := len(_v3_commit__v.definition)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k37), path='definition')
-                if (_k38 := len(_v3_commit__v.data)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k38), path='data')
-                if (_k39 := len(_v3_commit__v.metadata)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k39), path='metadata')
-                if (_k40 := len(_v3_commit__v.author)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k40), path='author')
-                if (_k41 := len(_v3_commit__v.sig_r)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k41), path='sig_r')
-                if (_k42 := len(_v3_commit__v.sig_s)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k42), path='sig_s')
+                if len(_v3_commit__v.definition) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_commit__v.definition)), path='definition')
+                if len(_v3_commit__v.data) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.data)), path='data')
+                if len(_v3_commit__v.metadata) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.metadata)), path='metadata')
+                if len(_v3_commit__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.author)), path='author')
+                if len(_v3_commit__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.sig_r)), path='sig_r')
+                if len(_v3_commit__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.sig_s)), path='sig_s')
                 _a(_S139_pack(_tag, _v3_commit__v.definition, _v3_commit__v.data, _v3_commit__v.metadata, _v3_commit__v.author, _v3_commit__v.sig_r, _v3_commit__v.sig_s))
             elif _tag == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
                 _v3_merge__v = v.record
@@ -2386,44 +2386,44 @@ def _em_pile_record(values):
                     raise EncodeError('tag hex:CC0108AC1DF4F335AFA856A529C42BE9 takes a V3Merge, not ' + type(_v3_merge__v).__name__, path='record')
                 if not _v3_merge__v.high >= _v3_merge__v.low:
                     raise EncodeError('merge high < low', path='high')
-                if (_k43 := len(_v3_merge__v.definition)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k43), path='definition')
-                if (_k44 := len(_v3_merge__v.low)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k44), path='low')
-                if (_k45 := len(_v3_merge__v.high)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k45), path='high')
-                if (_k46 := len(_v3_merge__v.result)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k46), path='result')
+                if len(_v3_merge__v.definition) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_merge__v.definition)), path='definition')
+                if len(_v3_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.low)), path='low')
+                if len(_v3_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.high)), path='high')
+                if len(_v3_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.result)), path='result')
                 _a(_S140_pack(_tag, _v3_merge__v.definition, _v3_merge__v.low, _v3_merge__v.high, _v3_merge__v.result))
             elif _tag == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
                 _v3_derive__v = v.record
                 if _v3_derive__v.__class__ is not V3Derive:
                     raise EncodeError('tag hex:07ECF056F6F015D94389FFF21F851480 takes a V3Derive, not ' + type(_v3_derive__v).__name__, path='record')
-                if (_k47 := len(_v3_derive__v.source)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k47), path='source')
-                if (_k48 := len(_v3_derive__v.target)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k48), path='target')
-                if (_k49 := len(_v3_derive__v.input)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k49), path='input')
-                if (_k50 := len(_v3_derive__v.output)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k50), path='output')
+                if len(_v3_derive__v.source) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_derive__v.source)), path='source')
+                if len(_v3_derive__v.target) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_derive__v.target)), path='target')
+                if len(_v3_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_derive__v.input)), path='input')
+                if len(_v3_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_derive__v.output)), path='output')
                 _a(_S141_pack(_tag, _v3_derive__v.source, _v3_derive__v.target, _v3_derive__v.input, _v3_derive__v.output))
             elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
                 _v4_commit__v = v.record
                 if _v4_commit__v.__class__ is not V4Commit:
                     raise EncodeError('tag hex:CBF2CF97D52A3486E16C12D70D397C66 takes a V4Commit, not ' + type(_v4_commit__v).__name__, path='record')
-                if (_k51 := len(_v4_commit__v.collection)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k51), path='collection')
-                if (_k52 := len(_v4_commit__v.data)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k52), path='data')
-                if (_k53 := len(_v4_commit__v.metadata)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k53), path='metadata')
-                if (_k54 := len(_v4_commit__v.author)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k54), path='author')
-                if (_k55 := len(_v4_commit__v.sig_r)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k55), path='sig_r')
-                if (_k56 := len(_v4_commit__v.sig_s)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k56), path='sig_s')
+                if len(_v4_commit__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.collection)), path='collection')
+                if len(_v4_commit__v.data) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.data)), path='data')
+                if len(_v4_commit__v.metadata) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.metadata)), path='metadata')
+                if len(_v4_commit__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.author)), path='author')
+                if len(_v4_commit__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.sig_r)), path='sig_r')
+                if len(_v4_commit__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.sig_s)), path='sig_s')
                 _a(_S142_pack(_tag, _v4_commit__v.collection, _v4_commit__v.data, _v4_commit__v.metadata, _v4_commit__v.author, _v4_commit__v.sig_r, _v4_commit__v.sig_s))
             elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
                 _v4_merge__v = v.record
@@ -2431,31 +2431,31 @@ def _em_pile_record(values):
                     raise EncodeError('tag hex:9F5D028D4C423620D6957A5F726FA727 takes a V4Merge, not ' + type(_v4_merge__v).__name__, path='record')
                 if not _v4_merge__v.high >= _v4_merge__v.low:
                     raise EncodeError('merge high < low', path='high')
-                if (_k57 := len(_v4_merge__v.collection)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k57), path='collection')
-                if (_k58 := len(_v4_merge__v.low)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k58), path='low')
-                if (_k59 := len(_v4_merge__v.high)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k59), path='high')
-                if (_k60 := len(_v4_merge__v.result)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k60), path='result')
+                if len(_v4_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.collection)), path='collection')
+                if len(_v4_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.low)), path='low')
+                if len(_v4_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.high)), path='high')
+                if len(_v4_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.result)), path='result')
                 _a(_S143_pack(_tag, _v4_merge__v.collection, _v4_merge__v.low, _v4_merge__v.high, _v4_merge__v.result))
             elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
                 _v4_derive__v = v.record
                 if _v4_derive__v.__class__ is not V4Derive:
                     raise EncodeError('tag hex:ECFB2EE90ED8042244F7BAC704454BB9 takes a V4Derive, not ' + type(_v4_derive__v).__name__, path='record')
-                if (_k61 := len(_v4_derive__v.source)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k61), path='source')
-                if (_k62 := len(_v4_derive__v.target)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k62), path='target')
-                if (_k63 := len(_v4_derive__v.input)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k63), path='input')
-                if (_k64 := len(_v4_derive__v.output)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k64), path='output')
+                if len(_v4_derive__v.source) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.source)), path='source')
+                if len(_v4_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.target)), path='target')
+                if len(_v4_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.input)), path='input')
+                if len(_v4_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.output)), path='output')
                 _a(_S143_pack(_tag, _v4_derive__v.source, _v4_derive__v.target, _v4_derive__v.input, _v4_derive__v.output))
             else:
-                if (_k65 := len(_tag)) != 16:
-                    raise EncodeError('expected 16 bytes, found ' + str(_k65), path='marker')
+                if len(_tag) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_tag)), path='marker')
                 _a(_S0_pack(_tag))
                 raise EncodeError('no case for tag ' + repr(_tag), path='record')
         _chunks.append(b''.join(_all))
@@ -4248,8 +4248,8 @@ def _em_frame_head(values):
     for v in values:
         if not v.span >= 1:
             raise EncodeError('span 0 (CorruptPile)', path='span')
-        if (_k0 := len(v.kind)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k0), path='kind')
+        if len(v.kind) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.kind)), path='kind')
         _pz_frame_head_head = len(out) + 64
         _tag = v.kind
         if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
@@ -4257,10 +4257,10 @@ def _em_frame_head(values):
             _blob_head__p_span = v.span
             if _blob_head__v.__class__ is not BlobHead:
                 raise EncodeError('tag hex:01148F301FE56E346D16596A8480532E8B4420C4EFD00C8DFF437D0DF9810ED0 takes a BlobHead, not ' + type(_blob_head__v).__name__, path='head')
-            if not _blob_head__p_span == 1 + (_k1 := ((_blob_head__v.length + 255) // 256)):
+            if not _blob_head__p_span == 1 + (_blob_head__v.length + 255) // 256:
                 raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
-            if (_k2 := len(_blob_head__v.hash)) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(_k2), path='hash')
+            if len(_blob_head__v.hash) != 32:
+                raise EncodeError('expected 32 bytes, found ' + str(len(_blob_head__v.hash)), path='hash')
             out += _S151_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', _blob_head__p_span, _tag, _blob_head__v.timestamp, _blob_head__v.length, _blob_head__v.hash)
         else:
             out += _S117_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, _tag)
@@ -4707,8 +4707,8 @@ def _em_want_request(values):
                 _want_blob__v = v.request
                 if _want_blob__v.__class__ is not WantBlob:
                     raise EncodeError('tag Blob takes a WantBlob, not ' + type(_want_blob__v).__name__, path='request')
-                if (_k0 := len(_want_blob__v.blob)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k0), path='blob')
+                if len(_want_blob__v.blob) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_blob__v.blob)), path='blob')
                 _a(_S154_pack(_WANTTAG_BY_VALUE[_tag], _want_blob__v.blob))
             elif _tag == 2:
                 _want_merge__v = v.request
@@ -4716,21 +4716,21 @@ def _em_want_request(values):
                     raise EncodeError('tag Merge takes a WantMerge, not ' + type(_want_merge__v).__name__, path='request')
                 if not _want_merge__v.high >= _want_merge__v.low:
                     raise EncodeError('merge request high < low', path='high')
-                if (_k1 := len(_want_merge__v.collection)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k1), path='collection')
-                if (_k2 := len(_want_merge__v.low)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k2), path='low')
-                if (_k3 := len(_want_merge__v.high)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k3), path='high')
+                if len(_want_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.collection)), path='collection')
+                if len(_want_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.low)), path='low')
+                if len(_want_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.high)), path='high')
                 _a(_S153_pack(_WANTTAG_BY_VALUE[_tag], _want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
             elif _tag == 4:
                 _want_derive__v = v.request
                 if _want_derive__v.__class__ is not WantDerive:
                     raise EncodeError('tag Derive takes a WantDerive, not ' + type(_want_derive__v).__name__, path='request')
-                if (_k4 := len(_want_derive__v.target)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k4), path='target')
-                if (_k5 := len(_want_derive__v.input)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k5), path='input')
+                if len(_want_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_derive__v.target)), path='target')
+                if len(_want_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_derive__v.input)), path='input')
                 _a(_S155_pack(_WANTTAG_BY_VALUE[_tag], _want_derive__v.target, _want_derive__v.input))
             else:
                 _a(_S100_pack(_WANTTAG_BY_VALUE[_tag]))
@@ -5034,12 +5034,12 @@ def _em_proof_edge(values):
     out = bytearray()
     _S27_pack = _S27.pack
     for v in values:
-        if (_k0 := len(v.capability)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k0), path='capability')
-        if (_k1 := len(v.delegate)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k1), path='delegate')
-        if (_k2 := len(v.signature)) != 64:
-            raise EncodeError('expected 64 bytes, found ' + str(_k2), path='signature')
+        if len(v.capability) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.capability)), path='capability')
+        if len(v.delegate) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.delegate)), path='delegate')
+        if len(v.signature) != 64:
+            raise EncodeError('expected 64 bytes, found ' + str(len(v.signature)), path='signature')
         out += _S27_pack(v.capability, v.delegate, v.signature)
     return bytes(out)
 
@@ -5325,10 +5325,10 @@ def _em_proof_v1_edge(values):
     out = bytearray()
     _S46_pack = _S46.pack
     for v in values:
-        if (_k0 := len(v.head)) != 96:
-            raise EncodeError('expected 96 bytes, found ' + str(_k0), path='head')
-        if (_k1 := len(v.delegate)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k1), path='delegate')
+        if len(v.head) != 96:
+            raise EncodeError('expected 96 bytes, found ' + str(len(v.head)), path='head')
+        if len(v.delegate) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.delegate)), path='delegate')
         out += _S46_pack(v.head, v.delegate)
     return bytes(out)
 
@@ -5479,12 +5479,12 @@ def _em_proof_v2_edge(values):
             raise EncodeError('bad proof v2 edge flags', path='flags')
         if not (v.lower <= v.upper if v.flags & 4 else v.lower == 0 and v.upper == 0):
             raise EncodeError('bad proof v2 validity bounds', path='upper')
-        if (_k0 := len(v.action)) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(_k0), path='action')
-        if (_k1 := len(v.delegate)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k1), path='delegate')
-        if (_k2 := len(v.signature)) != 64:
-            raise EncodeError('expected 64 bytes, found ' + str(_k2), path='signature')
+        if len(v.action) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(v.action)), path='action')
+        if len(v.delegate) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.delegate)), path='delegate')
+        if len(v.signature) != 64:
+            raise EncodeError('expected 64 bytes, found ' + str(len(v.signature)), path='signature')
         out += _S50_pack(v.action, v.flags, v.lower.to_bytes(16, 'big', signed=True), v.upper.to_bytes(16, 'big', signed=True), v.delegate, v.signature)
     return bytes(out)
 
@@ -6056,12 +6056,12 @@ def _em_proof_v3_edge(values):
             raise EncodeError('bad proof v3 edge flags', path='flags')
         if not (v.flags & 4 or (v.lower == 0 and v.upper == 0)):
             raise EncodeError('proof v3 validity bounds set without bit 2', path='upper')
-        if (_k0 := len(v.capability)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k0), path='capability')
-        if (_k1 := len(v.delegate)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k1), path='delegate')
-        if (_k2 := len(v.signature)) != 64:
-            raise EncodeError('expected 64 bytes, found ' + str(_k2), path='signature')
+        if len(v.capability) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.capability)), path='capability')
+        if len(v.delegate) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.delegate)), path='delegate')
+        if len(v.signature) != 64:
+            raise EncodeError('expected 64 bytes, found ' + str(len(v.signature)), path='signature')
         out += _S52_pack(v.capability, v.flags, v.lower.to_bytes(16, 'big', signed=True), v.upper.to_bytes(16, 'big', signed=True), v.delegate, v.signature)
     return bytes(out)
 
@@ -7765,14 +7765,14 @@ def _em_commit_transcript(values):
     out = bytearray()
     _S115_pack = _S115.pack
     for v in values:
-        if (_k0 := len(v.author)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k0), path='author')
-        if (_k1 := len(v.collection)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k1), path='collection')
-        if (_k2 := len(v.data)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k2), path='data')
-        if (_k3 := len(v.metadata)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k3), path='metadata')
+        if len(v.author) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
+        if len(v.collection) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
+        if len(v.data) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.data)), path='data')
+        if len(v.metadata) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.metadata)), path='metadata')
         out += _S115_pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
     return bytes(out)
 
@@ -7868,20 +7868,20 @@ def _em_merge_endorsement(values):
     out = bytearray()
     _S113_pack = _S113.pack
     for v in values:
-        if (_k0 := len(v.author)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k0), path='author')
-        if (_k1 := len(v.collection)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k1), path='collection')
-        if (_k2 := len(v.low)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k2), path='low')
-        if (_k3 := len(v.high)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k3), path='high')
-        if (_k4 := len(v.result)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k4), path='result')
-        if (_k5 := len(v.low_witness)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k5), path='low_witness')
-        if (_k6 := len(v.high_witness)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k6), path='high_witness')
+        if len(v.author) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
+        if len(v.collection) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.collection)), path='collection')
+        if len(v.low) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.low)), path='low')
+        if len(v.high) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.high)), path='high')
+        if len(v.result) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.result)), path='result')
+        if len(v.low_witness) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.low_witness)), path='low_witness')
+        if len(v.high_witness) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.high_witness)), path='high_witness')
         out += _S113_pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
     return bytes(out)
 
@@ -7967,16 +7967,16 @@ def _em_derive_endorsement(values):
     out = bytearray()
     _S111_pack = _S111.pack
     for v in values:
-        if (_k0 := len(v.author)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k0), path='author')
-        if (_k1 := len(v.target)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k1), path='target')
-        if (_k2 := len(v.input)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k2), path='input')
-        if (_k3 := len(v.output)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k3), path='output')
-        if (_k4 := len(v.input_witness)) != 32:
-            raise EncodeError('expected 32 bytes, found ' + str(_k4), path='input_witness')
+        if len(v.author) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.author)), path='author')
+        if len(v.target) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.target)), path='target')
+        if len(v.input) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.input)), path='input')
+        if len(v.output) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.output)), path='output')
+        if len(v.input_witness) != 32:
+            raise EncodeError('expected 32 bytes, found ' + str(len(v.input_witness)), path='input_witness')
         out += _S111_pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
     return bytes(out)
 
@@ -8654,120 +8654,120 @@ def _em_dense_record(values):
                 _dense_commit__v = v.payload
                 if _dense_commit__v.__class__ is not DenseCommit:
                     raise EncodeError('tag Commit takes a DenseCommit, not ' + type(_dense_commit__v).__name__, path='payload')
-                if (_k0 := len(_dense_commit__v.collection)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k0), path='collection')
-                if (_k1 := len(_dense_commit__v.data)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k1), path='data')
-                if (_k2 := len(_dense_commit__v.metadata)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k2), path='metadata')
-                if (_k3 := len(_dense_commit__v.author)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k3), path='author')
-                if (_k4 := len(_dense_commit__v.sig_r)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k4), path='sig_r')
-                if (_k5 := len(_dense_commit__v.sig_s)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k5), path='sig_s')
+                if len(_dense_commit__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.collection)), path='collection')
+                if len(_dense_commit__v.data) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.data)), path='data')
+                if len(_dense_commit__v.metadata) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.metadata)), path='metadata')
+                if len(_dense_commit__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.author)), path='author')
+                if len(_dense_commit__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.sig_r)), path='sig_r')
+                if len(_dense_commit__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.sig_s)), path='sig_s')
                 _a(_S156_pack(_DENSETAG_BY_VALUE[_tag], _dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s))
             elif _tag == 2:
                 _dense_unsigned_merge__v = v.payload
                 if _dense_unsigned_merge__v.__class__ is not DenseUnsignedMerge:
                     raise EncodeError('tag UnsignedMerge takes a DenseUnsignedMerge, not ' + type(_dense_unsigned_merge__v).__name__, path='payload')
-                if (_k6 := len(_dense_unsigned_merge__v.collection)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k6), path='collection')
-                if (_k7 := len(_dense_unsigned_merge__v.low)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k7), path='low')
-                if (_k8 := len(_dense_unsigned_merge__v.high)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k8), path='high')
-                if (_k9 := len(_dense_unsigned_merge__v.result)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k9), path='result')
+                if len(_dense_unsigned_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.collection)), path='collection')
+                if len(_dense_unsigned_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.low)), path='low')
+                if len(_dense_unsigned_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.high)), path='high')
+                if len(_dense_unsigned_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.result)), path='result')
                 _a(_S157_pack(_DENSETAG_BY_VALUE[_tag], _dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result))
             elif _tag == 3:
                 _dense_unsigned_derive__v = v.payload
                 if _dense_unsigned_derive__v.__class__ is not DenseUnsignedDerive:
                     raise EncodeError('tag UnsignedDerive takes a DenseUnsignedDerive, not ' + type(_dense_unsigned_derive__v).__name__, path='payload')
-                if (_k10 := len(_dense_unsigned_derive__v.target)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k10), path='target')
-                if (_k11 := len(_dense_unsigned_derive__v.input)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k11), path='input')
-                if (_k12 := len(_dense_unsigned_derive__v.output)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k12), path='output')
+                if len(_dense_unsigned_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.target)), path='target')
+                if len(_dense_unsigned_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.input)), path='input')
+                if len(_dense_unsigned_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.output)), path='output')
                 _a(_S153_pack(_DENSETAG_BY_VALUE[_tag], _dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output))
             elif _tag == 4:
                 _dense_signed_merge__v = v.payload
                 if _dense_signed_merge__v.__class__ is not DenseSignedMerge:
                     raise EncodeError('tag SignedMerge takes a DenseSignedMerge, not ' + type(_dense_signed_merge__v).__name__, path='payload')
-                if (_k13 := len(_dense_signed_merge__v.collection)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k13), path='collection')
-                if (_k14 := len(_dense_signed_merge__v.low)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k14), path='low')
-                if (_k15 := len(_dense_signed_merge__v.high)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k15), path='high')
-                if (_k16 := len(_dense_signed_merge__v.result)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k16), path='result')
-                if (_k17 := len(_dense_signed_merge__v.author)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k17), path='author')
-                if (_k18 := len(_dense_signed_merge__v.sig_r)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k18), path='sig_r')
-                if (_k19 := len(_dense_signed_merge__v.sig_s)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k19), path='sig_s')
+                if len(_dense_signed_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.collection)), path='collection')
+                if len(_dense_signed_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.low)), path='low')
+                if len(_dense_signed_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.high)), path='high')
+                if len(_dense_signed_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.result)), path='result')
+                if len(_dense_signed_merge__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.author)), path='author')
+                if len(_dense_signed_merge__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_r)), path='sig_r')
+                if len(_dense_signed_merge__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_s)), path='sig_s')
                 _a(_S158_pack(_DENSETAG_BY_VALUE[_tag], _dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s))
             elif _tag == 5:
                 _dense_signed_derive__v = v.payload
                 if _dense_signed_derive__v.__class__ is not DenseSignedDerive:
                     raise EncodeError('tag SignedDerive takes a DenseSignedDerive, not ' + type(_dense_signed_derive__v).__name__, path='payload')
-                if (_k20 := len(_dense_signed_derive__v.target)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k20), path='target')
-                if (_k21 := len(_dense_signed_derive__v.input)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k21), path='input')
-                if (_k22 := len(_dense_signed_derive__v.output)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k22), path='output')
-                if (_k23 := len(_dense_signed_derive__v.author)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k23), path='author')
-                if (_k24 := len(_dense_signed_derive__v.sig_r)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k24), path='sig_r')
-                if (_k25 := len(_dense_signed_derive__v.sig_s)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k25), path='sig_s')
+                if len(_dense_signed_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.target)), path='target')
+                if len(_dense_signed_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.input)), path='input')
+                if len(_dense_signed_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.output)), path='output')
+                if len(_dense_signed_derive__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.author)), path='author')
+                if len(_dense_signed_derive__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.sig_r)), path='sig_r')
+                if len(_dense_signed_derive__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.sig_s)), path='sig_s')
                 _a(_S156_pack(_DENSETAG_BY_VALUE[_tag], _dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s))
             elif _tag == 6:
                 _dense_witness_merge__v = v.payload
                 if _dense_witness_merge__v.__class__ is not DenseWitnessMerge:
                     raise EncodeError('tag WitnessMerge takes a DenseWitnessMerge, not ' + type(_dense_witness_merge__v).__name__, path='payload')
-                if (_k26 := len(_dense_witness_merge__v.collection)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k26), path='collection')
-                if (_k27 := len(_dense_witness_merge__v.low)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k27), path='low')
-                if (_k28 := len(_dense_witness_merge__v.high)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k28), path='high')
-                if (_k29 := len(_dense_witness_merge__v.result)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k29), path='result')
-                if (_k30 := len(_dense_witness_merge__v.low_witness)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k30), path='low_witness')
-                if (_k31 := len(_dense_witness_merge__v.high_witness)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k31), path='high_witness')
-                if (_k32 := len(_dense_witness_merge__v.author)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k32), path='author')
-                if (_k33 := len(_dense_witness_merge__v.sig_r)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k33), path='sig_r')
-                if (_k34 := len(_dense_witness_merge__v.sig_s)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k34), path='sig_s')
+                if len(_dense_witness_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.collection)), path='collection')
+                if len(_dense_witness_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.low)), path='low')
+                if len(_dense_witness_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.high)), path='high')
+                if len(_dense_witness_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.result)), path='result')
+                if len(_dense_witness_merge__v.low_witness) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.low_witness)), path='low_witness')
+                if len(_dense_witness_merge__v.high_witness) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.high_witness)), path='high_witness')
+                if len(_dense_witness_merge__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.author)), path='author')
+                if len(_dense_witness_merge__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_r)), path='sig_r')
+                if len(_dense_witness_merge__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_s)), path='sig_s')
                 _a(_S159_pack(_DENSETAG_BY_VALUE[_tag], _dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s))
             elif _tag == 7:
                 _dense_witness_derive__v = v.payload
                 if _dense_witness_derive__v.__class__ is not DenseWitnessDerive:
                     raise EncodeError('tag WitnessDerive takes a DenseWitnessDerive, not ' + type(_dense_witness_derive__v).__name__, path='payload')
-                if (_k35 := len(_dense_witness_derive__v.target)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k35), path='target')
-                if (_k36 := len(_dense_witness_derive__v.input)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k36), path='input')
-                if (_k37 := len(_dense_witness_derive__v.output)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k37), path='output')
-                if (_k38 := len(_dense_witness_derive__v.input_witness)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k38), path='input_witness')
-                if (_k39 := len(_dense_witness_derive__v.author)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k39), path='author')
-                if (_k40 := len(_dense_witness_derive__v.sig_r)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k40), path='sig_r')
-                if (_k41 := len(_dense_witness_derive__v.sig_s)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k41), path='sig_s')
+                if len(_dense_witness_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.target)), path='target')
+                if len(_dense_witness_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.input)), path='input')
+                if len(_dense_witness_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.output)), path='output')
+                if len(_dense_witness_derive__v.input_witness) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.input_witness)), path='input_witness')
+                if len(_dense_witness_derive__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.author)), path='author')
+                if len(_dense_witness_derive__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_r)), path='sig_r')
+                if len(_dense_witness_derive__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_s)), path='sig_s')
                 _a(_S158_pack(_DENSETAG_BY_VALUE[_tag], _dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
             else:
                 _a(_S100_pack(_DENSETAG_BY_VALUE[_tag]))

@@ -1675,8 +1675,8 @@ def _em_framed_trailer_check(values):
     for v in values:
         _s_header = len(out)
         _at_file_length = len(out) + 24
-        if (_k0 := len(v.header)) != 24:
-            raise EncodeError('expected 24 bytes, found ' + str(_k0), path='header')
+        if len(v.header) != 24:
+            raise EncodeError('expected 24 bytes, found ' + str(len(v.header)), path='header')
         out += _S171_pack(v.header, 0)
         _ps = len(out)
         _b = v.block
@@ -5692,7 +5692,7 @@ def _em_op_upsert_v2(values):
         elif v.metadata is not None:
             raise EncodeError('field is present but its condition is false', path='metadata')
         if v.fields.columns:
-            out += _S23_pack((_k1 := len(v.columns)))
+            out += _L190[_ln] if (_ln := len(v.columns)) < 256 else _S23_pack(_ln)
             for _x in v.columns:
                 _typed_column___metadata_value__v = _x.value
                 if not _typed_column___metadata_value__v.kind != 0:
@@ -8687,8 +8687,8 @@ def _em_zgw_frame(values):
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k3), path='symbol_high_water')
             out += struct.pack('<' + str(_k3) + 'Q', *_zgw_commit___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgw_commit___commit_state__v.creation_serial)
-            if (_k4 := len(_zgw_commit___commit_state__v.roots)) != 8:
-                raise EncodeError('expected ' + str(8) + ' items, found ' + str(_k4), path='roots')
+            if len(_zgw_commit___commit_state__v.roots) != 8:
+                raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgw_commit___commit_state__v.roots)), path='roots')
             for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.roots:
                 if not (_zgw_commit___commit_state___x.present == 0 or _zgw_commit___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
@@ -8868,8 +8868,8 @@ def _em_zgw_frame_header(values):
     for v in values:
         _s_magic = len(out)
         _e_reserved = len(out) + 56
-        if (_k0 := len(v.reserved)) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(_k0), path='reserved')
+        if len(v.reserved) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(v.reserved)), path='reserved')
         out += _S114_pack(b'ZGWF', v.kind, v.version, v.payload_len, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), v.reserved)
         out += _S47_pack(_ck_xxh3_64(out if _s_magic == 0 and _e_reserved == len(out) else memoryview(out)[_s_magic:_e_reserved]))
     return bytes(out)
@@ -12519,8 +12519,8 @@ def _em_zgcp_participant(values):
             _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
             if _zgcp_captured_base__v.__class__ is not ZgcpCapturedBase:
                 raise EncodeError('tag captured_base takes a ZgcpCapturedBase, not ' + type(_zgcp_captured_base__v).__name__, path='body')
-            if (_k1 := len(_zgcp_captured_base__v.unpinned)) != 8:
-                raise EncodeError('expected 8 bytes, found ' + str(_k1), path='unpinned')
+            if len(_zgcp_captured_base__v.unpinned) != 8:
+                raise EncodeError('expected 8 bytes, found ' + str(len(_zgcp_captured_base__v.unpinned)), path='unpinned')
             _zgcp_captured_base___at_state_len = len(out) + 16 + 80
             _zgcp_captured_base___ps = len(out) + 104
             _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
@@ -12529,8 +12529,8 @@ def _em_zgcp_participant(values):
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k2), path='symbol_high_water')
             out += struct.pack('<' + str(_k2) + 'Q', *_zgcp_captured_base___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgcp_captured_base___commit_state__v.creation_serial)
-            if (_k3 := len(_zgcp_captured_base___commit_state__v.roots)) != 8:
-                raise EncodeError('expected ' + str(8) + ' items, found ' + str(_k3), path='roots')
+            if len(_zgcp_captured_base___commit_state__v.roots) != 8:
+                raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.roots)), path='roots')
             for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.roots:
                 if not (_zgcp_captured_base___commit_state___x.present == 0 or _zgcp_captured_base___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
@@ -13590,8 +13590,8 @@ def _em_manifest_segment(values):
             raise EncodeError('unknown presence tag (segment epoch)', path='epoch_present')
         if not (v.epoch_present == 1 or v.embedding_epoch_id == 0):
             raise EncodeError('absent segment epoch must be zero', path='embedding_epoch_id')
-        if (_k0 := len(v.segment_id)) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(_k0), path='segment_id')
+        if len(v.segment_id) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(v.segment_id)), path='segment_id')
         out += _S244_pack(v.segment_id, v.row_count, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims, v.file_size, v.epoch_present, v.embedding_epoch_id)
     return bytes(out)
 
@@ -14254,7 +14254,7 @@ def _em_embedding_epoch(values):
             _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
             _a(_embedding_tower___b_model_version)
             _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-            _a(_S23_pack((_k0 := len(_embedding_tower___b_weights_digest))))
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
             _a(_embedding_tower___b_weights_digest)
             _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
             _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
@@ -14276,7 +14276,7 @@ def _em_embedding_epoch(values):
             _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
             _a(_embedding_tower___b_model_version)
             _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-            _a(_S23_pack((_k1 := len(_embedding_tower___b_weights_digest))))
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
             _a(_embedding_tower___b_weights_digest)
             _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
             _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
@@ -14289,7 +14289,7 @@ def _em_embedding_epoch(values):
             elif _embedding_tower__v.os_build is not None:
                 raise EncodeError('field is present but its condition is false', path='os_build')
             _b_alignment_digest = v.alignment_digest
-            _a(_S23_pack((_k2 := len(_b_alignment_digest))))
+            _a(_L190[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S23_pack(_ln))
             _a(_b_alignment_digest)
         _chunks.append(b''.join(_all))
         _all.clear()
@@ -14872,7 +14872,7 @@ def _em_zgen_extension(values):
             if v.rows is not None and (not len(v.rows) >= 1):
                 raise EncodeError('ZGEN v2 needs at least one row', path='row_count')
             if v.version == 2:
-                _a(_S248_pack(1313163098, v.version, v.counted_through, (_k0 := len(v.rows))))
+                _a(_S248_pack(1313163098, v.version, v.counted_through, len(v.rows)))
             else:
                 _a(_S14_pack(1313163098, v.version, v.counted_through))
             if v.version == 2:
@@ -16178,8 +16178,8 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k1), path='symbol_high_water')
             out += struct.pack('<' + str(_k1) + 'Q', *_zgr3_body___graph_section___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgr3_body___graph_section___commit_state__v.creation_serial)
-            if (_k2 := len(_zgr3_body___graph_section___commit_state__v.roots)) != 8:
-                raise EncodeError('expected ' + str(8) + ' items, found ' + str(_k2), path='roots')
+            if len(_zgr3_body___graph_section___commit_state__v.roots) != 8:
+                raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.roots)), path='roots')
             for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.roots:
                 if not (_zgr3_body___graph_section___commit_state___x.present == 0 or _zgr3_body___graph_section___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
@@ -16261,7 +16261,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 if _zgr3_body___graph_section___x.rows is not None and (not len(_zgr3_body___graph_section___x.rows) >= 1):
                     raise EncodeError('ZGEN v2 needs at least one row', path='row_count')
                 if _zgr3_body___graph_section___x.version == 2:
-                    out += _S248_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through, (_k5 := len(_zgr3_body___graph_section___x.rows)))
+                    out += _S248_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through, len(_zgr3_body___graph_section___x.rows))
                 else:
                     out += _S14_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
                 if _zgr3_body___graph_section___x.version == 2:
@@ -17767,7 +17767,7 @@ def _em_epoch_digest_input(values):
             _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
             _a(_digest_tower___b_model_version)
             _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-            _a(_S23_pack((_k0 := len(_digest_tower___b_weights_digest))))
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
             _a(_digest_tower___b_weights_digest)
             _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
             _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
@@ -17789,7 +17789,7 @@ def _em_epoch_digest_input(values):
             _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
             _a(_digest_tower___b_model_version)
             _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-            _a(_S23_pack((_k1 := len(_digest_tower___b_weights_digest))))
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
             _a(_digest_tower___b_weights_digest)
             _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
             _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
@@ -17802,7 +17802,7 @@ def _em_epoch_digest_input(values):
             elif _digest_tower__v.os_build is not None:
                 raise EncodeError('field is present but its condition is false', path='os_build')
             _b_alignment_digest = v.alignment_digest
-            _a(_S23_pack((_k2 := len(_b_alignment_digest))))
+            _a(_L190[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S23_pack(_ln))
             _a(_b_alignment_digest)
         _chunks.append(b''.join(_all))
         _all.clear()
@@ -18097,7 +18097,7 @@ def _em_epoch_digest_input_v1(values):
             _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
             _a(_digest_tower___b_model_version)
             _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-            _a(_S23_pack((_k0 := len(_digest_tower___b_weights_digest))))
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
             _a(_digest_tower___b_weights_digest)
             _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
             _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
@@ -18300,7 +18300,7 @@ def _em_region_entry(values):
     out = bytearray()
     _S45_pack = _S45.pack
     for v in values:
-        if not (_k0 := (v.offset % 16384)) == 0:
+        if not v.offset % 16384 == 0:
             raise EncodeError('region offset must be 16 KiB aligned', path='offset')
         out += _S45_pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
     return bytes(out)
@@ -18539,13 +18539,13 @@ def _em_segment_header(values):
         if not 72 + 32 * (_k0 := len(v.regions)) == 72 + (_k1 := (32 * _k0)):
             raise EncodeError('header_length must equal 72 + 32 x region_count', path='region_count')
         _s_magic = len(out)
-        if (_k2 := len(v.segment_id)) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(_k2), path='segment_id')
+        if len(v.segment_id) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(v.segment_id)), path='segment_id')
         out += _S43_pack(b'ZEPEMBED', 2, 1, 0, 72 + _k1, v.file_length, v.segment_id, v.row_count, _k0, 0, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims)
         if _k0 != _k0:
             raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='regions')
         for _x in v.regions:
-            if not (_k3 := (_x.offset % 16384)) == 0:
+            if not _x.offset % 16384 == 0:
                 raise EncodeError('region offset must be 16 KiB aligned', path='offset')
             out += _S45_pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
         out += _S47_pack(_ck_xxh3_64(memoryview(out)[_s_magic:]))
@@ -18718,8 +18718,8 @@ def _em_vector_codes_region(values):
     for v in values:
         _vector_header__v = v.header
         out += _S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
-        if (_k0 := len(v.codes)) != (_k1 := (_vector_header__v.row_stride * _vector_header__v.row_count)):
-            raise EncodeError('expected ' + str(_k1) + ' items, found ' + str(_k0), path='codes')
+        if len(v.codes) != _vector_header__v.row_stride * _vector_header__v.row_count:
+            raise EncodeError('expected ' + str(_vector_header__v.row_stride * _vector_header__v.row_count) + ' items, found ' + str(len(v.codes)), path='codes')
         out += numpy.asarray(v.codes, dtype='<u1').tobytes()
     return bytes(out)
 
@@ -19055,21 +19055,21 @@ def _em_vector_factors_region(values):
             _vector_header__v = v.header
             _a(_S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
             if _vector_header__v.scheme == 4 and _vector_header__v.factor_stride == 12:
-                if (_k0 := len(v.bit4)) != _vector_header__v.row_count:
-                    raise EncodeError('expected ' + str(_vector_header__v.row_count) + ' items, found ' + str(_k0), path='bit4')
+                if len(v.bit4) != _vector_header__v.row_count:
+                    raise EncodeError('expected ' + str(_vector_header__v.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
                 _a(numpy.ascontiguousarray(v.bit4).tobytes())
             elif v.bit4 is not None:
                 raise EncodeError('field is present but its condition is false', path='bit4')
             if _vector_header__v.scheme == 2 and _vector_header__v.factor_stride == 8:
-                if (_k1 := len(v.int8)) != _vector_header__v.row_count:
-                    raise EncodeError('expected ' + str(_vector_header__v.row_count) + ' items, found ' + str(_k1), path='int8')
+                if len(v.int8) != _vector_header__v.row_count:
+                    raise EncodeError('expected ' + str(_vector_header__v.row_count) + ' items, found ' + str(len(v.int8)), path='int8')
                 _a(numpy.ascontiguousarray(v.int8).tobytes())
             elif v.int8 is not None:
                 raise EncodeError('field is present but its condition is false', path='int8')
             if not (_vector_header__v.scheme == 4 and _vector_header__v.factor_stride == 12 or (_vector_header__v.scheme == 2 and _vector_header__v.factor_stride == 8)):
                 _b = v.raw
-                if (_k2 := len(_b)) != (_k3 := (_vector_header__v.factor_stride * _vector_header__v.row_count)):
-                    raise EncodeError('wrong length ' + str(_k2), path='raw')
+                if len(_b) != _vector_header__v.factor_stride * _vector_header__v.row_count:
+                    raise EncodeError('wrong length ' + str(len(_b)), path='raw')
                 _a(_b)
             elif v.raw is not None:
                 raise EncodeError('field is present but its condition is false', path='raw')
@@ -19224,8 +19224,8 @@ def _em_vector_rescore_region(values):
         if not (_vector_header__v.scheme == 0 and _vector_header__v.factor_stride == 0 and (_vector_header__v.row_stride == _vector_header__v.dims * 4)):
             raise EncodeError('rescore header must be scheme 0, stride dims x 4, factor stride 0', path='header')
         out += _S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
-        if (_k0 := len(v.values)) != (_k1 := (_vector_header__v.dims * _vector_header__v.row_count)):
-            raise EncodeError('expected ' + str(_k1) + ' items, found ' + str(_k0), path='values')
+        if len(v.values) != _vector_header__v.dims * _vector_header__v.row_count:
+            raise EncodeError('expected ' + str(_vector_header__v.dims * _vector_header__v.row_count) + ' items, found ' + str(len(v.values)), path='values')
         out += numpy.asarray(v.values, dtype='<f4').tobytes()
     return bytes(out)
 
@@ -20084,15 +20084,15 @@ def _em_column_data(values, p_type, p_rows):
         elif v.dictionary is not None:
             raise EncodeError('field is present but its condition is false', path='dictionary')
         if p_type == 6:
-            if (_k7 := len(v.raw_strings)) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k7), path='raw_strings')
+            if len(v.raw_strings) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.raw_strings)), path='raw_strings')
             for _x in v.raw_strings:
                 _b = _x.encode()
                 out += _L190[_ln] if (_ln := len(_b)) < 256 else _S23_pack(_ln)
                 out += _b
         elif v.raw_strings is not None:
             raise EncodeError('field is present but its condition is false', path='raw_strings')
-        if not _size_presence == (_k8 := ((p_rows + 7) // 8)):
+        if not _size_presence == (p_rows + 7) // 8:
             raise EncodeError('presence bitmap length must be ceil(rows/8)', path='presence_len')
     return bytes(out)
 
@@ -20181,7 +20181,7 @@ def _em_alive_region(values):
         out += _b
         _size_bitmap = len(out) - _ps
         _S23.pack_into(out, _at_bitmap_len, _size_bitmap)
-        if not _size_bitmap == (_k0 := ((v.row_count + 7) // 8)):
+        if not _size_bitmap == (v.row_count + 7) // 8:
             raise EncodeError('alive bitmap length must be ceil(rows/8)', path='bitmap_len')
     return bytes(out)
 
@@ -20784,8 +20784,8 @@ def _em_stored_text_region(values):
         for v in values[_i:_i + 128]:
             _a(_S11_pack((_k0 := len(v.ends)), 0))
             _b = v.presence
-            if (_k1 := len(_b)) != (_k2 := ((_k0 + 7) // 8)):
-                raise EncodeError('wrong length ' + str(_k1), path='presence')
+            if len(_b) != (_k0 + 7) // 8:
+                raise EncodeError('wrong length ' + str(len(_b)), path='presence')
             _a(_b)
             if _k0 != _k0:
                 raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='ends')
@@ -20970,13 +20970,13 @@ def _em_graph_node_block(values, p_code_bytes, p_max_degree):
         _b = v.codes
         if not v.degree <= p_max_degree:
             raise EncodeError('degree exceeds max_degree', path='degree')
-        if (_k0 := len(_b)) != p_code_bytes:
-            raise EncodeError('wrong length ' + str(_k0), path='codes')
+        if len(_b) != p_code_bytes:
+            raise EncodeError('wrong length ' + str(len(_b)), path='codes')
         out += _b
         _bit4_factors__v = v.factors
         out += _S256_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction, v.degree, v.flags.to_int(), 0)
-        if (_k1 := len(v.neighbours)) != p_max_degree:
-            raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(_k1), path='neighbours')
+        if len(v.neighbours) != p_max_degree:
+            raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
         if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK10:
             out += v.neighbours.raw
         else:
@@ -21172,16 +21172,16 @@ def _em_graph_node_blocks_region(values, p_region_len):
             raise EncodeError('graph trailer flags must be zero', path='flags')
         if not v.dims > 0:
             raise EncodeError('graph dims must be positive', path='dims')
-        if not ((_k0 := (v.padded_dims % 128)) == 0 and v.padded_dims >= v.dims):
+        if not (v.padded_dims % 128 == 0 and v.padded_dims >= v.dims):
             raise EncodeError('padded_dims must be a multiple of 128 and >= dims', path='padded_dims')
-        if not v.stride == ((_k1 := ((v.padded_dims + 1) // 2)) + 16 + (_k2 := (4 * v.max_degree)) + 127) // 128 * 128:
+        if not v.stride == ((v.padded_dims + 1) // 2 + 16 + 4 * v.max_degree + 127) // 128 * 128:
             raise EncodeError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', path='stride')
-        if not (_k3 := len(v.blocks)) == (_k4 := (v.stride * v.node_count)):
+        if not len(v.blocks) == v.stride * v.node_count:
             raise EncodeError('region length must be stride x node_count + 128', path='node_count')
         _s_blocks = len(out)
         _b = v.blocks
-        if (_k5 := len(_b)) != p_region_len - 128:
-            raise EncodeError('wrong length ' + str(_k5), path='blocks')
+        if len(_b) != p_region_len - 128:
+            raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
         out += _b
         _e_node_count = len(out) + 32
         out += _S260_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, v.stride, v.node_count)

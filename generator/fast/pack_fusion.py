@@ -738,4 +738,29 @@ def reuse_reads(fn: ast.FunctionDef) -> int:
                 forget(env, stored)
 
     run(fn.body, {})
+    # a value kept but read again only to word an error costs a store on every record:
+    # computed in place instead (and again in the error's words)
+    in_raise = {id(n) for r in walk(fn) if isinstance(r, ast.Raise) for n in walk(r)}
+    loads = {n.id for n in walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+             and id(n) not in in_raise}
+    values: dict[str, ast.expr] = {}
+
+    class Unkeep(ast.NodeTransformer):
+        def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.AST:
+            self.generic_visit(node)
+            name = node.target.id
+            if name.startswith("_k") and name not in loads and name not in taken:
+                values[name] = node.value
+                return node.value
+            return node
+
+    class Reword(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            got = values.get(node.id)
+            return copy.deepcopy(got) if got is not None and isinstance(node.ctx, ast.Load) \
+                else node
+
+    Unkeep().visit(fn)
+    if values:
+        Reword().visit(fn)
     return done

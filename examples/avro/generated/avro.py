@@ -310,7 +310,7 @@ def _em_avro_file(values):
     _S2_pack = _S2.pack
     for v in values:
         out += _S0_pack(b'Obj\x01')
-        out += _zigzag_encode((_k0 := len(v.meta)))
+        out += _zigzag_encode(len(v.meta))
         for _x in v.meta:
             _meta_entry___b = _x.key.encode()
             out += _zigzag_encode(len(_meta_entry___b))
@@ -319,8 +319,8 @@ def _em_avro_file(values):
             out += _zigzag_encode(len(_meta_entry___b))
             out += _meta_entry___b
         out += _zigzag_encode(0)
-        if (_k1 := len(v.sync)) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(_k1), path='sync')
+        if len(v.sync) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(v.sync)), path='sync')
         out += _S2_pack(v.sync)
         for _x in v.blocks:
             _data_block__p_codec = next((_lk.value for _lk in v.meta if _lk.key == 'avro.codec'), b'null')

@@ -593,17 +593,17 @@ def _em_write_batch(values):
                     _batch_op___put_op___b = _batch_op___put_op__v.key
                     if _batch_op___put_op__v.__class__ is not PutOp:
                         raise EncodeError('tag VALUE takes a PutOp, not ' + type(_batch_op___put_op__v).__name__, path='body')
-                    _a(_uleb128_encode(_batch_op___put_op___w) if (_batch_op___put_op___w := (_k1 := len(_batch_op___put_op___b))).__class__ is not int or not -1 < _batch_op___put_op___w < 16384 else _uleb128_one[_batch_op___put_op___w] if _batch_op___put_op___w < 128 else bytes((_batch_op___put_op___w & 127 | 128, _batch_op___put_op___w >> 7)))
+                    _a(_uleb128_encode(_batch_op___put_op___w) if (_batch_op___put_op___w := len(_batch_op___put_op___b)).__class__ is not int or not -1 < _batch_op___put_op___w < 16384 else _uleb128_one[_batch_op___put_op___w] if _batch_op___put_op___w < 128 else bytes((_batch_op___put_op___w & 127 | 128, _batch_op___put_op___w >> 7)))
                     _a(_batch_op___put_op___b)
                     _batch_op___put_op___b = _batch_op___put_op__v.value
-                    _a(_uleb128_encode(_batch_op___put_op___w) if (_batch_op___put_op___w := (_k2 := len(_batch_op___put_op___b))).__class__ is not int or not -1 < _batch_op___put_op___w < 16384 else _uleb128_one[_batch_op___put_op___w] if _batch_op___put_op___w < 128 else bytes((_batch_op___put_op___w & 127 | 128, _batch_op___put_op___w >> 7)))
+                    _a(_uleb128_encode(_batch_op___put_op___w) if (_batch_op___put_op___w := len(_batch_op___put_op___b)).__class__ is not int or not -1 < _batch_op___put_op___w < 16384 else _uleb128_one[_batch_op___put_op___w] if _batch_op___put_op___w < 128 else bytes((_batch_op___put_op___w & 127 | 128, _batch_op___put_op___w >> 7)))
                     _a(_batch_op___put_op___b)
                 elif _batch_op___tag == 0:
                     _batch_op___delete_op__v = _x.body
                     _batch_op___delete_op___b = _batch_op___delete_op__v.key
                     if _batch_op___delete_op__v.__class__ is not DeleteOp:
                         raise EncodeError('tag DELETION takes a DeleteOp, not ' + type(_batch_op___delete_op__v).__name__, path='body')
-                    _a(_uleb128_encode(_batch_op___delete_op___w) if (_batch_op___delete_op___w := (_k3 := len(_batch_op___delete_op___b))).__class__ is not int or not -1 < _batch_op___delete_op___w < 16384 else _uleb128_one[_batch_op___delete_op___w] if _batch_op___delete_op___w < 128 else bytes((_batch_op___delete_op___w & 127 | 128, _batch_op___delete_op___w >> 7)))
+                    _a(_uleb128_encode(_batch_op___delete_op___w) if (_batch_op___delete_op___w := len(_batch_op___delete_op___b)).__class__ is not int or not -1 < _batch_op___delete_op___w < 16384 else _uleb128_one[_batch_op___delete_op___w] if _batch_op___delete_op___w < 128 else bytes((_batch_op___delete_op___w & 127 | 128, _batch_op___delete_op___w >> 7)))
                     _a(_batch_op___delete_op___b)
                 else:
                     raise EncodeError('no case for tag ' + repr(_batch_op___tag), path='body')
@@ -873,17 +873,17 @@ def _em_batch_op(values):
                 _put_op___b = _put_op__v.key
                 if _put_op__v.__class__ is not PutOp:
                     raise EncodeError('tag VALUE takes a PutOp, not ' + type(_put_op__v).__name__, path='body')
-                _a(_uleb128_encode(_put_op___w) if (_put_op___w := (_k0 := len(_put_op___b))).__class__ is not int or not -1 < _put_op___w < 16384 else _uleb128_one[_put_op___w] if _put_op___w < 128 else bytes((_put_op___w & 127 | 128, _put_op___w >> 7)))
+                _a(_uleb128_encode(_put_op___w) if (_put_op___w := len(_put_op___b)).__class__ is not int or not -1 < _put_op___w < 16384 else _uleb128_one[_put_op___w] if _put_op___w < 128 else bytes((_put_op___w & 127 | 128, _put_op___w >> 7)))
                 _a(_put_op___b)
                 _put_op___b = _put_op__v.value
-                _a(_uleb128_encode(_put_op___w) if (_put_op___w := (_k1 := len(_put_op___b))).__class__ is not int or not -1 < _put_op___w < 16384 else _uleb128_one[_put_op___w] if _put_op___w < 128 else bytes((_put_op___w & 127 | 128, _put_op___w >> 7)))
+                _a(_uleb128_encode(_put_op___w) if (_put_op___w := len(_put_op___b)).__class__ is not int or not -1 < _put_op___w < 16384 else _uleb128_one[_put_op___w] if _put_op___w < 128 else bytes((_put_op___w & 127 | 128, _put_op___w >> 7)))
                 _a(_put_op___b)
             elif _tag == 0:
                 _delete_op__v = v.body
                 _delete_op___b = _delete_op__v.key
                 if _delete_op__v.__class__ is not DeleteOp:
                     raise EncodeError('tag DELETION takes a DeleteOp, not ' + type(_delete_op__v).__name__, path='body')
-                _a(_uleb128_encode(_delete_op___w) if (_delete_op___w := (_k2 := len(_delete_op___b))).__class__ is not int or not -1 < _delete_op___w < 16384 else _uleb128_one[_delete_op___w] if _delete_op___w < 128 else bytes((_delete_op___w & 127 | 128, _delete_op___w >> 7)))
+                _a(_uleb128_encode(_delete_op___w) if (_delete_op___w := len(_delete_op___b)).__class__ is not int or not -1 < _delete_op___w < 16384 else _uleb128_one[_delete_op___w] if _delete_op___w < 128 else bytes((_delete_op___w & 127 | 128, _delete_op___w >> 7)))
                 _a(_delete_op___b)
             else:
                 raise EncodeError('no case for tag ' + repr(_tag), path='body')

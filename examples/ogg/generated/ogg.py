@@ -402,8 +402,8 @@ def _em_ogg_page(values):
             raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='segment_table')
         out += struct.pack('<' + str(_k0) + 'B', *v.segment_table)
         _b = v.body
-        if (_k1 := len(_b)) != sum(v.segment_table):
-            raise EncodeError('wrong length ' + str(_k1), path='body')
+        if len(_b) != sum(v.segment_table):
+            raise EncodeError('wrong length ' + str(len(_b)), path='body')
         out += _b
         _e_body = len(out)
         f_page_crc = _ck_crc32_ogg(b''.join((memoryview(out)[_s_capture:_e_seqno], memoryview(out)[_atck_page_crc:_e_page_crc], memoryview(out)[_s_segment_count:_e_body])))
@@ -831,7 +831,7 @@ def _em_vorbis_packet(values):
     for _i in range(0, len(values), 128):
         for v in values[_i:_i + 128]:
             _a(_S6_pack(v.packet_type))
-            _tag = v.packet_type if (_k0 := (v.packet_type % 2)) == 1 else 0
+            _tag = v.packet_type if v.packet_type % 2 == 1 else 0
             if _tag == 1:
                 _identification_header__v = v.body
                 if _identification_header__v.__class__ is not IdentificationHeader:
@@ -848,7 +848,7 @@ def _em_vorbis_packet(values):
                 _comment_header___b_vendor = _comment_header__v.vendor.encode()
                 _a(_S10_pack(b'vorbis', len(_comment_header___b_vendor)))
                 _a(_comment_header___b_vendor)
-                _a(_S12_pack((_k1 := len(_comment_header__v.comments))))
+                _a(_L20[_ln] if (_ln := len(_comment_header__v.comments)) < 256 else _S12_pack(_ln))
                 for _comment_header___x in _comment_header__v.comments:
                     _comment_header___b = _comment_header___x.encode()
                     _a(_L20[_ln] if (_ln := len(_comment_header___b)) < 256 else _S12_pack(_ln))

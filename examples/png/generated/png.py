@@ -448,7 +448,7 @@ def _em_png_file(values):
     for v in values:
         out += _S0_pack(b'\x89PNG\r\n\x1a\n')
         for _j, _x in enumerate(v.chunks):
-            if bool(_x.chunk_type == 1229278788) != (_j == (_k0 := len(v.chunks)) - 1):
+            if bool(_x.chunk_type == 1229278788) != (_j == len(v.chunks) - 1):
                 raise EncodeError('repeat-until condition must hold on the last item and only there', path='chunks')
         for _x in v.chunks:
             _chunk___s_chunk_type = len(out) + 4

@@ -679,7 +679,7 @@ def _em_log_file(values):
             _record___event___b = _record___event__v.source.encode()
             out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event___b)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
             out += _record___event___b
-            out += _uleb128_encode(_record___event___w) if (_record___event___w := (_k0 := len(_record___event__v.tags))).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
+            out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event__v.tags)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
             for _record___event___x in _record___event__v.tags:
                 _record___event___b = _record___event___x.encode()
                 out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event___b)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
@@ -1165,7 +1165,7 @@ def _em_record(values):
         _event___b = _event__v.source.encode()
         out += _uleb128_encode(_event___w) if (_event___w := len(_event___b)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
         out += _event___b
-        out += _uleb128_encode(_event___w) if (_event___w := (_k0 := len(_event__v.tags))).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
+        out += _uleb128_encode(_event___w) if (_event___w := len(_event__v.tags)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
         for _event___x in _event__v.tags:
             _event___b = _event___x.encode()
             out += _uleb128_encode(_event___w) if (_event___w := len(_event___b)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))

@@ -733,12 +733,12 @@ def _em_archive(values):
     for v in values:
         start = len(out)
         for _j, _x in enumerate(v.blocks):
-            if bool(sum(_x.name) == 0) != (_j == (_k0 := len(v.blocks)) - 1):
+            if bool(sum(_x.name) == 0) != (_j == len(v.blocks) - 1):
                 raise EncodeError('repeat-until condition must hold on the last item and only there', path='blocks')
         for _x in v.blocks:
             _block__start = len(out)
-            if (_k1 := len(_x.name)) != 100:
-                raise EncodeError('expected 100 bytes, found ' + str(_k1), path='name')
+            if len(_x.name) != 100:
+                raise EncodeError('expected 100 bytes, found ' + str(len(_x.name)), path='name')
             out += _S0_pack(_x.name)
             if sum(_x.name) != 0:
                 _block___member__v = _x.member
@@ -757,20 +757,20 @@ def _em_archive(values):
                 out += _FB9
                 _block___member___e_chksum = len(out)
                 _block___member___s_typeflag = len(out)
-                if (_k2 := len(_block___member__v.linkname)) != 100:
-                    raise EncodeError('expected 100 bytes, found ' + str(_k2), path='linkname')
-                if (_k3 := len(_block___member__v.magic)) != 8:
-                    raise EncodeError('expected 8 bytes, found ' + str(_k3), path='magic')
-                if (_k4 := len(_block___member__v.uname)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k4), path='uname')
-                if (_k5 := len(_block___member__v.gname)) != 32:
-                    raise EncodeError('expected 32 bytes, found ' + str(_k5), path='gname')
+                if len(_block___member__v.linkname) != 100:
+                    raise EncodeError('expected 100 bytes, found ' + str(len(_block___member__v.linkname)), path='linkname')
+                if len(_block___member__v.magic) != 8:
+                    raise EncodeError('expected 8 bytes, found ' + str(len(_block___member__v.magic)), path='magic')
+                if len(_block___member__v.uname) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_block___member__v.uname)), path='uname')
+                if len(_block___member__v.gname) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_block___member__v.gname)), path='gname')
                 out += _S2_pack(_block___member__v.typeflag, _block___member__v.linkname, _block___member__v.magic, _block___member__v.uname, _block___member__v.gname)
                 out += _ik_t_octal8_or_empty.encode(_block___member__v.devmajor)
                 out += _ik_t_octal8_or_empty.encode(_block___member__v.devminor)
                 if _block___member__v.magic == b'ustar\x0000':
-                    if (_k6 := len(_block___member__v.prefix)) != 155:
-                        raise EncodeError('expected 155 bytes, found ' + str(_k6), path='prefix')
+                    if len(_block___member__v.prefix) != 155:
+                        raise EncodeError('expected 155 bytes, found ' + str(len(_block___member__v.prefix)), path='prefix')
                     out += _S5_pack(_block___member__v.prefix)
                 elif _block___member__v.prefix is not None and _block___member__v.prefix != b'':
                     raise EncodeError('field is present but its condition is false', path='prefix')
@@ -1286,8 +1286,8 @@ def _em_block(values):
     _S5_pack = _S5.pack
     for v in values:
         start = len(out)
-        if (_k0 := len(v.name)) != 100:
-            raise EncodeError('expected 100 bytes, found ' + str(_k0), path='name')
+        if len(v.name) != 100:
+            raise EncodeError('expected 100 bytes, found ' + str(len(v.name)), path='name')
         out += _S0_pack(v.name)
         if sum(v.name) != 0:
             _member__v = v.member
@@ -1306,20 +1306,20 @@ def _em_block(values):
             out += _FB9
             _member___e_chksum = len(out)
             _member___s_typeflag = len(out)
-            if (_k1 := len(_member__v.linkname)) != 100:
-                raise EncodeError('expected 100 bytes, found ' + str(_k1), path='linkname')
-            if (_k2 := len(_member__v.magic)) != 8:
-                raise EncodeError('expected 8 bytes, found ' + str(_k2), path='magic')
-            if (_k3 := len(_member__v.uname)) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(_k3), path='uname')
-            if (_k4 := len(_member__v.gname)) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(_k4), path='gname')
+            if len(_member__v.linkname) != 100:
+                raise EncodeError('expected 100 bytes, found ' + str(len(_member__v.linkname)), path='linkname')
+            if len(_member__v.magic) != 8:
+                raise EncodeError('expected 8 bytes, found ' + str(len(_member__v.magic)), path='magic')
+            if len(_member__v.uname) != 32:
+                raise EncodeError('expected 32 bytes, found ' + str(len(_member__v.uname)), path='uname')
+            if len(_member__v.gname) != 32:
+                raise EncodeError('expected 32 bytes, found ' + str(len(_member__v.gname)), path='gname')
             out += _S2_pack(_member__v.typeflag, _member__v.linkname, _member__v.magic, _member__v.uname, _member__v.gname)
             out += _ik_t_octal8_or_empty.encode(_member__v.devmajor)
             out += _ik_t_octal8_or_empty.encode(_member__v.devminor)
             if _member__v.magic == b'ustar\x0000':
-                if (_k5 := len(_member__v.prefix)) != 155:
-                    raise EncodeError('expected 155 bytes, found ' + str(_k5), path='prefix')
+                if len(_member__v.prefix) != 155:
+                    raise EncodeError('expected 155 bytes, found ' + str(len(_member__v.prefix)), path='prefix')
                 out += _S5_pack(_member__v.prefix)
             elif _member__v.prefix is not None and _member__v.prefix != b'':
                 raise EncodeError('field is present but its condition is false', path='prefix')

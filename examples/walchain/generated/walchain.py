@@ -273,8 +273,8 @@ def _em_wal_file(values):
             _frame___s_page_number = len(out)
             out += _S4_pack(_x.page_number, _x.commit_size, _x.salt1, _x.salt2)
             _frame___b = _x.data
-            if (_k0 := len(_frame___b)) != _frame__p_page_size:
-                raise EncodeError('wrong length ' + str(_k0), path='data')
+            if len(_frame___b) != _frame__p_page_size:
+                raise EncodeError('wrong length ' + str(len(_frame___b)), path='data')
             out += _frame___b
             _frame__f_check = _ck_walsum(out if _frame___s_page_number == 0 else memoryview(out)[_frame___s_page_number:], f__chain, order=_frame__p_order)
             out += _S2_pack(_frame__f_check)
@@ -426,8 +426,8 @@ def _em_frame(values, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
         _s_page_number = len(out)
         out += _S4_pack(v.page_number, v.commit_size, v.salt1, v.salt2)
         _b = v.data
-        if (_k0 := len(_b)) != p_page_size:
-            raise EncodeError('wrong length ' + str(_k0), path='data')
+        if len(_b) != p_page_size:
+            raise EncodeError('wrong length ' + str(len(_b)), path='data')
         out += _b
         out += _S2_pack(_ck_walsum(memoryview(out)[_s_page_number:], p_prev, order=p_order))
     return bytes(out)
