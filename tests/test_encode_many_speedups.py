@@ -4,8 +4,10 @@ through a fresh buffer so the records are still gathered (``cold_calls_apart``, 
 encoders that never use the buffer's absolute length: ``relative_only``), fixed writes
 fused across checks and marks (``fuse_packs``), a size check computed from the lengths
 written (``static_padding``), constant zero runs packed as pad bytes (``zero_pads``),
-paddings from prebuilt tables (``padding_tables``) and a switch tag's length check dropped
-where the tag equals a constant of that length (``tag_implied_lengths``).
+paddings from prebuilt tables (``padding_tables``), a switch tag's length check dropped
+where the tag equals a constant of that length (``tag_implied_lengths``), a value's
+fields, lengths and costly arithmetic taken once (``reuse_reads``) and records chunked by
+slices of the values (``ENCODE_CHUNK_RECORDS``).
 
 Each pass is checked on small functions (the rewritten source, and the same bytes or the
 same failure as the original); the generated encoders against the per-record encoder on
@@ -31,6 +33,7 @@ from bytewright.generator.fast.pack_fusion import (
     drop_len_marks,
     fuse_packs,
     padding_tables,
+    reuse_reads,
     static_padding,
     tag_implied_lengths,
     zero_pads,
@@ -447,3 +450,85 @@ def test_a_log_of_every_pile_kind_mixed_with_blobs_is_the_same_bytes():
     mixed = [x for pair in zip(values, blobs * len(values), strict=False) for x in pair]
     want = b"".join(gp.encode_pile_record(v) for v in mixed)
     assert gp._em_pile_record(mixed) == want
+
+
+# -- reads and lengths taken once ----------------------------------------------------------------
+
+READS = """
+def enc(out, v, w):
+    if v.a.__class__ is not A:
+        raise TypeError('not an A')
+    y = v.a
+    if len(v.b) != y.n:
+        raise ValueError('wrong length ' + str(len(v.b)))
+    out += _S1.pack(v.a.n)
+    out += v.b
+    out += bytes(-len(v.b) % 4)
+    out += bytes(len(out) % 4)
+    v = w
+    out += _S1.pack(v.a.n)
+    out += _S1.pack(len(v.b) if v.a.n else len(v.c))
+"""
+
+
+class A:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+def _reads_args(n: int, b: bytes) -> tuple:
+    return (SimpleNamespace(a=A(n), b=b), SimpleNamespace(a=A(n + 1), b=b"zz", c=b"c"))
+
+
+@pytest.mark.parametrize("n, b", [(3, b"abc"), (5, b"abcde"), (2, b"abc")])
+def test_a_kept_read_and_a_length_are_taken_once(n, b):
+    extra = {"A": A}
+    fn = _fn(READS)
+    assert reuse_reads(fn) >= 4
+    src = ast.unparse(fn)
+    lines = [ln.strip() for ln in src.splitlines()]
+    # the kept read moves above its check, which then reads the local
+    assert lines[1] == "y = v.a" and lines[2] == "if y.__class__ is not A:"
+    assert "_S1.pack(y.n)" in src  # v.a.n: from the local
+    assert "if (_k0 := len(v.b)) != y.n:" in src and "bytes(-_k0 % 4)" in src
+    assert "bytes(len(out) % 4)" in src  # the buffer's length changes: never kept
+    # v is rebound: its fields are read afresh, and a length read only sometimes is not kept
+    assert lines[lines.index("v = w") + 1] == "out += _S1.pack(v.a.n)"
+    assert "len(v.b) if v.a.n else len(v.c)" in src
+    args = _reads_args(n, b)
+    if len(b) == n:
+        assert _run(fn, FORMATS, *args, extra=extra) == _run(_fn(READS), FORMATS, *args,
+                                                             extra=extra)
+    else:
+        with pytest.raises(ValueError, match=f"wrong length {len(b)}"):
+            _run(fn, FORMATS, *args, extra=extra)
+    bad = (SimpleNamespace(a=object(), b=b), args[1])
+    with pytest.raises((TypeError, AttributeError)):
+        _run(fn, FORMATS, *bad, extra=extra)
+
+
+def test_a_loop_body_does_not_reuse_what_it_rebinds():
+    src = """
+    def enc(out, v):
+        y = v.a
+        for x in v.items:
+            out += _S1.pack(x.n)
+            y = x
+            out += _S1.pack(v.a.n)
+    """
+    fn = _fn(src)
+    reuse_reads(fn)
+    # ``y`` is rebound in the loop: ``v.a`` is not ``y`` there
+    assert "_S1.pack(v.a.n)" in ast.unparse(fn)
+
+
+def test_records_are_chunked_by_slices_of_the_values():
+    src = inspect.getsource(gp._em_pile_record)
+    k = ManyEncoders.ENCODE_CHUNK_RECORDS
+    assert f"for _i in range(0, len(values), {k}):" in src
+    assert f"for v in values[_i:_i + {k}]:" in src
+    assert "len(_all)" not in src  # no test per record
+    values = _blob_values(2 * k + 1)
+    for n in (0, 1, k, k + 1, 2 * k + 1):
+        assert gp._em_pile_record(values[:n]) == b"".join(
+            gp.encode_pile_record(v) for v in values[:n])
