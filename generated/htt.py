@@ -654,17 +654,16 @@ def _em_meta_pair(values):
     _a = _all.append
     _chunks = []
     _S9_pack = _S9.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b_key = v.key.encode()
-        _a(_L30[_ln] if (_ln := len(_b_key)) < 256 else _S9_pack(_ln))
-        _a(_b_key)
-        _b_value = v.value.encode()
-        _a(_L30[_ln] if (_ln := len(_b_value)) < 256 else _S9_pack(_ln))
-        _a(_b_value)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _b_key = v.key.encode()
+            _a(_L30[_ln] if (_ln := len(_b_key)) < 256 else _S9_pack(_ln))
+            _a(_b_key)
+            _b_value = v.value.encode()
+            _a(_L30[_ln] if (_ln := len(_b_value)) < 256 else _S9_pack(_ln))
+            _a(_b_value)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
@@ -997,61 +996,60 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
     _chunks = []
     _S2_pack = _S2.pack
     _S9_pack = _S9.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b_key = v.key.encode()
-        _a(_L30[_ln] if (_ln := len(_b_key)) < 256 else _S9_pack(_ln))
-        _a(_b_key)
-        _b_data = v.data
-        _a(_L31[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
-        _a(_b_data)
-        _a(_L30[_ln] if (_ln := len(v.meta)) < 256 else _S9_pack(_ln))
-        for _x in v.meta:
-            _meta_pair_b_key = _x.key.encode()
-            _a(_L30[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S9_pack(_ln))
-            _a(_meta_pair_b_key)
-            _meta_pair_b_value = _x.value.encode()
-            _a(_L30[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S9_pack(_ln))
-            _a(_meta_pair_b_value)
-        if p_semantic_dims > 0:
-            _tag = p_tail_layout
-            if _tag == 0:
-                if v.tail.__class__ is not TailFull:
-                    raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
-                _tail_full__v = v.tail
-                if len(_tail_full__v.dims) != p_semantic_dims:
-                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK13:
-                    _a(_tail_full__v.dims.raw)
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _b_key = v.key.encode()
+            _a(_L30[_ln] if (_ln := len(_b_key)) < 256 else _S9_pack(_ln))
+            _a(_b_key)
+            _b_data = v.data
+            _a(_L31[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
+            _a(_b_data)
+            _a(_L30[_ln] if (_ln := len(v.meta)) < 256 else _S9_pack(_ln))
+            for _x in v.meta:
+                _meta_pair_b_key = _x.key.encode()
+                _a(_L30[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S9_pack(_ln))
+                _a(_meta_pair_b_key)
+                _meta_pair_b_value = _x.value.encode()
+                _a(_L30[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S9_pack(_ln))
+                _a(_meta_pair_b_value)
+            if p_semantic_dims > 0:
+                _tag = p_tail_layout
+                if _tag == 0:
+                    _tail_full__v = v.tail
+                    if _tail_full__v.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_tail_full__v).__name__, path='tail')
+                    if len(_tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
+                    if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK13:
+                        _a(_tail_full__v.dims.raw)
+                    else:
+                        _a(_PK13.encode_all(_tail_full__v.dims))
+                elif _tag == 1:
+                    _tail_quantized__v = v.tail
+                    if _tail_quantized__v.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_tail_quantized__v).__name__, path='tail')
+                    if (_k3 := len(_tail_quantized__v.user)) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k3), path='user')
+                    _a(struct.pack('<' + str(_k3) + 'h', *_tail_quantized__v.user))
+                elif _tag == 2:
+                    _tail_quantized_gacl__v = v.tail
+                    if _tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_tail_quantized_gacl__v).__name__, path='tail')
+                    if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
+                    if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK13:
+                        _a(_tail_quantized_gacl__v.reserved.raw)
+                    else:
+                        _a(_PK13.encode_all(_tail_quantized_gacl__v.reserved))
+                    if (_k5 := len(_tail_quantized_gacl__v.user)) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k5), path='user')
+                    _a(struct.pack('<' + str(_k5) + 'h', *_tail_quantized_gacl__v.user))
                 else:
-                    _a(_PK13.encode_all(_tail_full__v.dims))
-            elif _tag == 1:
-                if v.tail.__class__ is not TailQuantized:
-                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
-                _tail_quantized__v = v.tail
-                if len(_tail_quantized__v.user) != p_semantic_dims - 16:
-                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
-            elif _tag == 2:
-                if v.tail.__class__ is not TailQuantizedGacl:
-                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
-                _tail_quantized_gacl__v = v.tail
-                if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK13:
-                    _a(_tail_quantized_gacl__v.reserved.raw)
-                else:
-                    _a(_PK13.encode_all(_tail_quantized_gacl__v.reserved))
-                if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                _a(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
-            else:
-                raise EncodeError('no case for tag ' + repr(_tag), path='tail')
-        elif v.tail is not None:
-            raise EncodeError('field is present but its condition is false', path='tail')
-    _chunks.append(b''.join(_all))
+                    raise EncodeError('no case for tag ' + repr(_tag), path='tail')
+            elif v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
@@ -3132,145 +3130,144 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
     _S2_pack = _S2.pack
     _S6_pack = _S6.pack
     _S9_pack = _S9.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b_key = v.key.encode()
-        _p = []
-        _p.append(_S6_pack(v.seq, _WALOP_BY_VALUE[v.op], len(_b_key)))
-        _p.append(_b_key)
-        _tag = v.op
-        if _tag == 1:
-            if v.body.__class__ is not InsertBody:
-                raise EncodeError('tag INSERT takes a InsertBody, not ' + type(v.body).__name__, path='body')
-            _insert_body__v = v.body
-            _insert_body___b_data = _insert_body__v.data
-            _p.append(_L31[_ln] if (_ln := len(_insert_body___b_data)) < 256 else _S2_pack(_ln))
-            _p.append(_insert_body___b_data)
-            _p.append(_L30[_ln] if (_ln := len(_insert_body__v.meta)) < 256 else _S9_pack(_ln))
-            for _insert_body___x in _insert_body__v.meta:
-                _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
-                _p.append(_L30[_ln] if (_ln := len(_insert_body___meta_pair_b_key)) < 256 else _S9_pack(_ln))
-                _p.append(_insert_body___meta_pair_b_key)
-                _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
-                _p.append(_L30[_ln] if (_ln := len(_insert_body___meta_pair_b_value)) < 256 else _S9_pack(_ln))
-                _p.append(_insert_body___meta_pair_b_value)
-            if p_semantic_dims > 0:
-                _insert_body___tag = p_tail_layout
-                if _insert_body___tag == 0:
-                    if _insert_body__v.tail.__class__ is not TailFull:
-                        raise EncodeError('tag full takes a TailFull, not ' + type(_insert_body__v.tail).__name__, path='tail')
-                    _insert_body___tail_full__v = _insert_body__v.tail
-                    if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
-                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
-                    if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK13:
-                        _p.append(_insert_body___tail_full__v.dims.raw)
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _b_key = v.key.encode()
+            _p = []
+            _p.append(_S6_pack(v.seq, _WALOP_BY_VALUE[v.op], len(_b_key)))
+            _p.append(_b_key)
+            _tag = v.op
+            if _tag == 1:
+                _insert_body__v = v.body
+                _insert_body___b_data = _insert_body__v.data
+                if _insert_body__v.__class__ is not InsertBody:
+                    raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_insert_body__v).__name__, path='body')
+                _p.append(_L31[_ln] if (_ln := len(_insert_body___b_data)) < 256 else _S2_pack(_ln))
+                _p.append(_insert_body___b_data)
+                _p.append(_L30[_ln] if (_ln := len(_insert_body__v.meta)) < 256 else _S9_pack(_ln))
+                for _insert_body___x in _insert_body__v.meta:
+                    _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
+                    _p.append(_L30[_ln] if (_ln := len(_insert_body___meta_pair_b_key)) < 256 else _S9_pack(_ln))
+                    _p.append(_insert_body___meta_pair_b_key)
+                    _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
+                    _p.append(_L30[_ln] if (_ln := len(_insert_body___meta_pair_b_value)) < 256 else _S9_pack(_ln))
+                    _p.append(_insert_body___meta_pair_b_value)
+                if p_semantic_dims > 0:
+                    _insert_body___tag = p_tail_layout
+                    if _insert_body___tag == 0:
+                        _insert_body___tail_full__v = _insert_body__v.tail
+                        if _insert_body___tail_full__v.__class__ is not TailFull:
+                            raise EncodeError('tag full takes a TailFull, not ' + type(_insert_body___tail_full__v).__name__, path='tail')
+                        if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
+                        if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK13:
+                            _p.append(_insert_body___tail_full__v.dims.raw)
+                        else:
+                            _p.append(_PK13.encode_all(_insert_body___tail_full__v.dims))
+                    elif _insert_body___tag == 1:
+                        _insert_body___tail_quantized__v = _insert_body__v.tail
+                        if _insert_body___tail_quantized__v.__class__ is not TailQuantized:
+                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_insert_body___tail_quantized__v).__name__, path='tail')
+                        if (_k3 := len(_insert_body___tail_quantized__v.user)) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k3), path='user')
+                        _p.append(struct.pack('<' + str(_k3) + 'h', *_insert_body___tail_quantized__v.user))
+                    elif _insert_body___tag == 2:
+                        _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
+                        if _insert_body___tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
+                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_insert_body___tail_quantized_gacl__v).__name__, path='tail')
+                        if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                        if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
+                            _p.append(_insert_body___tail_quantized_gacl__v.reserved.raw)
+                        else:
+                            _p.append(_PK13.encode_all(_insert_body___tail_quantized_gacl__v.reserved))
+                        if (_k5 := len(_insert_body___tail_quantized_gacl__v.user)) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k5), path='user')
+                        _p.append(struct.pack('<' + str(_k5) + 'h', *_insert_body___tail_quantized_gacl__v.user))
                     else:
-                        _p.append(_PK13.encode_all(_insert_body___tail_full__v.dims))
-                elif _insert_body___tag == 1:
-                    if _insert_body__v.tail.__class__ is not TailQuantized:
-                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_insert_body__v.tail).__name__, path='tail')
-                    _insert_body___tail_quantized__v = _insert_body__v.tail
-                    if len(_insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
-                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized__v.user)), path='user')
-                    _p.append(struct.pack('<' + str(len(_insert_body___tail_quantized__v.user)) + 'h', *_insert_body___tail_quantized__v.user))
-                elif _insert_body___tag == 2:
-                    if _insert_body__v.tail.__class__ is not TailQuantizedGacl:
-                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_insert_body__v.tail).__name__, path='tail')
-                    _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
-                    if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
-                        _p.append(_insert_body___tail_quantized_gacl__v.reserved.raw)
+                        raise EncodeError('no case for tag ' + repr(_insert_body___tag), path='tail')
+                elif _insert_body__v.tail is not None:
+                    raise EncodeError('field is present but its condition is false', path='tail')
+            elif _tag == 2:
+                _update_body__v = v.body
+                _update_body___b_data = _update_body__v.data
+                if _update_body__v.__class__ is not UpdateBody:
+                    raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_update_body__v).__name__, path='body')
+                _p.append(_L31[_ln] if (_ln := len(_update_body___b_data)) < 256 else _S2_pack(_ln))
+                _p.append(_update_body___b_data)
+                _p.append(_L30[_ln] if (_ln := len(_update_body__v.meta)) < 256 else _S9_pack(_ln))
+                for _update_body___x in _update_body__v.meta:
+                    _update_body___meta_pair_b_key = _update_body___x.key.encode()
+                    _p.append(_L30[_ln] if (_ln := len(_update_body___meta_pair_b_key)) < 256 else _S9_pack(_ln))
+                    _p.append(_update_body___meta_pair_b_key)
+                    _update_body___meta_pair_b_value = _update_body___x.value.encode()
+                    _p.append(_L30[_ln] if (_ln := len(_update_body___meta_pair_b_value)) < 256 else _S9_pack(_ln))
+                    _p.append(_update_body___meta_pair_b_value)
+            elif _tag == 3:
+                if v.body is not None:
+                    raise EncodeError('case DELETE carries no body', path='body')
+            elif _tag == 4:
+                _meta_pair__v = v.body
+                if _meta_pair__v.__class__ is not MetaPair:
+                    raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_meta_pair__v).__name__, path='body')
+                _meta_pair___b_key = _meta_pair__v.key.encode()
+                _p.append(_L30[_ln] if (_ln := len(_meta_pair___b_key)) < 256 else _S9_pack(_ln))
+                _p.append(_meta_pair___b_key)
+                _meta_pair___b_value = _meta_pair__v.value.encode()
+                _p.append(_L30[_ln] if (_ln := len(_meta_pair___b_value)) < 256 else _S9_pack(_ln))
+                _p.append(_meta_pair___b_value)
+            elif _tag == 5:
+                _set_semantic_body__v = v.body
+                if _set_semantic_body__v.__class__ is not SetSemanticBody:
+                    raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_set_semantic_body__v).__name__, path='body')
+                if p_semantic_dims > 0:
+                    _set_semantic_body___tag = p_tail_layout
+                    if _set_semantic_body___tag == 0:
+                        _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
+                        if _set_semantic_body___tail_full__v.__class__ is not TailFull:
+                            raise EncodeError('tag full takes a TailFull, not ' + type(_set_semantic_body___tail_full__v).__name__, path='tail')
+                        if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
+                        if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK13:
+                            _p.append(_set_semantic_body___tail_full__v.dims.raw)
+                        else:
+                            _p.append(_PK13.encode_all(_set_semantic_body___tail_full__v.dims))
+                    elif _set_semantic_body___tag == 1:
+                        _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
+                        if _set_semantic_body___tail_quantized__v.__class__ is not TailQuantized:
+                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_set_semantic_body___tail_quantized__v).__name__, path='tail')
+                        if (_k9 := len(_set_semantic_body___tail_quantized__v.user)) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k9), path='user')
+                        _p.append(struct.pack('<' + str(_k9) + 'h', *_set_semantic_body___tail_quantized__v.user))
+                    elif _set_semantic_body___tag == 2:
+                        _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
+                        if _set_semantic_body___tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
+                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_set_semantic_body___tail_quantized_gacl__v).__name__, path='tail')
+                        if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                        if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
+                            _p.append(_set_semantic_body___tail_quantized_gacl__v.reserved.raw)
+                        else:
+                            _p.append(_PK13.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved))
+                        if (_k11 := len(_set_semantic_body___tail_quantized_gacl__v.user)) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k11), path='user')
+                        _p.append(struct.pack('<' + str(_k11) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user))
                     else:
-                        _p.append(_PK13.encode_all(_insert_body___tail_quantized_gacl__v.reserved))
-                    if len(_insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.user)), path='user')
-                    _p.append(struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user))
-                else:
-                    raise EncodeError('no case for tag ' + repr(_insert_body___tag), path='tail')
-            elif _insert_body__v.tail is not None:
-                raise EncodeError('field is present but its condition is false', path='tail')
-        elif _tag == 2:
-            if v.body.__class__ is not UpdateBody:
-                raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(v.body).__name__, path='body')
-            _update_body__v = v.body
-            _update_body___b_data = _update_body__v.data
-            _p.append(_L31[_ln] if (_ln := len(_update_body___b_data)) < 256 else _S2_pack(_ln))
-            _p.append(_update_body___b_data)
-            _p.append(_L30[_ln] if (_ln := len(_update_body__v.meta)) < 256 else _S9_pack(_ln))
-            for _update_body___x in _update_body__v.meta:
-                _update_body___meta_pair_b_key = _update_body___x.key.encode()
-                _p.append(_L30[_ln] if (_ln := len(_update_body___meta_pair_b_key)) < 256 else _S9_pack(_ln))
-                _p.append(_update_body___meta_pair_b_key)
-                _update_body___meta_pair_b_value = _update_body___x.value.encode()
-                _p.append(_L30[_ln] if (_ln := len(_update_body___meta_pair_b_value)) < 256 else _S9_pack(_ln))
-                _p.append(_update_body___meta_pair_b_value)
-        elif _tag == 3:
-            if v.body is not None:
-                raise EncodeError('case DELETE carries no body', path='body')
-        elif _tag == 4:
-            if v.body.__class__ is not MetaPair:
-                raise EncodeError('tag SET_META takes a MetaPair, not ' + type(v.body).__name__, path='body')
-            _meta_pair__v = v.body
-            _meta_pair___b_key = _meta_pair__v.key.encode()
-            _p.append(_L30[_ln] if (_ln := len(_meta_pair___b_key)) < 256 else _S9_pack(_ln))
-            _p.append(_meta_pair___b_key)
-            _meta_pair___b_value = _meta_pair__v.value.encode()
-            _p.append(_L30[_ln] if (_ln := len(_meta_pair___b_value)) < 256 else _S9_pack(_ln))
-            _p.append(_meta_pair___b_value)
-        elif _tag == 5:
-            if v.body.__class__ is not SetSemanticBody:
-                raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(v.body).__name__, path='body')
-            _set_semantic_body__v = v.body
-            if p_semantic_dims > 0:
-                _set_semantic_body___tag = p_tail_layout
-                if _set_semantic_body___tag == 0:
-                    if _set_semantic_body__v.tail.__class__ is not TailFull:
-                        raise EncodeError('tag full takes a TailFull, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
-                    _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
-                    if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
-                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK13:
-                        _p.append(_set_semantic_body___tail_full__v.dims.raw)
-                    else:
-                        _p.append(_PK13.encode_all(_set_semantic_body___tail_full__v.dims))
-                elif _set_semantic_body___tag == 1:
-                    if _set_semantic_body__v.tail.__class__ is not TailQuantized:
-                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
-                    _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
-                    if len(_set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
-                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized__v.user)), path='user')
-                    _p.append(struct.pack('<' + str(len(_set_semantic_body___tail_quantized__v.user)) + 'h', *_set_semantic_body___tail_quantized__v.user))
-                elif _set_semantic_body___tag == 2:
-                    if _set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
-                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
-                    _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
-                    if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
-                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
-                        _p.append(_set_semantic_body___tail_quantized_gacl__v.reserved.raw)
-                    else:
-                        _p.append(_PK13.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved))
-                    if len(_set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)), path='user')
-                    _p.append(struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user))
-                else:
-                    raise EncodeError('no case for tag ' + repr(_set_semantic_body___tag), path='tail')
-            elif _set_semantic_body__v.tail is not None:
-                raise EncodeError('field is present but its condition is false', path='tail')
-        elif _tag == 6:
-            if v.body.__class__ is not EpochBody:
-                raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(v.body).__name__, path='body')
-            _epoch_body__v = v.body
-            _p.append(_S16_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
-        else:
-            raise EncodeError('no case for tag ' + repr(_tag), path='body')
-        _b = b''.join(_p)
-        _a(_b)
-        _a(_S2_pack(_ck_crc32(_b)))
-    _chunks.append(b''.join(_all))
+                        raise EncodeError('no case for tag ' + repr(_set_semantic_body___tag), path='tail')
+                elif _set_semantic_body__v.tail is not None:
+                    raise EncodeError('field is present but its condition is false', path='tail')
+            elif _tag == 6:
+                _epoch_body__v = v.body
+                if _epoch_body__v.__class__ is not EpochBody:
+                    raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_epoch_body__v).__name__, path='body')
+                _p.append(_S16_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
+            else:
+                raise EncodeError('no case for tag ' + repr(_tag), path='body')
+            _b = b''.join(_p)
+            _a(_b)
+            _a(_S2_pack(_ck_crc32(_b)))
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_wal_header(mv, pos, end):
@@ -3635,13 +3632,13 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
     _S6_pack = _S6.pack
     _S9_pack = _S9.pack
     for v in values:
-        if len(v.entries) < 1 or len(v.entries) > 64:
-            raise EncodeError('value ' + repr(len(v.entries)) + ' out of range 1..64', path='block_entry_count')
-        out += _L30[_ln] if (_ln := len(v.entries)) < 256 else _S9_pack(_ln)
+        if (_k0 := len(v.entries)) < 1 or _k0 > 64:
+            raise EncodeError('value ' + repr(_k0) + ' out of range 1..64', path='block_entry_count')
+        out += _S9_pack(_k0)
         _outer = out
         out = bytearray()
-        if len(v.entries) != len(v.entries):
-            raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='entries')
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
@@ -3649,10 +3646,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
-                if _x.body.__class__ is not InsertBody:
-                    raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___insert_body__v = _x.body
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
+                if _wal_entry___insert_body__v.__class__ is not InsertBody:
+                    raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_wal_entry___insert_body__v).__name__, path='body')
                 out += _L31[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
                 out += _wal_entry___insert_body___b_data
                 out += _L30[_ln] if (_ln := len(_wal_entry___insert_body__v.meta)) < 256 else _S9_pack(_ln)
@@ -3666,9 +3663,9 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 if p_semantic_dims > 0:
                     _wal_entry___insert_body___tag = p_tail_layout
                     if _wal_entry___insert_body___tag == 0:
-                        if _wal_entry___insert_body__v.tail.__class__ is not TailFull:
-                            raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
+                        if _wal_entry___insert_body___tail_full__v.__class__ is not TailFull:
+                            raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body___tail_full__v).__name__, path='tail')
                         if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
                         if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK13:
@@ -3676,34 +3673,34 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         else:
                             out += _PK13.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                     elif _wal_entry___insert_body___tag == 1:
-                        if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
-                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
-                        if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
-                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
-                        out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
+                        if _wal_entry___insert_body___tail_quantized__v.__class__ is not TailQuantized:
+                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body___tail_quantized__v).__name__, path='tail')
+                        if (_k4 := len(_wal_entry___insert_body___tail_quantized__v.user)) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k4), path='user')
+                        out += struct.pack('<' + str(_k4) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
                     elif _wal_entry___insert_body___tag == 2:
-                        if _wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
-                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
+                        if _wal_entry___insert_body___tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
+                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body___tail_quantized_gacl__v).__name__, path='tail')
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
                         if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                         else:
                             out += _PK13.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
-                        if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
-                        out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
+                        if (_k6 := len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k6), path='user')
+                        out += struct.pack('<' + str(_k6) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
                     else:
                         raise EncodeError('no case for tag ' + repr(_wal_entry___insert_body___tag), path='tail')
                 elif _wal_entry___insert_body__v.tail is not None:
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 2:
-                if _x.body.__class__ is not UpdateBody:
-                    raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___update_body__v = _x.body
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
+                if _wal_entry___update_body__v.__class__ is not UpdateBody:
+                    raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_wal_entry___update_body__v).__name__, path='body')
                 out += _L31[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
                 out += _wal_entry___update_body___b_data
                 out += _L30[_ln] if (_ln := len(_wal_entry___update_body__v.meta)) < 256 else _S9_pack(_ln)
@@ -3718,9 +3715,9 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 if _x.body is not None:
                     raise EncodeError('case DELETE carries no body', path='body')
             elif _wal_entry___tag == 4:
-                if _x.body.__class__ is not MetaPair:
-                    raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___meta_pair__v = _x.body
+                if _wal_entry___meta_pair__v.__class__ is not MetaPair:
+                    raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_wal_entry___meta_pair__v).__name__, path='body')
                 _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
                 out += _L30[_ln] if (_ln := len(_wal_entry___meta_pair___b_key)) < 256 else _S9_pack(_ln)
                 out += _wal_entry___meta_pair___b_key
@@ -3728,15 +3725,15 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 out += _L30[_ln] if (_ln := len(_wal_entry___meta_pair___b_value)) < 256 else _S9_pack(_ln)
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
-                if _x.body.__class__ is not SetSemanticBody:
-                    raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___set_semantic_body__v = _x.body
+                if _wal_entry___set_semantic_body__v.__class__ is not SetSemanticBody:
+                    raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_wal_entry___set_semantic_body__v).__name__, path='body')
                 if p_semantic_dims > 0:
                     _wal_entry___set_semantic_body___tag = p_tail_layout
                     if _wal_entry___set_semantic_body___tag == 0:
-                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
-                            raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
+                        if _wal_entry___set_semantic_body___tail_full__v.__class__ is not TailFull:
+                            raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body___tail_full__v).__name__, path='tail')
                         if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
                         if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK13:
@@ -3744,33 +3741,33 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         else:
                             out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                     elif _wal_entry___set_semantic_body___tag == 1:
-                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
-                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
-                        if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
-                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
-                        out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
+                        if _wal_entry___set_semantic_body___tail_quantized__v.__class__ is not TailQuantized:
+                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body___tail_quantized__v).__name__, path='tail')
+                        if (_k10 := len(_wal_entry___set_semantic_body___tail_quantized__v.user)) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k10), path='user')
+                        out += struct.pack('<' + str(_k10) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
                     elif _wal_entry___set_semantic_body___tag == 2:
-                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
-                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
+                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.__class__ is not TailQuantizedGacl:
+                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body___tail_quantized_gacl__v).__name__, path='tail')
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
                         if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK13:
                             out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                         else:
                             out += _PK13.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
-                        if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
-                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
-                        out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                        if (_k12 := len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(_k12), path='user')
+                        out += struct.pack('<' + str(_k12) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
                     else:
                         raise EncodeError('no case for tag ' + repr(_wal_entry___set_semantic_body___tag), path='tail')
                 elif _wal_entry___set_semantic_body__v.tail is not None:
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
-                if _x.body.__class__ is not EpochBody:
-                    raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___epoch_body__v = _x.body
+                if _wal_entry___epoch_body__v.__class__ is not EpochBody:
+                    raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_wal_entry___epoch_body__v).__name__, path='body')
                 out += _S16_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
@@ -4522,17 +4519,17 @@ def _em_htt_file(values):
         out += _S0_pack(b'HTT\x00', _file_header__v.version, _file_header__v.flags.to_int(), _file_header__v.dimension, _file_header__v.semantic_dims, _file_header__v.tau.to_bytes(16, 'little', signed=True), _file_header__v.node_count)
         _file_header__f_header_crc = _ck_crc32(out if _file_header___s_magic == 0 and _file_header___e_node_count == len(out) else memoryview(out)[_file_header___s_magic:_file_header___e_node_count])
         out += _S2_pack(_file_header__f_header_crc)
-        if v.header.flags.meaning_addressed:
+        if _file_header__v.flags.meaning_addressed:
             _bounds_section__v = v.bounds
-            _bounds_section__p_semantic_dims = v.header.semantic_dims
+            _bounds_section__p_semantic_dims = _file_header__v.semantic_dims
             if len(_bounds_section__v.bounds) != _bounds_section__p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(len(_bounds_section__v.bounds)), path='bounds')
             for _bounds_section___x in _bounds_section__v.bounds:
                 out += _S21_pack(_bounds_section___x.min, _bounds_section___x.max)
         elif v.bounds is not None:
             raise EncodeError('field is present but its condition is false', path='bounds')
-        _e_snapshot_section(out, v.snapshot, v.header.version, v.header.flags.compressed, v.header.flags.algorithm, v.header.semantic_dims, 2 if v.header.flags.quantized and v.header.flags.gacl else 1 if v.header.flags.quantized else 0)
-        _e_wal_section(out, v.wal, v.header.flags.wal_block_compressed, v.header.flags.algorithm, v.header.semantic_dims, 2 if v.header.flags.quantized and v.header.flags.gacl else 1 if v.header.flags.quantized else 0)
+        _e_snapshot_section(out, v.snapshot, _file_header__v.version, _file_header__v.flags.compressed, _file_header__v.flags.algorithm, _file_header__v.semantic_dims, 2 if _file_header__v.flags.quantized and _file_header__v.flags.gacl else 1 if _file_header__v.flags.quantized else 0)
+        _e_wal_section(out, v.wal, _file_header__v.flags.wal_block_compressed, _file_header__v.flags.algorithm, _file_header__v.semantic_dims, 2 if _file_header__v.flags.quantized and _file_header__v.flags.gacl else 1 if _file_header__v.flags.quantized else 0)
     return bytes(out)
 
 def _d_sidecar_segment_v1(mv, pos, end):

@@ -842,48 +842,47 @@ def _em_statement(values):
     _a = _all.append
     _chunks = []
     _S8_pack = _S8.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_uleb128_encode(_w) if (_w := v.id_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_S8_pack(v.tag))
-        _tag = v.tag
-        if _tag == 0:
-            if v.body.__class__ is not RefBody:
-                raise EncodeError('tag Ref takes a RefBody, not ' + type(v.body).__name__, path='body')
-            _ref_body__v = v.body
-            _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.offset_delta).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
-            _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.size).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
-            _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.address).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
-        elif _tag == 1:
-            if v.body.__class__ is not ZeroBody:
-                raise EncodeError('tag Zero takes a ZeroBody, not ' + type(v.body).__name__, path='body')
-            _zero_body__v = v.body
-            _a(_uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.offset_delta).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7)))
-            _a(_uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.size).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7)))
-        elif _tag == 2:
-            if v.body.__class__ is not ShrinkBody:
-                raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(v.body).__name__, path='body')
-            _shrink_body__v = v.body
-            _a(_uleb128_encode(_shrink_body___w) if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is not int or not -1 < _shrink_body___w < 16384 else _uleb128_one[_shrink_body___w] if _shrink_body___w < 128 else bytes((_shrink_body___w & 127 | 128, _shrink_body___w >> 7)))
-        elif _tag == 3:
-            if v.body.__class__ is not GrowBody:
-                raise EncodeError('tag Grow takes a GrowBody, not ' + type(v.body).__name__, path='body')
-            _grow_body__v = v.body
-            _a(_uleb128_encode(_grow_body___w) if (_grow_body___w := _grow_body__v.offset_delta).__class__ is not int or not -1 < _grow_body___w < 16384 else _uleb128_one[_grow_body___w] if _grow_body___w < 128 else bytes((_grow_body___w & 127 | 128, _grow_body___w >> 7)))
-        elif _tag == 4:
-            if v.body is not None:
-                raise EncodeError('case Tombstone carries no body', path='body')
-        else:
-            _inline_body__v = v.body
-            _inline_body__p_size_tag = v.tag
-            _a(_uleb128_encode(_inline_body___w) if (_inline_body___w := _inline_body__v.offset_delta).__class__ is not int or not -1 < _inline_body___w < 16384 else _uleb128_one[_inline_body___w] if _inline_body___w < 128 else bytes((_inline_body___w & 127 | 128, _inline_body___w >> 7)))
-            _inline_body___b = _inline_body__v.payload
-            if len(_inline_body___b) != _inline_body__p_size_tag - 4:
-                raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
-            _a(_inline_body___b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_uleb128_encode(_w) if (_w := v.id_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+            _a(_S8_pack(v.tag))
+            _tag = v.tag
+            if _tag == 0:
+                _ref_body__v = v.body
+                if _ref_body__v.__class__ is not RefBody:
+                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_ref_body__v).__name__, path='body')
+                _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.offset_delta).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
+                _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.size).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
+                _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.address).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
+            elif _tag == 1:
+                _zero_body__v = v.body
+                if _zero_body__v.__class__ is not ZeroBody:
+                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_zero_body__v).__name__, path='body')
+                _a(_uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.offset_delta).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7)))
+                _a(_uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.size).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7)))
+            elif _tag == 2:
+                _shrink_body__v = v.body
+                if _shrink_body__v.__class__ is not ShrinkBody:
+                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_shrink_body__v).__name__, path='body')
+                _a(_uleb128_encode(_shrink_body___w) if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is not int or not -1 < _shrink_body___w < 16384 else _uleb128_one[_shrink_body___w] if _shrink_body___w < 128 else bytes((_shrink_body___w & 127 | 128, _shrink_body___w >> 7)))
+            elif _tag == 3:
+                _grow_body__v = v.body
+                if _grow_body__v.__class__ is not GrowBody:
+                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_grow_body__v).__name__, path='body')
+                _a(_uleb128_encode(_grow_body___w) if (_grow_body___w := _grow_body__v.offset_delta).__class__ is not int or not -1 < _grow_body___w < 16384 else _uleb128_one[_grow_body___w] if _grow_body___w < 128 else bytes((_grow_body___w & 127 | 128, _grow_body___w >> 7)))
+            elif _tag == 4:
+                if v.body is not None:
+                    raise EncodeError('case Tombstone carries no body', path='body')
+            else:
+                _inline_body__v = v.body
+                _inline_body__p_size_tag = _tag
+                _a(_uleb128_encode(_inline_body___w) if (_inline_body___w := _inline_body__v.offset_delta).__class__ is not int or not -1 < _inline_body___w < 16384 else _uleb128_one[_inline_body___w] if _inline_body___w < 128 else bytes((_inline_body___w & 127 | 128, _inline_body___w >> 7)))
+                _inline_body___b = _inline_body__v.payload
+                if len(_inline_body___b) != _inline_body__p_size_tag - 4:
+                    raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
+                _a(_inline_body___b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_child_ref(mv, pos, end):
@@ -1530,8 +1529,7 @@ def _e_header_slot(out, v):
 
 def _em_header_slot(values):
     out = bytearray()
-    _S0_pack = _S0.pack
-    _S10_pack = _S10.pack
+    _S15_pack = _S15.pack
     _S6_pack = _S6.pack
     for v in values:
         start = len(out)
@@ -1539,10 +1537,9 @@ def _em_header_slot(values):
         _header_fields__v = v.header
         if len(_header_fields__v.root_fingerprint) != 16:
             raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
-        out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
-        _e_epoch = len(out) + 9
-        _at_content_size = len(out) + 9
-        out += _S10_pack(v.kind, v.epoch, 0)
+        _e_epoch = len(out) + 9 + 48
+        _at_content_size = len(out) + 9 + 48
+        out += _S15_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer, v.kind, v.epoch, 0)
         _s_content = len(out)
         _ps = len(out)
         _b = v.content
@@ -1776,34 +1773,34 @@ def _em_table_page(values):
             out += _S8_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
-                if _table_content___x.body.__class__ is not RefBody:
-                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___ref_body__v = _table_content___x.body
+                if _table_content___statement___ref_body__v.__class__ is not RefBody:
+                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_table_content___statement___ref_body__v).__name__, path='body')
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             elif _table_content___statement___tag == 1:
-                if _table_content___x.body.__class__ is not ZeroBody:
-                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___zero_body__v = _table_content___x.body
+                if _table_content___statement___zero_body__v.__class__ is not ZeroBody:
+                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_table_content___statement___zero_body__v).__name__, path='body')
                 out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
             elif _table_content___statement___tag == 2:
-                if _table_content___x.body.__class__ is not ShrinkBody:
-                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___shrink_body__v = _table_content___x.body
+                if _table_content___statement___shrink_body__v.__class__ is not ShrinkBody:
+                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_table_content___statement___shrink_body__v).__name__, path='body')
                 out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
             elif _table_content___statement___tag == 3:
-                if _table_content___x.body.__class__ is not GrowBody:
-                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___grow_body__v = _table_content___x.body
+                if _table_content___statement___grow_body__v.__class__ is not GrowBody:
+                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_table_content___statement___grow_body__v).__name__, path='body')
                 out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
             elif _table_content___statement___tag == 4:
                 if _table_content___x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _table_content___statement___inline_body__v = _table_content___x.body
-                _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
+                _table_content___statement___inline_body__p_size_tag = _table_content___statement___tag
                 out += _uleb128_encode(_table_content___statement___inline_body___w) if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___inline_body___w < 16384 else _uleb128_one[_table_content___statement___inline_body___w] if _table_content___statement___inline_body___w < 128 else bytes((_table_content___statement___inline_body___w & 127 | 128, _table_content___statement___inline_body___w >> 7))
                 _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
                 if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
@@ -2055,8 +2052,7 @@ def _e_header_page(out, v):
 
 def _em_header_page(values):
     out = bytearray()
-    _S0_pack = _S0.pack
-    _S10_pack = _S10.pack
+    _S15_pack = _S15.pack
     _S6_pack = _S6.pack
     _S8_pack = _S8.pack
     for v in values:
@@ -2065,10 +2061,9 @@ def _em_header_page(values):
         _header_fields__v = v.header
         if len(_header_fields__v.root_fingerprint) != 16:
             raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
-        out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
-        _e_epoch = len(out) + 9
-        _at_content_size = len(out) + 9
-        out += _S10_pack(v.kind, v.epoch, 0)
+        _e_epoch = len(out) + 9 + 48
+        _at_content_size = len(out) + 9 + 48
+        out += _S15_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer, v.kind, v.epoch, 0)
         _s_content = len(out)
         _ps = len(out)
         _table_content__v = v.content
@@ -2082,34 +2077,34 @@ def _em_header_page(values):
             out += _S8_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
-                if _table_content___x.body.__class__ is not RefBody:
-                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___ref_body__v = _table_content___x.body
+                if _table_content___statement___ref_body__v.__class__ is not RefBody:
+                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_table_content___statement___ref_body__v).__name__, path='body')
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             elif _table_content___statement___tag == 1:
-                if _table_content___x.body.__class__ is not ZeroBody:
-                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___zero_body__v = _table_content___x.body
+                if _table_content___statement___zero_body__v.__class__ is not ZeroBody:
+                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_table_content___statement___zero_body__v).__name__, path='body')
                 out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
             elif _table_content___statement___tag == 2:
-                if _table_content___x.body.__class__ is not ShrinkBody:
-                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___shrink_body__v = _table_content___x.body
+                if _table_content___statement___shrink_body__v.__class__ is not ShrinkBody:
+                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_table_content___statement___shrink_body__v).__name__, path='body')
                 out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
             elif _table_content___statement___tag == 3:
-                if _table_content___x.body.__class__ is not GrowBody:
-                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___grow_body__v = _table_content___x.body
+                if _table_content___statement___grow_body__v.__class__ is not GrowBody:
+                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_table_content___statement___grow_body__v).__name__, path='body')
                 out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
             elif _table_content___statement___tag == 4:
                 if _table_content___x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _table_content___statement___inline_body__v = _table_content___x.body
-                _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
+                _table_content___statement___inline_body__p_size_tag = _table_content___statement___tag
                 out += _uleb128_encode(_table_content___statement___inline_body___w) if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___inline_body___w < 16384 else _uleb128_one[_table_content___statement___inline_body___w] if _table_content___statement___inline_body___w < 128 else bytes((_table_content___statement___inline_body___w & 127 | 128, _table_content___statement___inline_body___w >> 7))
                 _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
                 if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
@@ -3146,99 +3141,98 @@ def _em_journal_record(values):
     _a = _all.append
     _chunks = []
     _S8_pack = _S8.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S8_pack(_JOURNALTAG_BY_VALUE[v.tag]))
-        _tag = v.tag
-        if _tag == 1:
-            if v.body.__class__ is not JournalFree:
-                raise EncodeError('tag Free takes a JournalFree, not ' + type(v.body).__name__, path='body')
-            _journal_free__v = v.body
-            if not (_journal_free__v.id >= 1 and _journal_free__v.id <= 4294967295):
-                raise EncodeError('a journal record names an invalid id', path='id')
-            _a(_uleb128_encode(_journal_free___w) if (_journal_free___w := _journal_free__v.id).__class__ is not int or not -1 < _journal_free___w < 16384 else _uleb128_one[_journal_free___w] if _journal_free___w < 128 else bytes((_journal_free___w & 127 | 128, _journal_free___w >> 7)))
-        elif _tag == 2:
-            if v.body.__class__ is not JournalResize:
-                raise EncodeError('tag Resize takes a JournalResize, not ' + type(v.body).__name__, path='body')
-            _journal_resize__v = v.body
-            if not (_journal_resize__v.id >= 1 and _journal_resize__v.id <= 4294967295):
-                raise EncodeError('a journal record names an invalid id', path='id')
-            if not _journal_resize__v.size <= 4294967295:
-                raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
-            _a(_uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.id).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7)))
-            _a(_uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.size).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7)))
-        elif _tag == 3:
-            if v.body.__class__ is not JournalWrite:
-                raise EncodeError('tag Write takes a JournalWrite, not ' + type(v.body).__name__, path='body')
-            _journal_write__v = v.body
-            if not (_journal_write__v.id >= 1 and _journal_write__v.id <= 4294967295):
-                raise EncodeError('a journal record names an invalid id', path='id')
-            if not _journal_write__v.offset + len(_journal_write__v.data) <= 4294967295:
-                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-            _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.id).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
-            _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.offset).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
-            _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := len(_journal_write__v.data)).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
-            _journal_write___b = _journal_write__v.data
-            if len(_journal_write___b) != len(_journal_write__v.data):
-                raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
-            _a(_journal_write___b)
-        elif _tag == 4:
-            if v.body.__class__ is not JournalSplice:
-                raise EncodeError('tag Splice takes a JournalSplice, not ' + type(v.body).__name__, path='body')
-            _journal_splice__v = v.body
-            if not (_journal_splice__v.id >= 1 and _journal_splice__v.id <= 4294967295):
-                raise EncodeError('a journal record names an invalid id', path='id')
-            if not _journal_splice__v.offset + _journal_splice__v.old_len <= 4294967295:
-                raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
-            if not _journal_splice__v.offset + len(_journal_splice__v.data) <= 4294967295:
-                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-            _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.id).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
-            _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.offset).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
-            _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.old_len).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
-            _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
-            _journal_splice___b = _journal_splice__v.data
-            if len(_journal_splice___b) != len(_journal_splice__v.data):
-                raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
-            _a(_journal_splice___b)
-        elif _tag == 5:
-            if v.body.__class__ is not JournalCopy:
-                raise EncodeError('tag Copy takes a JournalCopy, not ' + type(v.body).__name__, path='body')
-            _journal_copy__v = v.body
-            if not (_journal_copy__v.src >= 1 and _journal_copy__v.src <= 4294967295):
-                raise EncodeError('a journal record names an invalid id', path='src')
-            if not _journal_copy__v.src_offset + _journal_copy__v.length <= 4294967295:
-                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-            if not (_journal_copy__v.dst >= 1 and _journal_copy__v.dst <= 4294967295):
-                raise EncodeError('a journal record names an invalid id', path='dst')
-            if not _journal_copy__v.dst_offset + _journal_copy__v.length <= 4294967295:
-                raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-        elif _tag == 6:
-            if v.body.__class__ is not JournalCopy:
-                raise EncodeError('tag Move takes a JournalCopy, not ' + type(v.body).__name__, path='body')
-            _journal_copy__v = v.body
-            if not (_journal_copy__v.src >= 1 and _journal_copy__v.src <= 4294967295):
-                raise EncodeError('a journal record names an invalid id', path='src')
-            if not _journal_copy__v.src_offset + _journal_copy__v.length <= 4294967295:
-                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-            if not (_journal_copy__v.dst >= 1 and _journal_copy__v.dst <= 4294967295):
-                raise EncodeError('a journal record names an invalid id', path='dst')
-            if not _journal_copy__v.dst_offset + _journal_copy__v.length <= 4294967295:
-                raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
-        else:
-            raise EncodeError('no case for tag ' + repr(_tag), path='body')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S8_pack(_JOURNALTAG_BY_VALUE[v.tag]))
+            _tag = v.tag
+            if _tag == 1:
+                _journal_free__v = v.body
+                if _journal_free__v.__class__ is not JournalFree:
+                    raise EncodeError('tag Free takes a JournalFree, not ' + type(_journal_free__v).__name__, path='body')
+                if not (_journal_free__v.id >= 1 and _journal_free__v.id <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='id')
+                _a(_uleb128_encode(_journal_free___w) if (_journal_free___w := _journal_free__v.id).__class__ is not int or not -1 < _journal_free___w < 16384 else _uleb128_one[_journal_free___w] if _journal_free___w < 128 else bytes((_journal_free___w & 127 | 128, _journal_free___w >> 7)))
+            elif _tag == 2:
+                _journal_resize__v = v.body
+                if _journal_resize__v.__class__ is not JournalResize:
+                    raise EncodeError('tag Resize takes a JournalResize, not ' + type(_journal_resize__v).__name__, path='body')
+                if not (_journal_resize__v.id >= 1 and _journal_resize__v.id <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='id')
+                if not _journal_resize__v.size <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
+                _a(_uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.id).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7)))
+                _a(_uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.size).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7)))
+            elif _tag == 3:
+                _journal_write__v = v.body
+                if _journal_write__v.__class__ is not JournalWrite:
+                    raise EncodeError('tag Write takes a JournalWrite, not ' + type(_journal_write__v).__name__, path='body')
+                if not (_journal_write__v.id >= 1 and _journal_write__v.id <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='id')
+                if not _journal_write__v.offset + (_k0 := len(_journal_write__v.data)) <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.id).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
+                _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.offset).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
+                _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _k0).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
+                _journal_write___b = _journal_write__v.data
+                if (_k1 := len(_journal_write___b)) != _k1:
+                    raise EncodeError('wrong length ' + str(_k1), path='data')
+                _a(_journal_write___b)
+            elif _tag == 4:
+                _journal_splice__v = v.body
+                if _journal_splice__v.__class__ is not JournalSplice:
+                    raise EncodeError('tag Splice takes a JournalSplice, not ' + type(_journal_splice__v).__name__, path='body')
+                if not (_journal_splice__v.id >= 1 and _journal_splice__v.id <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='id')
+                if not _journal_splice__v.offset + _journal_splice__v.old_len <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
+                if not _journal_splice__v.offset + (_k2 := len(_journal_splice__v.data)) <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.id).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
+                _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.offset).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
+                _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.old_len).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
+                _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _k2).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
+                _journal_splice___b = _journal_splice__v.data
+                if (_k3 := len(_journal_splice___b)) != _k3:
+                    raise EncodeError('wrong length ' + str(_k3), path='data')
+                _a(_journal_splice___b)
+            elif _tag == 5:
+                _journal_copy__v = v.body
+                if _journal_copy__v.__class__ is not JournalCopy:
+                    raise EncodeError('tag Copy takes a JournalCopy, not ' + type(_journal_copy__v).__name__, path='body')
+                if not (_journal_copy__v.src >= 1 and _journal_copy__v.src <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='src')
+                if not _journal_copy__v.src_offset + _journal_copy__v.length <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                if not (_journal_copy__v.dst >= 1 and _journal_copy__v.dst <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='dst')
+                if not _journal_copy__v.dst_offset + _journal_copy__v.length <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            elif _tag == 6:
+                _journal_copy__v = v.body
+                if _journal_copy__v.__class__ is not JournalCopy:
+                    raise EncodeError('tag Move takes a JournalCopy, not ' + type(_journal_copy__v).__name__, path='body')
+                if not (_journal_copy__v.src >= 1 and _journal_copy__v.src <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='src')
+                if not _journal_copy__v.src_offset + _journal_copy__v.length <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                if not (_journal_copy__v.dst >= 1 and _journal_copy__v.dst <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='dst')
+                if not _journal_copy__v.dst_offset + _journal_copy__v.length <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            else:
+                raise EncodeError('no case for tag ' + repr(_tag), path='body')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_journal_records(mv, pos, end):
@@ -3469,100 +3463,99 @@ def _em_journal_records(values):
     _a = _all.append
     _chunks = []
     _S8_pack = _S8.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        for _x in v.records:
-            _a(_S8_pack(_JOURNALTAG_BY_VALUE[_x.tag]))
-            _journal_record___tag = _x.tag
-            if _journal_record___tag == 1:
-                if _x.body.__class__ is not JournalFree:
-                    raise EncodeError('tag Free takes a JournalFree, not ' + type(_x.body).__name__, path='body')
-                _journal_record___journal_free__v = _x.body
-                if not (_journal_record___journal_free__v.id >= 1 and _journal_record___journal_free__v.id <= 4294967295):
-                    raise EncodeError('a journal record names an invalid id', path='id')
-                _a(_uleb128_encode(_journal_record___journal_free___w) if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is not int or not -1 < _journal_record___journal_free___w < 16384 else _uleb128_one[_journal_record___journal_free___w] if _journal_record___journal_free___w < 128 else bytes((_journal_record___journal_free___w & 127 | 128, _journal_record___journal_free___w >> 7)))
-            elif _journal_record___tag == 2:
-                if _x.body.__class__ is not JournalResize:
-                    raise EncodeError('tag Resize takes a JournalResize, not ' + type(_x.body).__name__, path='body')
-                _journal_record___journal_resize__v = _x.body
-                if not (_journal_record___journal_resize__v.id >= 1 and _journal_record___journal_resize__v.id <= 4294967295):
-                    raise EncodeError('a journal record names an invalid id', path='id')
-                if not _journal_record___journal_resize__v.size <= 4294967295:
-                    raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
-                _a(_uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7)))
-            elif _journal_record___tag == 3:
-                if _x.body.__class__ is not JournalWrite:
-                    raise EncodeError('tag Write takes a JournalWrite, not ' + type(_x.body).__name__, path='body')
-                _journal_record___journal_write__v = _x.body
-                if not (_journal_record___journal_write__v.id >= 1 and _journal_record___journal_write__v.id <= 4294967295):
-                    raise EncodeError('a journal record names an invalid id', path='id')
-                if not _journal_record___journal_write__v.offset + len(_journal_record___journal_write__v.data) <= 4294967295:
-                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-                _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
-                _journal_record___journal_write___b = _journal_record___journal_write__v.data
-                if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
-                    raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
-                _a(_journal_record___journal_write___b)
-            elif _journal_record___tag == 4:
-                if _x.body.__class__ is not JournalSplice:
-                    raise EncodeError('tag Splice takes a JournalSplice, not ' + type(_x.body).__name__, path='body')
-                _journal_record___journal_splice__v = _x.body
-                if not (_journal_record___journal_splice__v.id >= 1 and _journal_record___journal_splice__v.id <= 4294967295):
-                    raise EncodeError('a journal record names an invalid id', path='id')
-                if not _journal_record___journal_splice__v.offset + _journal_record___journal_splice__v.old_len <= 4294967295:
-                    raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
-                if not _journal_record___journal_splice__v.offset + len(_journal_record___journal_splice__v.data) <= 4294967295:
-                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-                _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
-                _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
-                if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
-                    raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
-                _a(_journal_record___journal_splice___b)
-            elif _journal_record___tag == 5:
-                if _x.body.__class__ is not JournalCopy:
-                    raise EncodeError('tag Copy takes a JournalCopy, not ' + type(_x.body).__name__, path='body')
-                _journal_record___journal_copy__v = _x.body
-                if not (_journal_record___journal_copy__v.src >= 1 and _journal_record___journal_copy__v.src <= 4294967295):
-                    raise EncodeError('a journal record names an invalid id', path='src')
-                if not _journal_record___journal_copy__v.src_offset + _journal_record___journal_copy__v.length <= 4294967295:
-                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-                if not (_journal_record___journal_copy__v.dst >= 1 and _journal_record___journal_copy__v.dst <= 4294967295):
-                    raise EncodeError('a journal record names an invalid id', path='dst')
-                if not _journal_record___journal_copy__v.dst_offset + _journal_record___journal_copy__v.length <= 4294967295:
-                    raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-            elif _journal_record___tag == 6:
-                if _x.body.__class__ is not JournalCopy:
-                    raise EncodeError('tag Move takes a JournalCopy, not ' + type(_x.body).__name__, path='body')
-                _journal_record___journal_copy__v = _x.body
-                if not (_journal_record___journal_copy__v.src >= 1 and _journal_record___journal_copy__v.src <= 4294967295):
-                    raise EncodeError('a journal record names an invalid id', path='src')
-                if not _journal_record___journal_copy__v.src_offset + _journal_record___journal_copy__v.length <= 4294967295:
-                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
-                if not (_journal_record___journal_copy__v.dst >= 1 and _journal_record___journal_copy__v.dst <= 4294967295):
-                    raise EncodeError('a journal record names an invalid id', path='dst')
-                if not _journal_record___journal_copy__v.dst_offset + _journal_record___journal_copy__v.length <= 4294967295:
-                    raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
-            else:
-                raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            for _x in v.records:
+                _a(_S8_pack(_JOURNALTAG_BY_VALUE[_x.tag]))
+                _journal_record___tag = _x.tag
+                if _journal_record___tag == 1:
+                    _journal_record___journal_free__v = _x.body
+                    if _journal_record___journal_free__v.__class__ is not JournalFree:
+                        raise EncodeError('tag Free takes a JournalFree, not ' + type(_journal_record___journal_free__v).__name__, path='body')
+                    if not (_journal_record___journal_free__v.id >= 1 and _journal_record___journal_free__v.id <= 4294967295):
+                        raise EncodeError('a journal record names an invalid id', path='id')
+                    _a(_uleb128_encode(_journal_record___journal_free___w) if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is not int or not -1 < _journal_record___journal_free___w < 16384 else _uleb128_one[_journal_record___journal_free___w] if _journal_record___journal_free___w < 128 else bytes((_journal_record___journal_free___w & 127 | 128, _journal_record___journal_free___w >> 7)))
+                elif _journal_record___tag == 2:
+                    _journal_record___journal_resize__v = _x.body
+                    if _journal_record___journal_resize__v.__class__ is not JournalResize:
+                        raise EncodeError('tag Resize takes a JournalResize, not ' + type(_journal_record___journal_resize__v).__name__, path='body')
+                    if not (_journal_record___journal_resize__v.id >= 1 and _journal_record___journal_resize__v.id <= 4294967295):
+                        raise EncodeError('a journal record names an invalid id', path='id')
+                    if not _journal_record___journal_resize__v.size <= 4294967295:
+                        raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
+                    _a(_uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7)))
+                elif _journal_record___tag == 3:
+                    _journal_record___journal_write__v = _x.body
+                    if _journal_record___journal_write__v.__class__ is not JournalWrite:
+                        raise EncodeError('tag Write takes a JournalWrite, not ' + type(_journal_record___journal_write__v).__name__, path='body')
+                    if not (_journal_record___journal_write__v.id >= 1 and _journal_record___journal_write__v.id <= 4294967295):
+                        raise EncodeError('a journal record names an invalid id', path='id')
+                    if not _journal_record___journal_write__v.offset + (_k0 := len(_journal_record___journal_write__v.data)) <= 4294967295:
+                        raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                    _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _k0).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
+                    _journal_record___journal_write___b = _journal_record___journal_write__v.data
+                    if (_k1 := len(_journal_record___journal_write___b)) != _k1:
+                        raise EncodeError('wrong length ' + str(_k1), path='data')
+                    _a(_journal_record___journal_write___b)
+                elif _journal_record___tag == 4:
+                    _journal_record___journal_splice__v = _x.body
+                    if _journal_record___journal_splice__v.__class__ is not JournalSplice:
+                        raise EncodeError('tag Splice takes a JournalSplice, not ' + type(_journal_record___journal_splice__v).__name__, path='body')
+                    if not (_journal_record___journal_splice__v.id >= 1 and _journal_record___journal_splice__v.id <= 4294967295):
+                        raise EncodeError('a journal record names an invalid id', path='id')
+                    if not _journal_record___journal_splice__v.offset + _journal_record___journal_splice__v.old_len <= 4294967295:
+                        raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
+                    if not _journal_record___journal_splice__v.offset + (_k2 := len(_journal_record___journal_splice__v.data)) <= 4294967295:
+                        raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                    _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _k2).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
+                    _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
+                    if (_k3 := len(_journal_record___journal_splice___b)) != _k3:
+                        raise EncodeError('wrong length ' + str(_k3), path='data')
+                    _a(_journal_record___journal_splice___b)
+                elif _journal_record___tag == 5:
+                    _journal_record___journal_copy__v = _x.body
+                    if _journal_record___journal_copy__v.__class__ is not JournalCopy:
+                        raise EncodeError('tag Copy takes a JournalCopy, not ' + type(_journal_record___journal_copy__v).__name__, path='body')
+                    if not (_journal_record___journal_copy__v.src >= 1 and _journal_record___journal_copy__v.src <= 4294967295):
+                        raise EncodeError('a journal record names an invalid id', path='src')
+                    if not _journal_record___journal_copy__v.src_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                        raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                    if not (_journal_record___journal_copy__v.dst >= 1 and _journal_record___journal_copy__v.dst <= 4294967295):
+                        raise EncodeError('a journal record names an invalid id', path='dst')
+                    if not _journal_record___journal_copy__v.dst_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                        raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                elif _journal_record___tag == 6:
+                    _journal_record___journal_copy__v = _x.body
+                    if _journal_record___journal_copy__v.__class__ is not JournalCopy:
+                        raise EncodeError('tag Move takes a JournalCopy, not ' + type(_journal_record___journal_copy__v).__name__, path='body')
+                    if not (_journal_record___journal_copy__v.src >= 1 and _journal_record___journal_copy__v.src <= 4294967295):
+                        raise EncodeError('a journal record names an invalid id', path='src')
+                    if not _journal_record___journal_copy__v.src_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                        raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                    if not (_journal_record___journal_copy__v.dst >= 1 and _journal_record___journal_copy__v.dst <= 4294967295):
+                        raise EncodeError('a journal record names an invalid id', path='dst')
+                    if not _journal_record___journal_copy__v.dst_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                        raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                    _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                else:
+                    raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_journal_transaction(mv, pos, end):
@@ -3678,19 +3671,18 @@ def _em_journal_transaction(values):
     _a = _all.append
     _chunks = []
     _S6_pack = _S6.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not len(v.records) <= 4294967295:
-            raise EncodeError('a transaction longer than 2**32 - 1 bytes', path='length')
-        _a(_uleb128_encode(_w) if (_w := len(v.records)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _b = v.records
-        if len(_b) != len(v.records):
-            raise EncodeError('wrong length ' + str(len(_b)), path='records')
-        _a(_b)
-        _a(_S6_pack(v.crc))
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            if not (_k0 := len(v.records)) <= 4294967295:
+                raise EncodeError('a transaction longer than 2**32 - 1 bytes', path='length')
+            _a(_uleb128_encode(_w) if (_w := _k0).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+            _b = v.records
+            if (_k1 := len(_b)) != _k1:
+                raise EncodeError('wrong length ' + str(_k1), path='records')
+            _a(_b)
+            _a(_S6_pack(v.crc))
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_journal_page(mv, pos, end):

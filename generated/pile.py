@@ -811,11 +811,45 @@ _S117 = struct.Struct('<28sI32s')
 _T118 = (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32))
 _S119 = struct.Struct('<16s12sI32sQQ16s32s128s')
 _S120 = struct.Struct('<16sIQQ32s172s')
-_S121 = struct.Struct('<12sI32sQQ16s32s128s')
-_S122 = struct.Struct('<B31s32s64s')
-_S123 = struct.Struct('<Q24s32s')
-_S124 = struct.Struct('<Q24s16s32s32s')
-_S125 = struct.Struct('<28sI32sQQ16s32s128s')
+_S121 = struct.Struct('<16s12sI32s')
+_S122 = struct.Struct('<16s16sI')
+_S123 = struct.Struct('<16s16sIQQ32s172s')
+_S124 = struct.Struct('<16sQQ32s')
+_S125 = struct.Struct('<16s16s32s')
+_S126 = struct.Struct('<16sQQ32s192s')
+_S127 = struct.Struct('<16s16s32s192s')
+_S128 = struct.Struct('<16s16s224s')
+_S129 = struct.Struct('<16s32s208s')
+_S130 = struct.Struct('<16s16s16s16s192s')
+_S131 = struct.Struct('<16s16s32s32s32s32s32s64s')
+_S132 = struct.Struct('<16s16s32s32s32s128s')
+_S133 = struct.Struct('<16s16s16s32s32s144s')
+_S134 = struct.Struct('<16s32s32s32s32s32s32s48s')
+_S135 = struct.Struct('<16s32s32s32s32s112s')
+_S136 = struct.Struct('<16s12sI32sQQ16x32s128x')
+_S137 = struct.Struct('<16s16sIQQ32s172x')
+_S138 = struct.Struct('<16s16s16s16s192x')
+_S139 = struct.Struct('<16s16s32s32s32s32s32s64x')
+_S140 = struct.Struct('<16s16s32s32s32s128x')
+_S141 = struct.Struct('<16s16s16s32s32s144x')
+_S142 = struct.Struct('<16s32s32s32s32s32s32s48x')
+_S143 = struct.Struct('<16s32s32s32s32s112x')
+_Z144 = tuple(bytes(_i) for _i in range(256))
+_Z145 = tuple(bytes(_i) for _i in range(64))
+_S146 = struct.Struct('<12sI32sQQ16s32s128s')
+_S147 = struct.Struct('<B31s32s64s')
+_S148 = struct.Struct('<Q24s32s')
+_S149 = struct.Struct('<Q24s16s32s32s')
+_S150 = struct.Struct('<28sI32sQQ16s32s128s')
+_S151 = struct.Struct('<28sI32sQQ16x32s128x')
+_S152 = struct.Struct('<B32s64s')
+_S153 = struct.Struct('<B32s32s32s')
+_S154 = struct.Struct('<B32s64x')
+_S155 = struct.Struct('<B32s32s32x')
+_S156 = struct.Struct('<B32s32s32s32s32s32s')
+_S157 = struct.Struct('<B32s32s32s32s')
+_S158 = struct.Struct('<B32s32s32s32s32s32s32s')
+_S159 = struct.Struct('<B32s32s32s32s32s32s32s32s32s')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -1763,255 +1797,317 @@ def _e_pile_record(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='record')
 
 def _em_pile_record(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
+    _chunks = []
     _S0_pack = _S0.pack
-    _S73_pack = _S73.pack
-    _S75_pack = _S75.pack
-    _S78_pack = _S78.pack
-    _S80_pack = _S80.pack
-    _S82_pack = _S82.pack
-    _S84_pack = _S84.pack
-    _S87_pack = _S87.pack
-    _S89_pack = _S89.pack
-    _S91_pack = _S91.pack
-    _S93_pack = _S93.pack
-    _S95_pack = _S95.pack
-    _S97_pack = _S97.pack
-    for v in values:
-        if len(v.marker) != 16:
-            raise EncodeError('expected 16 bytes, found ' + str(len(v.marker)), path='marker')
-        out += _S0_pack(v.marker)
-        _tag = v.marker
-        if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-            if v.record.__class__ is not FrameRest:
-                raise EncodeError('tag hex:0371B249F0626B2ABDDB80E23EA96905 takes a FrameRest, not ' + type(v.record).__name__, path='record')
-            _e_frame_rest(out, v.record)
-        elif _tag == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-            if v.record.__class__ is not Envelope36Rest:
-                raise EncodeError('tag hex:E5A95E5D8A0BBA8782E46B9C9E73B313 takes a Envelope36Rest, not ' + type(v.record).__name__, path='record')
-            _e_envelope36_rest(out, v.record)
-        elif _tag == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
-            if v.record.__class__ is not V1Blob:
-                raise EncodeError('tag hex:1E08B022FF2F47B6EBACF1D68EB35D96 takes a V1Blob, not ' + type(v.record).__name__, path='record')
-            _v1_blob__v = v.record
-            if len(_v1_blob__v.hash) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v1_blob__v.hash)), path='hash')
-            out += _S73_pack(_v1_blob__v.timestamp, _v1_blob__v.length, _v1_blob__v.hash)
-            _v1_blob___v1_blob_data__v = _v1_blob__v.data
-            _v1_blob___v1_blob_data__p_length = _v1_blob__v.length
-            _v1_blob___v1_blob_data___b = _v1_blob___v1_blob_data__v.payload
-            if len(_v1_blob___v1_blob_data___b) != _v1_blob___v1_blob_data__p_length:
-                raise EncodeError('wrong length ' + str(len(_v1_blob___v1_blob_data___b)), path='payload')
-            out += _v1_blob___v1_blob_data___b
-            out += bytes(-len(_v1_blob___v1_blob_data___b) % 64)
-        elif _tag == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
-            if v.record.__class__ is not V1Branch:
-                raise EncodeError('tag hex:2BC991A7F5D5D2A3A468C53B0AA03504 takes a V1Branch, not ' + type(v.record).__name__, path='record')
-            _v1_branch__v = v.record
-            if not max(_v1_branch__v.branch) > 0:
-                raise EncodeError('nil branch id', path='branch')
-            if len(_v1_branch__v.branch) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v1_branch__v.branch)), path='branch')
-            if len(_v1_branch__v.head) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v1_branch__v.head)), path='head')
-            out += _S75_pack(_v1_branch__v.branch, _v1_branch__v.head)
-        elif _tag == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
-            if v.record.__class__ is not V1Tombstone:
-                raise EncodeError('tag hex:E888CC787202D2AE4C654BFE9699C430 takes a V1Tombstone, not ' + type(v.record).__name__, path='record')
-            _v1_tombstone__v = v.record
-            if not max(_v1_tombstone__v.branch) > 0:
-                raise EncodeError('nil branch id', path='branch')
-            if len(_v1_tombstone__v.branch) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v1_tombstone__v.branch)), path='branch')
-            if len(_v1_tombstone__v.unchecked) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v1_tombstone__v.unchecked)), path='unchecked')
-            out += _S75_pack(_v1_tombstone__v.branch, _v1_tombstone__v.unchecked)
-        elif _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-            if v.record.__class__ is not V3Blob:
-                raise EncodeError('tag hex:9C33EEB525065A62EAEC4BE43DCC355A takes a V3Blob, not ' + type(v.record).__name__, path='record')
-            _v3_blob__v = v.record
-            if len(_v3_blob__v.hash) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob__v.hash)), path='hash')
-            if len(_v3_blob__v.unchecked) != 192:
-                raise EncodeError('expected 192 bytes, found ' + str(len(_v3_blob__v.unchecked)), path='unchecked')
-            out += _S78_pack(_v3_blob__v.timestamp, _v3_blob__v.length, _v3_blob__v.hash, _v3_blob__v.unchecked)
-            _v3_blob___blob_data__v = _v3_blob__v.data
-            _v3_blob___blob_data__p_length = _v3_blob__v.length
-            _v3_blob___blob_data___b = _v3_blob___blob_data__v.payload
-            if len(_v3_blob___blob_data___b) != _v3_blob___blob_data__p_length:
-                raise EncodeError('wrong length ' + str(len(_v3_blob___blob_data___b)), path='payload')
-            out += _v3_blob___blob_data___b
-            out += bytes(-len(_v3_blob___blob_data___b) % 256)
-        elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
-            if v.record.__class__ is not V3Branch:
-                raise EncodeError('tag hex:AC363D04AFE1AF17B39581B1E23021D7 takes a V3Branch, not ' + type(v.record).__name__, path='record')
-            _v3_branch__v = v.record
-            if not max(_v3_branch__v.branch) > 0:
-                raise EncodeError('nil branch id', path='branch')
-            if len(_v3_branch__v.branch) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_branch__v.branch)), path='branch')
-            if len(_v3_branch__v.head) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_branch__v.head)), path='head')
-            if len(_v3_branch__v.unchecked) != 192:
-                raise EncodeError('expected 192 bytes, found ' + str(len(_v3_branch__v.unchecked)), path='unchecked')
-            out += _S80_pack(_v3_branch__v.branch, _v3_branch__v.head, _v3_branch__v.unchecked)
-        elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
-            if v.record.__class__ is not V3Tombstone:
-                raise EncodeError('tag hex:D0CBA0C8EAAB4C0C73121C3205671E4F takes a V3Tombstone, not ' + type(v.record).__name__, path='record')
-            _v3_tombstone__v = v.record
-            if not max(_v3_tombstone__v.branch) > 0:
-                raise EncodeError('nil branch id', path='branch')
-            if len(_v3_tombstone__v.branch) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_tombstone__v.branch)), path='branch')
-            if len(_v3_tombstone__v.unchecked) != 224:
-                raise EncodeError('expected 224 bytes, found ' + str(len(_v3_tombstone__v.unchecked)), path='unchecked')
-            out += _S82_pack(_v3_tombstone__v.branch, _v3_tombstone__v.unchecked)
-        elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
-            if v.record.__class__ is not V3BlobWant:
-                raise EncodeError('tag hex:8F3EEFEDECD491F63F6EAAA5FD6F3D5E takes a V3BlobWant, not ' + type(v.record).__name__, path='record')
-            _v3_blob_want__v = v.record
-            if len(_v3_blob_want__v.blob) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob_want__v.blob)), path='blob')
-            if len(_v3_blob_want__v.unchecked) != 208:
-                raise EncodeError('expected 208 bytes, found ' + str(len(_v3_blob_want__v.unchecked)), path='unchecked')
-            out += _S84_pack(_v3_blob_want__v.blob, _v3_blob_want__v.unchecked)
-        elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
-            if v.record.__class__ is not V3BlobWant:
-                raise EncodeError('tag hex:2D76662DFF0187EC36A8C90B12BB8B0D takes a V3BlobWant, not ' + type(v.record).__name__, path='record')
-            _v3_blob_want__v = v.record
-            if len(_v3_blob_want__v.blob) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob_want__v.blob)), path='blob')
-            if len(_v3_blob_want__v.unchecked) != 208:
-                raise EncodeError('expected 208 bytes, found ' + str(len(_v3_blob_want__v.unchecked)), path='unchecked')
-            out += _S84_pack(_v3_blob_want__v.blob, _v3_blob_want__v.unchecked)
-        elif _tag == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
-            if v.record.__class__ is not V3LocalCell:
-                raise EncodeError('tag hex:24264FA9EE46A1ACC0E024AE69774B09 takes a V3LocalCell, not ' + type(v.record).__name__, path='record')
-            _v3_local_cell__v = v.record
-            if len(_v3_local_cell__v.cell) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_local_cell__v.cell)), path='cell')
-            if len(_v3_local_cell__v.rest) != 224:
-                raise EncodeError('expected 224 bytes, found ' + str(len(_v3_local_cell__v.rest)), path='rest')
-            out += _S82_pack(_v3_local_cell__v.cell, _v3_local_cell__v.rest)
-        elif _tag == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
-            if v.record.__class__ is not V3LocalCell:
-                raise EncodeError('tag hex:4FE372AE868D22A44DED7A60D579B651 takes a V3LocalCell, not ' + type(v.record).__name__, path='record')
-            _v3_local_cell__v = v.record
-            if len(_v3_local_cell__v.cell) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_local_cell__v.cell)), path='cell')
-            if len(_v3_local_cell__v.rest) != 224:
-                raise EncodeError('expected 224 bytes, found ' + str(len(_v3_local_cell__v.rest)), path='rest')
-            out += _S82_pack(_v3_local_cell__v.cell, _v3_local_cell__v.rest)
-        elif _tag == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
-            if v.record.__class__ is not V3CollectionDefinition:
-                raise EncodeError('tag hex:3BE108504E4F5242FB24AA72D6D94CE1 takes a V3CollectionDefinition, not ' + type(v.record).__name__, path='record')
-            _v3_collection_definition__v = v.record
-            if not max(_v3_collection_definition__v.scope) > 0:
-                raise EncodeError('nil id', path='scope')
-            if not max(_v3_collection_definition__v.representation) > 0:
-                raise EncodeError('nil id', path='representation')
-            if not max(_v3_collection_definition__v.recipe) > 0:
-                raise EncodeError('nil id', path='recipe')
-            if len(_v3_collection_definition__v.scope) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.scope)), path='scope')
-            if len(_v3_collection_definition__v.representation) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.representation)), path='representation')
-            if len(_v3_collection_definition__v.recipe) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.recipe)), path='recipe')
-            out += _S87_pack(_v3_collection_definition__v.scope, _v3_collection_definition__v.representation, _v3_collection_definition__v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
-            if v.record.__class__ is not V3Commit:
-                raise EncodeError('tag hex:BB758AA6F79FBFC4D1958592A8956777 takes a V3Commit, not ' + type(v.record).__name__, path='record')
-            _v3_commit__v = v.record
-            if len(_v3_commit__v.definition) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_commit__v.definition)), path='definition')
-            if len(_v3_commit__v.data) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.data)), path='data')
-            if len(_v3_commit__v.metadata) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.metadata)), path='metadata')
-            if len(_v3_commit__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.author)), path='author')
-            if len(_v3_commit__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.sig_r)), path='sig_r')
-            if len(_v3_commit__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.sig_s)), path='sig_s')
-            out += _S89_pack(_v3_commit__v.definition, _v3_commit__v.data, _v3_commit__v.metadata, _v3_commit__v.author, _v3_commit__v.sig_r, _v3_commit__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
-            if v.record.__class__ is not V3Merge:
-                raise EncodeError('tag hex:CC0108AC1DF4F335AFA856A529C42BE9 takes a V3Merge, not ' + type(v.record).__name__, path='record')
-            _v3_merge__v = v.record
-            if not _v3_merge__v.high >= _v3_merge__v.low:
-                raise EncodeError('merge high < low', path='high')
-            if len(_v3_merge__v.definition) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_merge__v.definition)), path='definition')
-            if len(_v3_merge__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.low)), path='low')
-            if len(_v3_merge__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.high)), path='high')
-            if len(_v3_merge__v.result) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.result)), path='result')
-            out += _S91_pack(_v3_merge__v.definition, _v3_merge__v.low, _v3_merge__v.high, _v3_merge__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
-            if v.record.__class__ is not V3Derive:
-                raise EncodeError('tag hex:07ECF056F6F015D94389FFF21F851480 takes a V3Derive, not ' + type(v.record).__name__, path='record')
-            _v3_derive__v = v.record
-            if len(_v3_derive__v.source) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_derive__v.source)), path='source')
-            if len(_v3_derive__v.target) != 16:
-                raise EncodeError('expected 16 bytes, found ' + str(len(_v3_derive__v.target)), path='target')
-            if len(_v3_derive__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_derive__v.input)), path='input')
-            if len(_v3_derive__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v3_derive__v.output)), path='output')
-            out += _S93_pack(_v3_derive__v.source, _v3_derive__v.target, _v3_derive__v.input, _v3_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
-            if v.record.__class__ is not V4Commit:
-                raise EncodeError('tag hex:CBF2CF97D52A3486E16C12D70D397C66 takes a V4Commit, not ' + type(v.record).__name__, path='record')
-            _v4_commit__v = v.record
-            if len(_v4_commit__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.collection)), path='collection')
-            if len(_v4_commit__v.data) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.data)), path='data')
-            if len(_v4_commit__v.metadata) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.metadata)), path='metadata')
-            if len(_v4_commit__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.author)), path='author')
-            if len(_v4_commit__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.sig_r)), path='sig_r')
-            if len(_v4_commit__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.sig_s)), path='sig_s')
-            out += _S95_pack(_v4_commit__v.collection, _v4_commit__v.data, _v4_commit__v.metadata, _v4_commit__v.author, _v4_commit__v.sig_r, _v4_commit__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
-            if v.record.__class__ is not V4Merge:
-                raise EncodeError('tag hex:9F5D028D4C423620D6957A5F726FA727 takes a V4Merge, not ' + type(v.record).__name__, path='record')
-            _v4_merge__v = v.record
-            if not _v4_merge__v.high >= _v4_merge__v.low:
-                raise EncodeError('merge high < low', path='high')
-            if len(_v4_merge__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.collection)), path='collection')
-            if len(_v4_merge__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.low)), path='low')
-            if len(_v4_merge__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.high)), path='high')
-            if len(_v4_merge__v.result) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.result)), path='result')
-            out += _S97_pack(_v4_merge__v.collection, _v4_merge__v.low, _v4_merge__v.high, _v4_merge__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
-            if v.record.__class__ is not V4Derive:
-                raise EncodeError('tag hex:ECFB2EE90ED8042244F7BAC704454BB9 takes a V4Derive, not ' + type(v.record).__name__, path='record')
-            _v4_derive__v = v.record
-            if len(_v4_derive__v.source) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.source)), path='source')
-            if len(_v4_derive__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.target)), path='target')
-            if len(_v4_derive__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.input)), path='input')
-            if len(_v4_derive__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.output)), path='output')
-            out += _S97_pack(_v4_derive__v.source, _v4_derive__v.target, _v4_derive__v.input, _v4_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        else:
-            raise EncodeError('no case for tag ' + repr(_tag), path='record')
-    return bytes(out)
+    _S124_pack = _S124.pack
+    _S125_pack = _S125.pack
+    _S126_pack = _S126.pack
+    _S127_pack = _S127.pack
+    _S128_pack = _S128.pack
+    _S129_pack = _S129.pack
+    _S136_pack = _S136.pack
+    _S137_pack = _S137.pack
+    _S138_pack = _S138.pack
+    _S139_pack = _S139.pack
+    _S140_pack = _S140.pack
+    _S141_pack = _S141.pack
+    _S142_pack = _S142.pack
+    _S143_pack = _S143.pack
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _tag = v.marker
+            if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
+                _frame_rest__v = v.record
+                _frame_rest___tag = _frame_rest__v.kind
+                if _frame_rest__v.__class__ is not FrameRest:
+                    raise EncodeError('tag hex:0371B249F0626B2ABDDB80E23EA96905 takes a FrameRest, not ' + type(_frame_rest__v).__name__, path='record')
+                if _frame_rest___tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                    _frame_rest___blob_body__v = _frame_rest__v.body
+                    _frame_rest___blob_body__p_span = _frame_rest__v.span
+                    _frame_rest___blob_body___blob_head__v = _frame_rest___blob_body__v.head
+                    if not _frame_rest___blob_body__p_span >= 1:
+                        raise EncodeError('span 0 (CorruptPile)', path='span')
+                    if _frame_rest___blob_body__v.__class__ is not BlobBody:
+                        raise EncodeError('tag hex:01148F301FE56E346D16596A8480532E8B4420C4EFD00C8DFF437D0DF9810ED0 takes a BlobBody, not ' + type(_frame_rest___blob_body__v).__name__, path='body')
+                    if not _frame_rest___blob_body__p_span == 1 + (_frame_rest___blob_body___blob_head__v.length + 255) // 256:
+                        raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
+                    if len(_frame_rest___blob_body___blob_head__v.hash) != 32:
+                        raise EncodeError('expected 32 bytes, found ' + str(len(_frame_rest___blob_body___blob_head__v.hash)), path='hash')
+                    _a(_S136_pack(_tag, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest___blob_body__p_span, _frame_rest___tag, _frame_rest___blob_body___blob_head__v.timestamp, _frame_rest___blob_body___blob_head__v.length, _frame_rest___blob_body___blob_head__v.hash))
+                    _frame_rest___blob_body___blob_data__v = _frame_rest___blob_body__v.data
+                    _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body___blob_head__v.length
+                    _frame_rest___blob_body___blob_data___b = _frame_rest___blob_body___blob_data__v.payload
+                    if (_k2 := len(_frame_rest___blob_body___blob_data___b)) != _frame_rest___blob_body___blob_data__p_length:
+                        raise EncodeError('wrong length ' + str(_k2), path='payload')
+                    _a(_frame_rest___blob_body___blob_data___b)
+                    _a(_Z144[(_k3 := (-_k2 % 256))])
+                    if 192 + _k2 + _k3 != _frame_rest___blob_body__p_span * 256 - 64:
+                        raise EncodeError('encoded size ' + str(192 + _k2 + _k3) + ' differs from the size expression span * 256 - 64, which is ' + str(_frame_rest___blob_body__p_span * 256 - 64), path='body')
+                else:
+                    _a(_S0_pack(_tag))
+                    _cold = bytearray()
+                    _e_frame_rest(_cold, _frame_rest__v)
+                    _a(_cold)
+            elif _tag == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
+                _envelope36_rest__v = v.record
+                _envelope36_rest___tag = _envelope36_rest__v.kind
+                if _envelope36_rest__v.__class__ is not Envelope36Rest:
+                    raise EncodeError('tag hex:E5A95E5D8A0BBA8782E46B9C9E73B313 takes a Envelope36Rest, not ' + type(_envelope36_rest__v).__name__, path='record')
+                if _envelope36_rest___tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+                    _envelope36_rest___env_blob_body__v = _envelope36_rest__v.body
+                    _envelope36_rest___env_blob_body__p_span = _envelope36_rest__v.span
+                    if not _envelope36_rest___env_blob_body__p_span >= 1:
+                        raise EncodeError('span 0 (CorruptPile)', path='span')
+                    if _envelope36_rest___env_blob_body__v.__class__ is not EnvBlobBody:
+                        raise EncodeError('tag hex:9C33EEB525065A62EAEC4BE43DCC355A takes a EnvBlobBody, not ' + type(_envelope36_rest___env_blob_body__v).__name__, path='body')
+                    if not _envelope36_rest___env_blob_body__p_span == 1 + (_envelope36_rest___env_blob_body__v.length + 255) // 256:
+                        raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
+                    if len(_envelope36_rest___env_blob_body__v.hash) != 32:
+                        raise EncodeError('expected 32 bytes, found ' + str(len(_envelope36_rest___env_blob_body__v.hash)), path='hash')
+                    _a(_S137_pack(_tag, _envelope36_rest___tag, _envelope36_rest___env_blob_body__p_span, _envelope36_rest___env_blob_body__v.timestamp, _envelope36_rest___env_blob_body__v.length, _envelope36_rest___env_blob_body__v.hash))
+                    _envelope36_rest___env_blob_body___blob_data__v = _envelope36_rest___env_blob_body__v.data
+                    _envelope36_rest___env_blob_body___blob_data__p_length = _envelope36_rest___env_blob_body__v.length
+                    _envelope36_rest___env_blob_body___blob_data___b = _envelope36_rest___env_blob_body___blob_data__v.payload
+                    if (_k7 := len(_envelope36_rest___env_blob_body___blob_data___b)) != _envelope36_rest___env_blob_body___blob_data__p_length:
+                        raise EncodeError('wrong length ' + str(_k7), path='payload')
+                    _a(_envelope36_rest___env_blob_body___blob_data___b)
+                    _a(_Z144[(_k8 := (-_k7 % 256))])
+                    if 220 + _k7 + _k8 != _envelope36_rest___env_blob_body__p_span * 256 - 36:
+                        raise EncodeError('encoded size ' + str(220 + _k7 + _k8) + ' differs from the size expression span * 256 - 36, which is ' + str(_envelope36_rest___env_blob_body__p_span * 256 - 36), path='body')
+                else:
+                    _a(_S0_pack(_tag))
+                    _cold = bytearray()
+                    _e_envelope36_rest(_cold, _envelope36_rest__v)
+                    _a(_cold)
+            elif _tag == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
+                _v1_blob__v = v.record
+                if _v1_blob__v.__class__ is not V1Blob:
+                    raise EncodeError('tag hex:1E08B022FF2F47B6EBACF1D68EB35D96 takes a V1Blob, not ' + type(_v1_blob__v).__name__, path='record')
+                if len(_v1_blob__v.hash) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v1_blob__v.hash)), path='hash')
+                _a(_S124_pack(_tag, _v1_blob__v.timestamp, _v1_blob__v.length, _v1_blob__v.hash))
+                _v1_blob___v1_blob_data__v = _v1_blob__v.data
+                _v1_blob___v1_blob_data__p_length = _v1_blob__v.length
+                _v1_blob___v1_blob_data___b = _v1_blob___v1_blob_data__v.payload
+                if (_k11 := len(_v1_blob___v1_blob_data___b)) != _v1_blob___v1_blob_data__p_length:
+                    raise EncodeError('wrong length ' + str(_k11), path='payload')
+                _a(_v1_blob___v1_blob_data___b)
+                _a(_Z145[-_k11 % 64])
+            elif _tag == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
+                _v1_branch__v = v.record
+                if _v1_branch__v.__class__ is not V1Branch:
+                    raise EncodeError('tag hex:2BC991A7F5D5D2A3A468C53B0AA03504 takes a V1Branch, not ' + type(_v1_branch__v).__name__, path='record')
+                if not max(_v1_branch__v.branch) > 0:
+                    raise EncodeError('nil branch id', path='branch')
+                if len(_v1_branch__v.branch) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v1_branch__v.branch)), path='branch')
+                if len(_v1_branch__v.head) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v1_branch__v.head)), path='head')
+                _a(_S125_pack(_tag, _v1_branch__v.branch, _v1_branch__v.head))
+            elif _tag == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
+                _v1_tombstone__v = v.record
+                if _v1_tombstone__v.__class__ is not V1Tombstone:
+                    raise EncodeError('tag hex:E888CC787202D2AE4C654BFE9699C430 takes a V1Tombstone, not ' + type(_v1_tombstone__v).__name__, path='record')
+                if not max(_v1_tombstone__v.branch) > 0:
+                    raise EncodeError('nil branch id', path='branch')
+                if len(_v1_tombstone__v.branch) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v1_tombstone__v.branch)), path='branch')
+                if len(_v1_tombstone__v.unchecked) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v1_tombstone__v.unchecked)), path='unchecked')
+                _a(_S125_pack(_tag, _v1_tombstone__v.branch, _v1_tombstone__v.unchecked))
+            elif _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+                _v3_blob__v = v.record
+                if _v3_blob__v.__class__ is not V3Blob:
+                    raise EncodeError('tag hex:9C33EEB525065A62EAEC4BE43DCC355A takes a V3Blob, not ' + type(_v3_blob__v).__name__, path='record')
+                if len(_v3_blob__v.hash) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob__v.hash)), path='hash')
+                if len(_v3_blob__v.unchecked) != 192:
+                    raise EncodeError('expected 192 bytes, found ' + str(len(_v3_blob__v.unchecked)), path='unchecked')
+                _a(_S126_pack(_tag, _v3_blob__v.timestamp, _v3_blob__v.length, _v3_blob__v.hash, _v3_blob__v.unchecked))
+                _v3_blob___blob_data__v = _v3_blob__v.data
+                _v3_blob___blob_data__p_length = _v3_blob__v.length
+                _v3_blob___blob_data___b = _v3_blob___blob_data__v.payload
+                if (_k19 := len(_v3_blob___blob_data___b)) != _v3_blob___blob_data__p_length:
+                    raise EncodeError('wrong length ' + str(_k19), path='payload')
+                _a(_v3_blob___blob_data___b)
+                _a(_Z144[-_k19 % 256])
+            elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
+                _v3_branch__v = v.record
+                if _v3_branch__v.__class__ is not V3Branch:
+                    raise EncodeError('tag hex:AC363D04AFE1AF17B39581B1E23021D7 takes a V3Branch, not ' + type(_v3_branch__v).__name__, path='record')
+                if not max(_v3_branch__v.branch) > 0:
+                    raise EncodeError('nil branch id', path='branch')
+                if len(_v3_branch__v.branch) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_branch__v.branch)), path='branch')
+                if len(_v3_branch__v.head) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_branch__v.head)), path='head')
+                if len(_v3_branch__v.unchecked) != 192:
+                    raise EncodeError('expected 192 bytes, found ' + str(len(_v3_branch__v.unchecked)), path='unchecked')
+                _a(_S127_pack(_tag, _v3_branch__v.branch, _v3_branch__v.head, _v3_branch__v.unchecked))
+            elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
+                _v3_tombstone__v = v.record
+                if _v3_tombstone__v.__class__ is not V3Tombstone:
+                    raise EncodeError('tag hex:D0CBA0C8EAAB4C0C73121C3205671E4F takes a V3Tombstone, not ' + type(_v3_tombstone__v).__name__, path='record')
+                if not max(_v3_tombstone__v.branch) > 0:
+                    raise EncodeError('nil branch id', path='branch')
+                if len(_v3_tombstone__v.branch) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_tombstone__v.branch)), path='branch')
+                if len(_v3_tombstone__v.unchecked) != 224:
+                    raise EncodeError('expected 224 bytes, found ' + str(len(_v3_tombstone__v.unchecked)), path='unchecked')
+                _a(_S128_pack(_tag, _v3_tombstone__v.branch, _v3_tombstone__v.unchecked))
+            elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
+                _v3_blob_want__v = v.record
+                if _v3_blob_want__v.__class__ is not V3BlobWant:
+                    raise EncodeError('tag hex:8F3EEFEDECD491F63F6EAAA5FD6F3D5E takes a V3BlobWant, not ' + type(_v3_blob_want__v).__name__, path='record')
+                if len(_v3_blob_want__v.blob) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob_want__v.blob)), path='blob')
+                if len(_v3_blob_want__v.unchecked) != 208:
+                    raise EncodeError('expected 208 bytes, found ' + str(len(_v3_blob_want__v.unchecked)), path='unchecked')
+                _a(_S129_pack(_tag, _v3_blob_want__v.blob, _v3_blob_want__v.unchecked))
+            elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
+                _v3_blob_want__v = v.record
+                if _v3_blob_want__v.__class__ is not V3BlobWant:
+                    raise EncodeError('tag hex:2D76662DFF0187EC36A8C90B12BB8B0D takes a V3BlobWant, not ' + type(_v3_blob_want__v).__name__, path='record')
+                if len(_v3_blob_want__v.blob) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_blob_want__v.blob)), path='blob')
+                if len(_v3_blob_want__v.unchecked) != 208:
+                    raise EncodeError('expected 208 bytes, found ' + str(len(_v3_blob_want__v.unchecked)), path='unchecked')
+                _a(_S129_pack(_tag, _v3_blob_want__v.blob, _v3_blob_want__v.unchecked))
+            elif _tag == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
+                _v3_local_cell__v = v.record
+                if _v3_local_cell__v.__class__ is not V3LocalCell:
+                    raise EncodeError('tag hex:24264FA9EE46A1ACC0E024AE69774B09 takes a V3LocalCell, not ' + type(_v3_local_cell__v).__name__, path='record')
+                if len(_v3_local_cell__v.cell) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_local_cell__v.cell)), path='cell')
+                if len(_v3_local_cell__v.rest) != 224:
+                    raise EncodeError('expected 224 bytes, found ' + str(len(_v3_local_cell__v.rest)), path='rest')
+                _a(_S128_pack(_tag, _v3_local_cell__v.cell, _v3_local_cell__v.rest))
+            elif _tag == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
+                _v3_local_cell__v = v.record
+                if _v3_local_cell__v.__class__ is not V3LocalCell:
+                    raise EncodeError('tag hex:4FE372AE868D22A44DED7A60D579B651 takes a V3LocalCell, not ' + type(_v3_local_cell__v).__name__, path='record')
+                if len(_v3_local_cell__v.cell) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_local_cell__v.cell)), path='cell')
+                if len(_v3_local_cell__v.rest) != 224:
+                    raise EncodeError('expected 224 bytes, found ' + str(len(_v3_local_cell__v.rest)), path='rest')
+                _a(_S128_pack(_tag, _v3_local_cell__v.cell, _v3_local_cell__v.rest))
+            elif _tag == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
+                _v3_collection_definition__v = v.record
+                if _v3_collection_definition__v.__class__ is not V3CollectionDefinition:
+                    raise EncodeError('tag hex:3BE108504E4F5242FB24AA72D6D94CE1 takes a V3CollectionDefinition, not ' + type(_v3_collection_definition__v).__name__, path='record')
+                if not max(_v3_collection_definition__v.scope) > 0:
+                    raise EncodeError('nil id', path='scope')
+                if not max(_v3_collection_definition__v.representation) > 0:
+                    raise EncodeError('nil id', path='representation')
+                if not max(_v3_collection_definition__v.recipe) > 0:
+                    raise EncodeError('nil id', path='recipe')
+                if len(_v3_collection_definition__v.scope) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.scope)), path='scope')
+                if len(_v3_collection_definition__v.representation) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.representation)), path='representation')
+                if len(_v3_collection_definition__v.recipe) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_collection_definition__v.recipe)), path='recipe')
+                _a(_S138_pack(_tag, _v3_collection_definition__v.scope, _v3_collection_definition__v.representation, _v3_collection_definition__v.recipe))
+            elif _tag == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
+                _v3_commit__v = v.record
+                if _v3_commit__v.__class__ is not V3Commit:
+                    raise EncodeError('tag hex:BB758AA6F79FBFC4D1958592A8956777 takes a V3Commit, not ' + type(_v3_commit__v).__name__, path='record')
+                if len(_v3_commit__v.definition) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_commit__v.definition)), path='definition')
+                if len(_v3_commit__v.data) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.data)), path='data')
+                if len(_v3_commit__v.metadata) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.metadata)), path='metadata')
+                if len(_v3_commit__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.author)), path='author')
+                if len(_v3_commit__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.sig_r)), path='sig_r')
+                if len(_v3_commit__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_commit__v.sig_s)), path='sig_s')
+                _a(_S139_pack(_tag, _v3_commit__v.definition, _v3_commit__v.data, _v3_commit__v.metadata, _v3_commit__v.author, _v3_commit__v.sig_r, _v3_commit__v.sig_s))
+            elif _tag == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
+                _v3_merge__v = v.record
+                if _v3_merge__v.__class__ is not V3Merge:
+                    raise EncodeError('tag hex:CC0108AC1DF4F335AFA856A529C42BE9 takes a V3Merge, not ' + type(_v3_merge__v).__name__, path='record')
+                if not _v3_merge__v.high >= _v3_merge__v.low:
+                    raise EncodeError('merge high < low', path='high')
+                if len(_v3_merge__v.definition) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_merge__v.definition)), path='definition')
+                if len(_v3_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.low)), path='low')
+                if len(_v3_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.high)), path='high')
+                if len(_v3_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_merge__v.result)), path='result')
+                _a(_S140_pack(_tag, _v3_merge__v.definition, _v3_merge__v.low, _v3_merge__v.high, _v3_merge__v.result))
+            elif _tag == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
+                _v3_derive__v = v.record
+                if _v3_derive__v.__class__ is not V3Derive:
+                    raise EncodeError('tag hex:07ECF056F6F015D94389FFF21F851480 takes a V3Derive, not ' + type(_v3_derive__v).__name__, path='record')
+                if len(_v3_derive__v.source) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_derive__v.source)), path='source')
+                if len(_v3_derive__v.target) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_v3_derive__v.target)), path='target')
+                if len(_v3_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_derive__v.input)), path='input')
+                if len(_v3_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v3_derive__v.output)), path='output')
+                _a(_S141_pack(_tag, _v3_derive__v.source, _v3_derive__v.target, _v3_derive__v.input, _v3_derive__v.output))
+            elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
+                _v4_commit__v = v.record
+                if _v4_commit__v.__class__ is not V4Commit:
+                    raise EncodeError('tag hex:CBF2CF97D52A3486E16C12D70D397C66 takes a V4Commit, not ' + type(_v4_commit__v).__name__, path='record')
+                if len(_v4_commit__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.collection)), path='collection')
+                if len(_v4_commit__v.data) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.data)), path='data')
+                if len(_v4_commit__v.metadata) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.metadata)), path='metadata')
+                if len(_v4_commit__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.author)), path='author')
+                if len(_v4_commit__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.sig_r)), path='sig_r')
+                if len(_v4_commit__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_commit__v.sig_s)), path='sig_s')
+                _a(_S142_pack(_tag, _v4_commit__v.collection, _v4_commit__v.data, _v4_commit__v.metadata, _v4_commit__v.author, _v4_commit__v.sig_r, _v4_commit__v.sig_s))
+            elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
+                _v4_merge__v = v.record
+                if _v4_merge__v.__class__ is not V4Merge:
+                    raise EncodeError('tag hex:9F5D028D4C423620D6957A5F726FA727 takes a V4Merge, not ' + type(_v4_merge__v).__name__, path='record')
+                if not _v4_merge__v.high >= _v4_merge__v.low:
+                    raise EncodeError('merge high < low', path='high')
+                if len(_v4_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.collection)), path='collection')
+                if len(_v4_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.low)), path='low')
+                if len(_v4_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.high)), path='high')
+                if len(_v4_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_merge__v.result)), path='result')
+                _a(_S143_pack(_tag, _v4_merge__v.collection, _v4_merge__v.low, _v4_merge__v.high, _v4_merge__v.result))
+            elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
+                _v4_derive__v = v.record
+                if _v4_derive__v.__class__ is not V4Derive:
+                    raise EncodeError('tag hex:ECFB2EE90ED8042244F7BAC704454BB9 takes a V4Derive, not ' + type(_v4_derive__v).__name__, path='record')
+                if len(_v4_derive__v.source) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.source)), path='source')
+                if len(_v4_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.target)), path='target')
+                if len(_v4_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.input)), path='input')
+                if len(_v4_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_v4_derive__v.output)), path='output')
+                _a(_S143_pack(_tag, _v4_derive__v.source, _v4_derive__v.target, _v4_derive__v.input, _v4_derive__v.output))
+            else:
+                if len(_tag) != 16:
+                    raise EncodeError('expected 16 bytes, found ' + str(len(_tag)), path='marker')
+                _a(_S0_pack(_tag))
+                raise EncodeError('no case for tag ' + repr(_tag), path='record')
+        _chunks.append(b''.join(_all))
+        _all.clear()
+    return b''.join(_chunks)
 
 def _d_frame_rest(mv, pos, end):
     if pos + 48 > end:
@@ -2146,7 +2242,7 @@ def _d_frame_rest(mv, pos, end):
 
 def _u_frame_rest(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S121.unpack_from(mv, pos)
+    f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S146.unpack_from(mv, pos)
     pos += 48
     if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
         raise ConstraintError('bad magic')
@@ -2209,7 +2305,7 @@ def _u_frame_rest(mv, pos, end):
         _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
         f_body = _pin_tombstone_body___obj
     elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
-        _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S122.unpack_from(mv, pos)
+        _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S147.unpack_from(mv, pos)
         pos += 32
         _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
         if _want_v3_body___v is None:
@@ -2440,7 +2536,7 @@ def _u_frame_rest(mv, pos, end):
         _artifact_offer_body___obj.content = _artifact_offer_body__f_content
         f_body = _artifact_offer_body___obj
     elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
-        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S123.unpack_from(mv, pos)
+        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S148.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
             raise ConstraintError('bad proof v1 body length')
@@ -2488,7 +2584,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
         f_body = _proof_v1_body___obj
     elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
-        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S124.unpack_from(mv, pos)
+        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S149.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
             raise ConstraintError('bad proof v2 body length')
@@ -2551,7 +2647,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v2_body___obj.data = _proof_v2_body___proof_v2_data___obj
         f_body = _proof_v2_body___obj
     elif f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2':
-        _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S124.unpack_from(mv, pos)
+        _proof_v3_body__f_body_len, _proof_v3_body__f_reserved, _proof_v3_body___proof_v3_data___proof_v3_content__f_magic, _proof_v3_body___proof_v3_data___proof_v3_content__f_resource, _proof_v3_body___proof_v3_data___proof_v3_content__f_root = _S149.unpack_from(mv, pos)
         pos += 32
         if not (_proof_v3_body__f_body_len >= 241 and (_proof_v3_body__f_body_len - 80) % 161 == 0):
             raise ConstraintError('bad proof v3 body length')
@@ -3072,7 +3168,7 @@ def _d_frame_head(mv, pos, end):
 
 def _u_frame_head(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S125.unpack_from(mv, pos)
+    f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S150.unpack_from(mv, pos)
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
         raise ConstraintError('bad magic')
@@ -3116,13 +3212,13 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S125_unpack_from = _S125.unpack_from
+    _S150_unpack_from = _S150.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S125_unpack_from(mv, pos)
+            f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S150_unpack_from(mv, pos)
             pos += 64
             if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
                 raise ConstraintError('bad magic')
@@ -3193,26 +3289,26 @@ def _e_frame_head(out, v):
 def _em_frame_head(values):
     out = bytearray()
     _S117_pack = _S117.pack
-    _S4_pack = _S4.pack
+    _S151_pack = _S151.pack
     for v in values:
         if not v.span >= 1:
             raise EncodeError('span 0 (CorruptPile)', path='span')
         if len(v.kind) != 32:
             raise EncodeError('expected 32 bytes, found ' + str(len(v.kind)), path='kind')
-        out += _S117_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
-        _pz_frame_head_head = len(out)
+        _pz_frame_head_head = len(out) + 64
         _tag = v.kind
         if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-            if v.head.__class__ is not BlobHead:
-                raise EncodeError('tag hex:01148F301FE56E346D16596A8480532E8B4420C4EFD00C8DFF437D0DF9810ED0 takes a BlobHead, not ' + type(v.head).__name__, path='head')
             _blob_head__v = v.head
             _blob_head__p_span = v.span
+            if _blob_head__v.__class__ is not BlobHead:
+                raise EncodeError('tag hex:01148F301FE56E346D16596A8480532E8B4420C4EFD00C8DFF437D0DF9810ED0 takes a BlobHead, not ' + type(_blob_head__v).__name__, path='head')
             if not _blob_head__p_span == 1 + (_blob_head__v.length + 255) // 256:
                 raise EncodeError('blob span is not 1 + ceil(length / 256)', path='length')
             if len(_blob_head__v.hash) != 32:
                 raise EncodeError('expected 32 bytes, found ' + str(len(_blob_head__v.hash)), path='hash')
-            out += _S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            out += _S151_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', _blob_head__p_span, _tag, _blob_head__v.timestamp, _blob_head__v.length, _blob_head__v.hash)
         else:
+            out += _S117_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, _tag)
             out += v.head
         if len(out) - _pz_frame_head_head != 192:
             raise EncodeError('encoded size ' + str(len(out) - _pz_frame_head_head) + ' differs from the size expression 192, which is ' + str(192), path='head')
@@ -3616,46 +3712,46 @@ def _em_want_request(values):
     _a = _all.append
     _chunks = []
     _S100_pack = _S100.pack
-    _S12_pack = _S12.pack
-    _S14_pack = _S14.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S100_pack(_WANTTAG_BY_VALUE[v.tag]))
-        _tag = v.tag
-        if _tag == 1:
-            if v.request.__class__ is not WantBlob:
-                raise EncodeError('tag Blob takes a WantBlob, not ' + type(v.request).__name__, path='request')
-            _want_blob__v = v.request
-            if len(_want_blob__v.blob) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_blob__v.blob)), path='blob')
-            _a(_S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-        elif _tag == 2:
-            if v.request.__class__ is not WantMerge:
-                raise EncodeError('tag Merge takes a WantMerge, not ' + type(v.request).__name__, path='request')
-            _want_merge__v = v.request
-            if not _want_merge__v.high >= _want_merge__v.low:
-                raise EncodeError('merge request high < low', path='high')
-            if len(_want_merge__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.collection)), path='collection')
-            if len(_want_merge__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.low)), path='low')
-            if len(_want_merge__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.high)), path='high')
-            _a(_S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
-        elif _tag == 4:
-            if v.request.__class__ is not WantDerive:
-                raise EncodeError('tag Derive takes a WantDerive, not ' + type(v.request).__name__, path='request')
-            _want_derive__v = v.request
-            if len(_want_derive__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_derive__v.target)), path='target')
-            if len(_want_derive__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_want_derive__v.input)), path='input')
-            _a(_S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-        else:
-            raise EncodeError('no case for tag ' + repr(_tag), path='request')
-    _chunks.append(b''.join(_all))
+    _S153_pack = _S153.pack
+    _S154_pack = _S154.pack
+    _S155_pack = _S155.pack
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _tag = v.tag
+            if _tag == 1:
+                _want_blob__v = v.request
+                if _want_blob__v.__class__ is not WantBlob:
+                    raise EncodeError('tag Blob takes a WantBlob, not ' + type(_want_blob__v).__name__, path='request')
+                if len(_want_blob__v.blob) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_blob__v.blob)), path='blob')
+                _a(_S154_pack(_WANTTAG_BY_VALUE[_tag], _want_blob__v.blob))
+            elif _tag == 2:
+                _want_merge__v = v.request
+                if _want_merge__v.__class__ is not WantMerge:
+                    raise EncodeError('tag Merge takes a WantMerge, not ' + type(_want_merge__v).__name__, path='request')
+                if not _want_merge__v.high >= _want_merge__v.low:
+                    raise EncodeError('merge request high < low', path='high')
+                if len(_want_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.collection)), path='collection')
+                if len(_want_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.low)), path='low')
+                if len(_want_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_merge__v.high)), path='high')
+                _a(_S153_pack(_WANTTAG_BY_VALUE[_tag], _want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
+            elif _tag == 4:
+                _want_derive__v = v.request
+                if _want_derive__v.__class__ is not WantDerive:
+                    raise EncodeError('tag Derive takes a WantDerive, not ' + type(_want_derive__v).__name__, path='request')
+                if len(_want_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_derive__v.target)), path='target')
+                if len(_want_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_want_derive__v.input)), path='input')
+                _a(_S155_pack(_WANTTAG_BY_VALUE[_tag], _want_derive__v.target, _want_derive__v.input))
+            else:
+                _a(_S100_pack(_WANTTAG_BY_VALUE[_tag]))
+                raise EncodeError('no case for tag ' + repr(_tag), path='request')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_want_v3_body(mv, pos, end, p_span):
@@ -7314,139 +7410,138 @@ def _em_dense_record(values):
     _a = _all.append
     _chunks = []
     _S100_pack = _S100.pack
-    _S102_pack = _S102.pack
-    _S105_pack = _S105.pack
-    _S108_pack = _S108.pack
-    _S14_pack = _S14.pack
-    _S19_pack = _S19.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S100_pack(_DENSETAG_BY_VALUE[v.tag]))
-        _tag = v.tag
-        if _tag == 1:
-            if v.payload.__class__ is not DenseCommit:
-                raise EncodeError('tag Commit takes a DenseCommit, not ' + type(v.payload).__name__, path='payload')
-            _dense_commit__v = v.payload
-            if len(_dense_commit__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.collection)), path='collection')
-            if len(_dense_commit__v.data) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.data)), path='data')
-            if len(_dense_commit__v.metadata) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.metadata)), path='metadata')
-            if len(_dense_commit__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.author)), path='author')
-            if len(_dense_commit__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.sig_r)), path='sig_r')
-            if len(_dense_commit__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.sig_s)), path='sig_s')
-            _a(_S19_pack(_dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s))
-        elif _tag == 2:
-            if v.payload.__class__ is not DenseUnsignedMerge:
-                raise EncodeError('tag UnsignedMerge takes a DenseUnsignedMerge, not ' + type(v.payload).__name__, path='payload')
-            _dense_unsigned_merge__v = v.payload
-            if len(_dense_unsigned_merge__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.collection)), path='collection')
-            if len(_dense_unsigned_merge__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.low)), path='low')
-            if len(_dense_unsigned_merge__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.high)), path='high')
-            if len(_dense_unsigned_merge__v.result) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.result)), path='result')
-            _a(_S102_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result))
-        elif _tag == 3:
-            if v.payload.__class__ is not DenseUnsignedDerive:
-                raise EncodeError('tag UnsignedDerive takes a DenseUnsignedDerive, not ' + type(v.payload).__name__, path='payload')
-            _dense_unsigned_derive__v = v.payload
-            if len(_dense_unsigned_derive__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.target)), path='target')
-            if len(_dense_unsigned_derive__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.input)), path='input')
-            if len(_dense_unsigned_derive__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.output)), path='output')
-            _a(_S14_pack(_dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output))
-        elif _tag == 4:
-            if v.payload.__class__ is not DenseSignedMerge:
-                raise EncodeError('tag SignedMerge takes a DenseSignedMerge, not ' + type(v.payload).__name__, path='payload')
-            _dense_signed_merge__v = v.payload
-            if len(_dense_signed_merge__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.collection)), path='collection')
-            if len(_dense_signed_merge__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.low)), path='low')
-            if len(_dense_signed_merge__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.high)), path='high')
-            if len(_dense_signed_merge__v.result) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.result)), path='result')
-            if len(_dense_signed_merge__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.author)), path='author')
-            if len(_dense_signed_merge__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_r)), path='sig_r')
-            if len(_dense_signed_merge__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_s)), path='sig_s')
-            _a(_S105_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s))
-        elif _tag == 5:
-            if v.payload.__class__ is not DenseSignedDerive:
-                raise EncodeError('tag SignedDerive takes a DenseSignedDerive, not ' + type(v.payload).__name__, path='payload')
-            _dense_signed_derive__v = v.payload
-            if len(_dense_signed_derive__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.target)), path='target')
-            if len(_dense_signed_derive__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.input)), path='input')
-            if len(_dense_signed_derive__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.output)), path='output')
-            if len(_dense_signed_derive__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.author)), path='author')
-            if len(_dense_signed_derive__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.sig_r)), path='sig_r')
-            if len(_dense_signed_derive__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.sig_s)), path='sig_s')
-            _a(_S19_pack(_dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s))
-        elif _tag == 6:
-            if v.payload.__class__ is not DenseWitnessMerge:
-                raise EncodeError('tag WitnessMerge takes a DenseWitnessMerge, not ' + type(v.payload).__name__, path='payload')
-            _dense_witness_merge__v = v.payload
-            if len(_dense_witness_merge__v.collection) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.collection)), path='collection')
-            if len(_dense_witness_merge__v.low) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.low)), path='low')
-            if len(_dense_witness_merge__v.high) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.high)), path='high')
-            if len(_dense_witness_merge__v.result) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.result)), path='result')
-            if len(_dense_witness_merge__v.low_witness) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.low_witness)), path='low_witness')
-            if len(_dense_witness_merge__v.high_witness) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.high_witness)), path='high_witness')
-            if len(_dense_witness_merge__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.author)), path='author')
-            if len(_dense_witness_merge__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_r)), path='sig_r')
-            if len(_dense_witness_merge__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_s)), path='sig_s')
-            _a(_S108_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s))
-        elif _tag == 7:
-            if v.payload.__class__ is not DenseWitnessDerive:
-                raise EncodeError('tag WitnessDerive takes a DenseWitnessDerive, not ' + type(v.payload).__name__, path='payload')
-            _dense_witness_derive__v = v.payload
-            if len(_dense_witness_derive__v.target) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.target)), path='target')
-            if len(_dense_witness_derive__v.input) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.input)), path='input')
-            if len(_dense_witness_derive__v.output) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.output)), path='output')
-            if len(_dense_witness_derive__v.input_witness) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.input_witness)), path='input_witness')
-            if len(_dense_witness_derive__v.author) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.author)), path='author')
-            if len(_dense_witness_derive__v.sig_r) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_r)), path='sig_r')
-            if len(_dense_witness_derive__v.sig_s) != 32:
-                raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_s)), path='sig_s')
-            _a(_S105_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
-        else:
-            raise EncodeError('no case for tag ' + repr(_tag), path='payload')
-    _chunks.append(b''.join(_all))
+    _S153_pack = _S153.pack
+    _S156_pack = _S156.pack
+    _S157_pack = _S157.pack
+    _S158_pack = _S158.pack
+    _S159_pack = _S159.pack
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _tag = v.tag
+            if _tag == 1:
+                _dense_commit__v = v.payload
+                if _dense_commit__v.__class__ is not DenseCommit:
+                    raise EncodeError('tag Commit takes a DenseCommit, not ' + type(_dense_commit__v).__name__, path='payload')
+                if len(_dense_commit__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.collection)), path='collection')
+                if len(_dense_commit__v.data) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.data)), path='data')
+                if len(_dense_commit__v.metadata) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.metadata)), path='metadata')
+                if len(_dense_commit__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.author)), path='author')
+                if len(_dense_commit__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.sig_r)), path='sig_r')
+                if len(_dense_commit__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_commit__v.sig_s)), path='sig_s')
+                _a(_S156_pack(_DENSETAG_BY_VALUE[_tag], _dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s))
+            elif _tag == 2:
+                _dense_unsigned_merge__v = v.payload
+                if _dense_unsigned_merge__v.__class__ is not DenseUnsignedMerge:
+                    raise EncodeError('tag UnsignedMerge takes a DenseUnsignedMerge, not ' + type(_dense_unsigned_merge__v).__name__, path='payload')
+                if len(_dense_unsigned_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.collection)), path='collection')
+                if len(_dense_unsigned_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.low)), path='low')
+                if len(_dense_unsigned_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.high)), path='high')
+                if len(_dense_unsigned_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_merge__v.result)), path='result')
+                _a(_S157_pack(_DENSETAG_BY_VALUE[_tag], _dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result))
+            elif _tag == 3:
+                _dense_unsigned_derive__v = v.payload
+                if _dense_unsigned_derive__v.__class__ is not DenseUnsignedDerive:
+                    raise EncodeError('tag UnsignedDerive takes a DenseUnsignedDerive, not ' + type(_dense_unsigned_derive__v).__name__, path='payload')
+                if len(_dense_unsigned_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.target)), path='target')
+                if len(_dense_unsigned_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.input)), path='input')
+                if len(_dense_unsigned_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_unsigned_derive__v.output)), path='output')
+                _a(_S153_pack(_DENSETAG_BY_VALUE[_tag], _dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output))
+            elif _tag == 4:
+                _dense_signed_merge__v = v.payload
+                if _dense_signed_merge__v.__class__ is not DenseSignedMerge:
+                    raise EncodeError('tag SignedMerge takes a DenseSignedMerge, not ' + type(_dense_signed_merge__v).__name__, path='payload')
+                if len(_dense_signed_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.collection)), path='collection')
+                if len(_dense_signed_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.low)), path='low')
+                if len(_dense_signed_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.high)), path='high')
+                if len(_dense_signed_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.result)), path='result')
+                if len(_dense_signed_merge__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.author)), path='author')
+                if len(_dense_signed_merge__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_r)), path='sig_r')
+                if len(_dense_signed_merge__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_merge__v.sig_s)), path='sig_s')
+                _a(_S158_pack(_DENSETAG_BY_VALUE[_tag], _dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s))
+            elif _tag == 5:
+                _dense_signed_derive__v = v.payload
+                if _dense_signed_derive__v.__class__ is not DenseSignedDerive:
+                    raise EncodeError('tag SignedDerive takes a DenseSignedDerive, not ' + type(_dense_signed_derive__v).__name__, path='payload')
+                if len(_dense_signed_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.target)), path='target')
+                if len(_dense_signed_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.input)), path='input')
+                if len(_dense_signed_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.output)), path='output')
+                if len(_dense_signed_derive__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.author)), path='author')
+                if len(_dense_signed_derive__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.sig_r)), path='sig_r')
+                if len(_dense_signed_derive__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_signed_derive__v.sig_s)), path='sig_s')
+                _a(_S156_pack(_DENSETAG_BY_VALUE[_tag], _dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s))
+            elif _tag == 6:
+                _dense_witness_merge__v = v.payload
+                if _dense_witness_merge__v.__class__ is not DenseWitnessMerge:
+                    raise EncodeError('tag WitnessMerge takes a DenseWitnessMerge, not ' + type(_dense_witness_merge__v).__name__, path='payload')
+                if len(_dense_witness_merge__v.collection) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.collection)), path='collection')
+                if len(_dense_witness_merge__v.low) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.low)), path='low')
+                if len(_dense_witness_merge__v.high) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.high)), path='high')
+                if len(_dense_witness_merge__v.result) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.result)), path='result')
+                if len(_dense_witness_merge__v.low_witness) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.low_witness)), path='low_witness')
+                if len(_dense_witness_merge__v.high_witness) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.high_witness)), path='high_witness')
+                if len(_dense_witness_merge__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.author)), path='author')
+                if len(_dense_witness_merge__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_r)), path='sig_r')
+                if len(_dense_witness_merge__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_merge__v.sig_s)), path='sig_s')
+                _a(_S159_pack(_DENSETAG_BY_VALUE[_tag], _dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s))
+            elif _tag == 7:
+                _dense_witness_derive__v = v.payload
+                if _dense_witness_derive__v.__class__ is not DenseWitnessDerive:
+                    raise EncodeError('tag WitnessDerive takes a DenseWitnessDerive, not ' + type(_dense_witness_derive__v).__name__, path='payload')
+                if len(_dense_witness_derive__v.target) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.target)), path='target')
+                if len(_dense_witness_derive__v.input) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.input)), path='input')
+                if len(_dense_witness_derive__v.output) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.output)), path='output')
+                if len(_dense_witness_derive__v.input_witness) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.input_witness)), path='input_witness')
+                if len(_dense_witness_derive__v.author) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.author)), path='author')
+                if len(_dense_witness_derive__v.sig_r) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_r)), path='sig_r')
+                if len(_dense_witness_derive__v.sig_s) != 32:
+                    raise EncodeError('expected 32 bytes, found ' + str(len(_dense_witness_derive__v.sig_s)), path='sig_s')
+                _a(_S158_pack(_DENSETAG_BY_VALUE[_tag], _dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
+            else:
+                _a(_S100_pack(_DENSETAG_BY_VALUE[_tag]))
+                raise EncodeError('no case for tag ' + repr(_tag), path='payload')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_pile_file(mv, pos, end):
@@ -7649,11 +7744,29 @@ def _e_pile_file(out, v):
         _e_pile_record(out, _x)
 
 def _em_pile_file(values):
-    out = bytearray()
-    for v in values:
-        for _x in v.records:
-            _e_pile_record(out, _x)
-    return bytes(out)
+    _all = []
+    _a = _all.append
+    _chunks = []
+    _S0_pack = _S0.pack
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            for _x in v.records:
+                _pile_record__v = _x
+                _pile_record___tag = _pile_record__v.marker
+                if _pile_record___tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
+                    _a(_S0_pack(_pile_record___tag))
+                    if _pile_record__v.record.__class__ is not FrameRest:
+                        raise EncodeError('tag hex:0371B249F0626B2ABDDB80E23EA96905 takes a FrameRest, not ' + type(_pile_record__v.record).__name__, path='record')
+                    _cold = bytearray()
+                    _e_frame_rest(_cold, _pile_record__v.record)
+                    _a(_cold)
+                else:
+                    _cold = bytearray()
+                    _e_pile_record(_cold, _pile_record__v)
+                    _a(_cold)
+        _chunks.append(b''.join(_all))
+        _all.clear()
+    return b''.join(_chunks)
 
 # -- fast path: public API ------------------------------------------------------------
 

@@ -1343,49 +1343,92 @@ _T172 = (('header', 0, 24), ('file_length', 24, 8))
 _S173 = struct.Struct('<8sHH')
 _T174 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2))
 _S175 = struct.Struct('<IQHHH16sQI')
-_S176 = struct.Struct('<HH16sQI')
-_S177 = struct.Struct('<HHI')
-_S178 = struct.Struct('<HH16sQIB3sI')
-_S179 = struct.Struct('<HH16sQqI')
-_S180 = struct.Struct('<HH16sQII')
-_S181 = struct.Struct('<HH16sQqII')
-_S182 = struct.Struct('<HH16s16sQQQQIIHHH16sQI')
-_S183 = struct.Struct('<IIHHHI')
-_BD184 = bytes.decode
-_S185 = struct.Struct('<IB3sI')
-_S186 = struct.Struct('<I16sQI')
-_L187 = tuple(struct.pack('<I', _i) for _i in range(256))
-_S188 = struct.Struct('<8sHHIQQ16sQQ')
-_S189 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQ')
-_S190 = struct.Struct('<16s16sQQIHHQB7s16s')
-_S191 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHHQ')
-_S192 = struct.Struct('<16s16sQQIHHQ16sQIHHQII')
-_S193 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7sII')
-_S194 = struct.Struct('<BB')
-_S195 = struct.Struct('<16s16sQQIHHQ16sQIHH')
-_S196 = struct.Struct('<16s16sQQIHHQ16sQIHHQ')
-_S197 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s')
-_S198 = struct.Struct('<16s16sQQIHHQ16sQIHHB7sII')
-_S199 = struct.Struct('<IIQ16sQQ16s16s')
-_L200 = tuple(struct.pack('<Q', _i) for _i in range(256))
-_S201 = struct.Struct('<4sHHIIQ16s16sQ')
-_S202 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQQ')
+_S176 = struct.Struct('<IQHHH')
+_S177 = struct.Struct('<IQHHH16sQ')
+_S178 = struct.Struct('<HH16sQI')
+_S179 = struct.Struct('<HHI')
+_S180 = struct.Struct('<HH16sQIB3sI')
+_S181 = struct.Struct('<HH16sQqI')
+_S182 = struct.Struct('<HH16sQII')
+_S183 = struct.Struct('<HH16sQqII')
+_S184 = struct.Struct('<HH16s16sQQQQIIHHH16sQI')
+_S185 = struct.Struct('<IIHHHI')
+_BD186 = bytes.decode
+_S187 = struct.Struct('<IB3sI')
+_S188 = struct.Struct('<IB3xI')
+_S189 = struct.Struct('<I16sQI')
+_L190 = tuple(struct.pack('<I', _i) for _i in range(256))
+_S191 = struct.Struct('<8sHHIQQ16sQQ')
+_S192 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQ')
+_S193 = struct.Struct('<16s16sQQIHHQB7s16s')
+_S194 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHHQ')
+_S195 = struct.Struct('<16s16sQQIHHQ16sQIHHQII')
+_S196 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7sII')
+_S197 = struct.Struct('<4sHHIIQ16s16sQ')
+_S198 = struct.Struct('<4sHHIIQ16s16sQBB6sQ')
+_S199 = struct.Struct('<4sHHIIQ16s16sQBB6sQ4sHBB')
+_S200 = struct.Struct('<QQB')
+_S201 = struct.Struct('<QQBB')
+_S202 = struct.Struct('<B7s16s16sQQIHHQ')
 _S203 = struct.Struct('<B7s16s16sQQIHHQ16sQIHH')
-_S204 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ16sQIHH')
-_S205 = struct.Struct('<BB6sQ4sHBBBQ')
-_S206 = struct.Struct('<B16sBQB7s16s16sQQIHHQ16sQIHH')
-_S207 = struct.Struct('<4sHHII')
-_S208 = struct.Struct('<8s16s16sQQQQQQII')
-_S209 = struct.Struct('<8s16s16sQQQQ')
-_S210 = struct.Struct('<QQI')
-_S211 = struct.Struct('<IIQI')
-_S212 = struct.Struct('<IB7sQI')
-_S213 = struct.Struct('<QQIIIIB7sQQ')
-_S214 = struct.Struct('<8sHHIQQQQII')
-_S215 = struct.Struct('<8sI')
-_S216 = struct.Struct('<fffBBH')
-_S217 = struct.Struct('<8sHHIIB3sIIQ88s')
-_S218 = struct.Struct('<88s')
+_S204 = struct.Struct('<4sHHIIQ16s16sQ16s16sQQIHHQ')
+_S205 = struct.Struct('<4sHHIIQ16s16sQ16s16sQQIHHQB7s16s')
+_S206 = struct.Struct('<4sHHIIQ16s16sQ16sQQQB7s')
+_S207 = struct.Struct('<4sHHIIQ16s16sQ16sQQQB7s16s16sQQIHHQ')
+_S208 = struct.Struct('<4sHHIIQ16s16sQ16sQQQB7s16s16sQQIHHQ16sQIHH')
+_S209 = struct.Struct('<4sHHIIQ16s16sQ16sQQQB7s16s16sQQIHHQ16sQIHHQ')
+_S210 = struct.Struct('<16s16sQQIHHQ16sQIHH')
+_S211 = struct.Struct('<4sHHIIQ16s16sQ16s')
+_S212 = struct.Struct('<4sHHIIQ16s16sQ16s16s16sQQIHHQ')
+_S213 = struct.Struct('<4sHHIIQ16s16sQ16s16s16sQQIHHQ16sQIHH')
+_S214 = struct.Struct('<4sHHIIQ16s16sQ16s16s16sQQIHHQ16sQIHHB7s')
+_S215 = struct.Struct('<4sHHIIQ16s16sQ16s16s16sQQIHHQ16sQIHHB7sII')
+_S216 = struct.Struct('<4sHHIIQ16s16sQIIQ')
+_S217 = struct.Struct('<4sHHIIQ16s16sQIIQ16sQQ16s16s')
+_S218 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s')
+_S219 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ')
+_S220 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ16sQIHH')
+_S221 = struct.Struct('<4sHHIIQ16s16xQ16sB7xQQIIQ')
+_S222 = struct.Struct('<4sHHIIQ16s16xQBB6xQ4sHBB')
+_S223 = struct.Struct('<B7x16s16sQQIHHQ16sQIHH')
+_S224 = struct.Struct('<B7x')
+_S225 = struct.Struct('<4sHHIIQ16s16xQ16s16sQQIHHQB7x16s')
+_S226 = struct.Struct('<4sHHIIQ16s16xQ16sQQQB7x16s16sQQIHHQ16sQIHHQ')
+_S227 = struct.Struct('<4sHHIIQ16s16xQ16s16s16sQQIHHQ16sQIHHB7xII')
+_S228 = struct.Struct('<4sHHIIQ16s16xQIIQ16sQQ16s16s')
+_S229 = struct.Struct('<4sHHIIQ16s16xQ')
+_S230 = struct.Struct('<16s16sQQIHHQ16sQIHHB7x16s16sQQIHHQ16sQIHH')
+_S231 = struct.Struct('<16s16sQQIHHQ16sQIHHB7x')
+_L232 = tuple(struct.pack('<Q', _i) for _i in range(256))
+_S233 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQQ')
+_S234 = struct.Struct('<BB6sQ4sHBBBQ')
+_S235 = struct.Struct('<B16sBQB7s16s16sQQIHHQ16sQIHH')
+_S236 = struct.Struct('<4sHHII')
+_S237 = struct.Struct('<8s16s16sQQQQQQII')
+_S238 = struct.Struct('<4sHH8s')
+_S239 = struct.Struct('<4sHH8s16s16sQQQQ')
+_S240 = struct.Struct('<4sHH8s16s16sQQQQQQII')
+_S241 = struct.Struct('<4sHH8s16s16sQQQQQQII16sQQ16s16s')
+_S242 = struct.Struct('<16s16sQQIHHQ16sQIHHQ')
+_S243 = struct.Struct('<72x')
+_S244 = struct.Struct('<16sIHHIQB7xQ')
+_S245 = struct.Struct('<QQI')
+_S246 = struct.Struct('<IHHB3x')
+_S247 = struct.Struct('<B7xqq')
+_S248 = struct.Struct('<IIQI')
+_S249 = struct.Struct('<IB7sQI')
+_S250 = struct.Struct('<IIB7sQI')
+_S251 = struct.Struct('<IIB7sQI16sQQ16s16s')
+_S252 = struct.Struct('<IIB7xQI16sQQ16s16s')
+_S253 = struct.Struct('<QQIIIIB7sQQ')
+_S254 = struct.Struct('<8sHHIQQQQII')
+_S255 = struct.Struct('<8sI')
+_S256 = struct.Struct('<fffBBH')
+_Z257 = tuple(bytes(_i) for _i in range(128))
+_S258 = struct.Struct('<8sHHIIB3sIIQ88s')
+_S259 = struct.Struct('<88s')
+_S260 = struct.Struct('<8sHHIIB3xII')
+_S261 = struct.Struct('<Q88x')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -2275,13 +2318,37 @@ def _e_wal_record(out, v):
 def _em_wal_record(values):
     out = bytearray()
     _S153_pack = _S153.pack
+    _S175_pack = _S175.pack
     _S47_pack = _S47.pack
     for v in values:
         _s_payload_len = len(out)
         _at_payload_len = len(out) + 0
-        out += _S153_pack(0, v.seq, _WALOP_BY_VALUE[v.op])
-        _ps = len(out)
-        _e_wal_payload(out, v.payload, v.op)
+        _ps = len(out) + 14
+        _wal_payload__v = v.payload
+        _wal_payload__p_op = v.op
+        _wal_payload___tag = _wal_payload__p_op
+        if _wal_payload___tag == 1:
+            _wal_payload___op_upsert_v1__v = _wal_payload__v.body
+            _wal_payload___op_upsert_v1___payload_v1_header__v = _wal_payload___op_upsert_v1__v.header
+            _wal_payload___op_upsert_v1___f32_vector__v = _wal_payload___op_upsert_v1__v.vector
+            if _wal_payload___op_upsert_v1__v.__class__ is not OpUpsertV1:
+                raise EncodeError('tag upsert_v1 takes a OpUpsertV1, not ' + type(_wal_payload___op_upsert_v1__v).__name__, path='body')
+            if not 1 == 1:
+                raise EncodeError('unsupported WAL payload version (Version)', path='version')
+            if not 0 == 0:
+                raise EncodeError('WAL payload flags must be zero (Flags)', path='flags')
+            if not (_k0 := len(_wal_payload___op_upsert_v1___f32_vector__v.values)) >= 1:
+                raise EncodeError('vector has zero dims (EmptyVector)', path='dims')
+            out += _S175_pack(0, v.seq, _WALOP_BY_VALUE[_wal_payload__p_op], 1, 0, _wal_payload___op_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _wal_payload___op_upsert_v1__v.revision, _k0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='values')
+            if _wal_payload___op_upsert_v1___f32_vector__v.values.__class__ is PackedArray and _wal_payload___op_upsert_v1___f32_vector__v.values.kind is _PK145:
+                out += _wal_payload___op_upsert_v1___f32_vector__v.values.raw
+            else:
+                out += _PK145.encode_all(_wal_payload___op_upsert_v1___f32_vector__v.values)
+        else:
+            out += _S153_pack(0, v.seq, _WALOP_BY_VALUE[_wal_payload__p_op])
+            _e_wal_payload(out, _wal_payload__v, _wal_payload__p_op)
         _size_payload = len(out) - _ps
         _S23.pack_into(out, _at_payload_len, _size_payload)
         out += _S47_pack(_ck_xxh3_64(memoryview(out)[_s_payload_len:]))
@@ -2354,7 +2421,7 @@ def _u_wal_payload(mv, pos, end, p_op):
     _isb = mv.__class__ is bytes
     _tag = p_op
     if _tag == 1:
-        _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S176.unpack_from(mv, pos)
+        _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S178.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -2379,7 +2446,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_v1___obj.vector = _op_upsert_v1___f32_vector___obj
         f_body = _op_upsert_v1___obj
     elif _tag == 2:
-        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S177.unpack_from(mv, pos)
+        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S179.unpack_from(mv, pos)
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -2404,7 +2471,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_delete_v1___obj.doc_ids = _op_delete_v1__f_doc_ids
         f_body = _op_delete_v1___obj
     elif _tag == 3:
-        _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S178.unpack_from(mv, pos)
+        _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S180.unpack_from(mv, pos)
         pos += 4
         if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -2456,7 +2523,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         elif _op_metadata_edit_v1___metadata_value___tag == 5:
             if pos + (end - pos) > end:
                 raise TruncatedError('str truncated')
-            _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD184(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
+            _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD186(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -2486,7 +2553,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_metadata_edit_v1___obj.value = _op_metadata_edit_v1___metadata_value___obj
         f_body = _op_metadata_edit_v1___obj
     elif _tag == 4:
-        _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S179.unpack_from(mv, pos)
+        _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S181.unpack_from(mv, pos)
         pos += 4
         if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -2512,7 +2579,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_timestamped_upsert_v1___obj.vector = _op_timestamped_upsert_v1___f32_vector___obj
         f_body = _op_timestamped_upsert_v1___obj
     elif _tag == 5:
-        _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S180.unpack_from(mv, pos)
+        _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S182.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -2537,7 +2604,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_metadata_v1___obj.vector = _op_upsert_metadata_v1__f_vector
         f_body = _op_upsert_metadata_v1___obj
     elif _tag == 6:
-        _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S181.unpack_from(mv, pos)
+        _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S183.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -2580,7 +2647,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_batch_member___obj.body = _op_batch_member__f_body
         f_body = _op_batch_member___obj
     elif _tag == 9:
-        _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S182.unpack_from(mv, pos)
+        _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S184.unpack_from(mv, pos)
         pos += 4
         if not _op_prepared_mutation___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -2657,7 +2724,7 @@ def _u_wal_payload(mv, pos, end, p_op):
             raise IndexError
         f_body, pos = _u_graph_envelope(mv, pos, end)
     elif _tag == 11:
-        _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags, _op_mixed_member___op_delete_v1__f_count = _S183.unpack_from(mv, pos)
+        _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags, _op_mixed_member___op_delete_v1__f_count = _S185.unpack_from(mv, pos)
         pos += 10
         if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
             raise ConstraintError('batch position out of range (BatchPosition)')
@@ -3999,7 +4066,7 @@ def _d_typed_column(mv, pos, end):
 
 def _u_typed_column(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S185.unpack_from(mv, pos)
+    f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S187.unpack_from(mv, pos)
     pos += 4
     pos += 8
     _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
@@ -4044,7 +4111,7 @@ def _u_typed_column(mv, pos, end):
     elif _metadata_value___tag == 5:
         if pos + (end - pos) > end:
             raise TruncatedError('str truncated')
-        _metadata_value___value_string__f_value = _BD184(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
+        _metadata_value___value_string__f_value = _BD186(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
         pos += end - pos
@@ -4080,7 +4147,7 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
     _end = end
     _isb = mv.__class__ is bytes
     _S146_unpack_from = _S146.unpack_from
-    _S185_unpack_from = _S185.unpack_from
+    _S187_unpack_from = _S187.unpack_from
     _S47_unpack_from = _S47.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
@@ -4088,7 +4155,7 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S185_unpack_from(mv, pos)
+            f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S187_unpack_from(mv, pos)
             pos += 4
             pos += 8
             _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
@@ -4133,7 +4200,7 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
             elif _metadata_value___tag == 5:
                 if pos + (end - pos) > end:
                     raise TruncatedError('str truncated')
-                _metadata_value___value_string__f_value = _BD184(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
+                _metadata_value___value_string__f_value = _BD186(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -4223,54 +4290,52 @@ def _em_typed_column(values):
     out = bytearray()
     _S126_pack = _S126.pack
     _S146_pack = _S146.pack
-    _S148_pack = _S148.pack
-    _S23_pack = _S23.pack
+    _S188_pack = _S188.pack
     _S47_pack = _S47.pack
     _S66_pack = _S66.pack
     for v in values:
-        if not v.value.kind != 0:
-            raise EncodeError('typed columns cannot carry Null', path='value')
-        out += _S23_pack(v.column_id)
         _metadata_value__v = v.value
-        _metadata_value___at_value_len = len(out) + 4
-        out += _S148_pack(_VALUEKIND_BY_VALUE[_metadata_value__v.kind], b'\x00\x00\x00', 0)
+        if not _metadata_value__v.kind != 0:
+            raise EncodeError('typed columns cannot carry Null', path='value')
+        _metadata_value___at_value_len = len(out) + 4 + 4
+        out += _S188_pack(v.column_id, _VALUEKIND_BY_VALUE[_metadata_value__v.kind], 0)
         _metadata_value___ps = len(out)
         _metadata_value___tag = _metadata_value__v.kind
         if _metadata_value___tag == 0:
             if _metadata_value__v.value is not None:
                 raise EncodeError('case null carries no body', path='value')
         elif _metadata_value___tag == 1:
-            if _metadata_value__v.value.__class__ is not ValueU64:
-                raise EncodeError('tag u64 takes a ValueU64, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_u64__v = _metadata_value__v.value
+            if _metadata_value___value_u64__v.__class__ is not ValueU64:
+                raise EncodeError('tag u64 takes a ValueU64, not ' + type(_metadata_value___value_u64__v).__name__, path='value')
             out += _S47_pack(_metadata_value___value_u64__v.value)
         elif _metadata_value___tag == 2:
-            if _metadata_value__v.value.__class__ is not ValueI64:
-                raise EncodeError('tag i64 takes a ValueI64, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_i64__v = _metadata_value__v.value
+            if _metadata_value___value_i64__v.__class__ is not ValueI64:
+                raise EncodeError('tag i64 takes a ValueI64, not ' + type(_metadata_value___value_i64__v).__name__, path='value')
             out += _S146_pack(_metadata_value___value_i64__v.value)
         elif _metadata_value___tag == 3:
-            if _metadata_value__v.value.__class__ is not ValueF64:
-                raise EncodeError('tag f64 takes a ValueF64, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_f64__v = _metadata_value__v.value
+            if _metadata_value___value_f64__v.__class__ is not ValueF64:
+                raise EncodeError('tag f64 takes a ValueF64, not ' + type(_metadata_value___value_f64__v).__name__, path='value')
             out += _S47_pack(_metadata_value___value_f64__v.value)
         elif _metadata_value___tag == 4:
-            if _metadata_value__v.value.__class__ is not ValueBool:
-                raise EncodeError('tag bool takes a ValueBool, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_bool__v = _metadata_value__v.value
+            if _metadata_value___value_bool__v.__class__ is not ValueBool:
+                raise EncodeError('tag bool takes a ValueBool, not ' + type(_metadata_value___value_bool__v).__name__, path='value')
             if not (_metadata_value___value_bool__v.value == 0 or _metadata_value___value_bool__v.value == 1):
                 raise EncodeError('boolean byte must be 0 or 1 (Boolean)', path='value')
             out += _S126_pack(_metadata_value___value_bool__v.value)
         elif _metadata_value___tag == 5:
-            if _metadata_value__v.value.__class__ is not ValueString:
-                raise EncodeError('tag string takes a ValueString, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_string__v = _metadata_value__v.value
+            if _metadata_value___value_string__v.__class__ is not ValueString:
+                raise EncodeError('tag string takes a ValueString, not ' + type(_metadata_value___value_string__v).__name__, path='value')
             _metadata_value___value_string___b = _metadata_value___value_string__v.value.encode()
             out += _metadata_value___value_string___b
         elif _metadata_value___tag == 6:
-            if _metadata_value__v.value.__class__ is not ValueId128:
-                raise EncodeError('tag id128 takes a ValueId128, not ' + type(_metadata_value__v.value).__name__, path='value')
             _metadata_value___value_id128__v = _metadata_value__v.value
+            if _metadata_value___value_id128__v.__class__ is not ValueId128:
+                raise EncodeError('tag id128 takes a ValueId128, not ' + type(_metadata_value___value_id128__v).__name__, path='value')
             out += _S66_pack(_metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
         else:
             raise EncodeError('no case for tag ' + repr(_metadata_value___tag), path='value')
@@ -4360,7 +4425,7 @@ def _d_op_upsert_v2(mv, pos, end):
 
 def _u_op_upsert_v2(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S186.unpack_from(mv, pos)
+    f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S189.unpack_from(mv, pos)
     pos += 28
     if f_fields & 4294967264:
         raise ConstraintError('undefined upsert_fields bits set')
@@ -4382,7 +4447,7 @@ def _u_op_upsert_v2(mv, pos, end):
     if _attr(f_fields, 'text', pos, 'text'):
         _n = _S23.unpack_from(mv, pos)[0]
         pos += 4
-        f_text = _BD184(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
+        f_text = _BD186(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
         pos += _n
     else:
         f_text = None
@@ -4405,7 +4470,7 @@ def _u_op_upsert_v2(mv, pos, end):
             raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
         f_columns = []
         for _i in range(_c):
-            _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S185.unpack_from(mv, pos)
+            _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S187.unpack_from(mv, pos)
             pos += 4
             pos += 8
             _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
@@ -4450,7 +4515,7 @@ def _u_op_upsert_v2(mv, pos, end):
             elif _typed_column___metadata_value___tag == 5:
                 if pos + (end - pos) > end:
                     raise TruncatedError('str truncated')
-                _typed_column___metadata_value___value_string__f_value = _BD184(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
+                _typed_column___metadata_value___value_string__f_value = _BD186(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -4498,8 +4563,8 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
     _end = end
     _isb = mv.__class__ is bytes
     _S146_unpack_from = _S146.unpack_from
-    _S185_unpack_from = _S185.unpack_from
-    _S186_unpack_from = _S186.unpack_from
+    _S187_unpack_from = _S187.unpack_from
+    _S189_unpack_from = _S189.unpack_from
     _S23_unpack_from = _S23.unpack_from
     _S47_unpack_from = _S47.unpack_from
     _S66_unpack_from = _S66.unpack_from
@@ -4508,7 +4573,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S186_unpack_from(mv, pos)
+            f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S189_unpack_from(mv, pos)
             pos += 28
             if f_fields & 4294967264:
                 raise ConstraintError('undefined upsert_fields bits set')
@@ -4530,7 +4595,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
             if _attr(f_fields, 'text', pos, 'text'):
                 _n = _S23_unpack_from(mv, pos)[0]
                 pos += 4
-                f_text = _BD184(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
+                f_text = _BD186(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                 pos += _n
             else:
                 f_text = None
@@ -4553,7 +4618,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
                 f_columns = []
                 for _i in range(_c):
-                    _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S185_unpack_from(mv, pos)
+                    _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S187_unpack_from(mv, pos)
                     pos += 4
                     pos += 8
                     _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
@@ -4598,7 +4663,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                     elif _typed_column___metadata_value___tag == 5:
                         if pos + (end - pos) > end:
                             raise TruncatedError('str truncated')
-                        _typed_column___metadata_value___value_string__f_value = _BD184(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
+                        _typed_column___metadata_value___value_string__f_value = _BD186(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                         if pos > end:
                             raise IndexError
                         pos += end - pos
@@ -4736,28 +4801,30 @@ def _em_op_upsert_v2(values):
     _S126_pack = _S126.pack
     _S142_pack = _S142.pack
     _S146_pack = _S146.pack
-    _S148_pack = _S148.pack
+    _S188_pack = _S188.pack
+    _S189_pack = _S189.pack
     _S23_pack = _S23.pack
     _S47_pack = _S47.pack
     _S66_pack = _S66.pack
     for v in values:
-        out += _S142_pack(v.fields.to_int(), v.doc_id.to_bytes(16, 'little', signed=False), v.revision)
         if v.fields.vector:
             _f32_vector__v = v.vector
-            if not len(_f32_vector__v.values) >= 1:
+            if not (_k0 := len(_f32_vector__v.values)) >= 1:
                 raise EncodeError('vector has zero dims (EmptyVector)', path='dims')
-            out += _L187[_ln] if (_ln := len(_f32_vector__v.values)) < 256 else _S23_pack(_ln)
-            if len(_f32_vector__v.values) != len(_f32_vector__v.values):
-                raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
+            out += _S189_pack(v.fields.to_int(), v.doc_id.to_bytes(16, 'little', signed=False), v.revision, _k0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='values')
             if _f32_vector__v.values.__class__ is PackedArray and _f32_vector__v.values.kind is _PK145:
                 out += _f32_vector__v.values.raw
             else:
                 out += _PK145.encode_all(_f32_vector__v.values)
-        elif v.vector is not None:
-            raise EncodeError('field is present but its condition is false', path='vector')
+        else:
+            out += _S142_pack(v.fields.to_int(), v.doc_id.to_bytes(16, 'little', signed=False), v.revision)
+            if v.vector is not None:
+                raise EncodeError('field is present but its condition is false', path='vector')
         if v.fields.text:
             _b = v.text.encode()
-            out += _L187[_ln] if (_ln := len(_b)) < 256 else _S23_pack(_ln)
+            out += _L190[_ln] if (_ln := len(_b)) < 256 else _S23_pack(_ln)
             out += _b
         elif v.text is not None:
             raise EncodeError('field is present but its condition is false', path='text')
@@ -4767,56 +4834,55 @@ def _em_op_upsert_v2(values):
             raise EncodeError('field is present but its condition is false', path='ts')
         if v.fields.metadata:
             _b = v.metadata
-            out += _L187[_ln] if (_ln := len(_b)) < 256 else _S23_pack(_ln)
+            out += _L190[_ln] if (_ln := len(_b)) < 256 else _S23_pack(_ln)
             out += _b
         elif v.metadata is not None:
             raise EncodeError('field is present but its condition is false', path='metadata')
         if v.fields.columns:
-            out += _L187[_ln] if (_ln := len(v.columns)) < 256 else _S23_pack(_ln)
+            out += _L190[_ln] if (_ln := len(v.columns)) < 256 else _S23_pack(_ln)
             for _x in v.columns:
-                if not _x.value.kind != 0:
-                    raise EncodeError('typed columns cannot carry Null', path='value')
-                out += _S23_pack(_x.column_id)
                 _typed_column___metadata_value__v = _x.value
-                _typed_column___metadata_value___at_value_len = len(out) + 4
-                out += _S148_pack(_VALUEKIND_BY_VALUE[_typed_column___metadata_value__v.kind], b'\x00\x00\x00', 0)
+                if not _typed_column___metadata_value__v.kind != 0:
+                    raise EncodeError('typed columns cannot carry Null', path='value')
+                _typed_column___metadata_value___at_value_len = len(out) + 4 + 4
+                out += _S188_pack(_x.column_id, _VALUEKIND_BY_VALUE[_typed_column___metadata_value__v.kind], 0)
                 _typed_column___metadata_value___ps = len(out)
                 _typed_column___metadata_value___tag = _typed_column___metadata_value__v.kind
                 if _typed_column___metadata_value___tag == 0:
                     if _typed_column___metadata_value__v.value is not None:
                         raise EncodeError('case null carries no body', path='value')
                 elif _typed_column___metadata_value___tag == 1:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueU64:
-                        raise EncodeError('tag u64 takes a ValueU64, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_u64__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_u64__v.__class__ is not ValueU64:
+                        raise EncodeError('tag u64 takes a ValueU64, not ' + type(_typed_column___metadata_value___value_u64__v).__name__, path='value')
                     out += _S47_pack(_typed_column___metadata_value___value_u64__v.value)
                 elif _typed_column___metadata_value___tag == 2:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueI64:
-                        raise EncodeError('tag i64 takes a ValueI64, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_i64__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_i64__v.__class__ is not ValueI64:
+                        raise EncodeError('tag i64 takes a ValueI64, not ' + type(_typed_column___metadata_value___value_i64__v).__name__, path='value')
                     out += _S146_pack(_typed_column___metadata_value___value_i64__v.value)
                 elif _typed_column___metadata_value___tag == 3:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueF64:
-                        raise EncodeError('tag f64 takes a ValueF64, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_f64__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_f64__v.__class__ is not ValueF64:
+                        raise EncodeError('tag f64 takes a ValueF64, not ' + type(_typed_column___metadata_value___value_f64__v).__name__, path='value')
                     out += _S47_pack(_typed_column___metadata_value___value_f64__v.value)
                 elif _typed_column___metadata_value___tag == 4:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueBool:
-                        raise EncodeError('tag bool takes a ValueBool, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_bool__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_bool__v.__class__ is not ValueBool:
+                        raise EncodeError('tag bool takes a ValueBool, not ' + type(_typed_column___metadata_value___value_bool__v).__name__, path='value')
                     if not (_typed_column___metadata_value___value_bool__v.value == 0 or _typed_column___metadata_value___value_bool__v.value == 1):
                         raise EncodeError('boolean byte must be 0 or 1 (Boolean)', path='value')
                     out += _S126_pack(_typed_column___metadata_value___value_bool__v.value)
                 elif _typed_column___metadata_value___tag == 5:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueString:
-                        raise EncodeError('tag string takes a ValueString, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_string__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_string__v.__class__ is not ValueString:
+                        raise EncodeError('tag string takes a ValueString, not ' + type(_typed_column___metadata_value___value_string__v).__name__, path='value')
                     _typed_column___metadata_value___value_string___b = _typed_column___metadata_value___value_string__v.value.encode()
                     out += _typed_column___metadata_value___value_string___b
                 elif _typed_column___metadata_value___tag == 6:
-                    if _typed_column___metadata_value__v.value.__class__ is not ValueId128:
-                        raise EncodeError('tag id128 takes a ValueId128, not ' + type(_typed_column___metadata_value__v.value).__name__, path='value')
                     _typed_column___metadata_value___value_id128__v = _typed_column___metadata_value__v.value
+                    if _typed_column___metadata_value___value_id128__v.__class__ is not ValueId128:
+                        raise EncodeError('tag id128 takes a ValueId128, not ' + type(_typed_column___metadata_value___value_id128__v).__name__, path='value')
                     out += _S66_pack(_typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
                 else:
                     raise EncodeError('no case for tag ' + repr(_typed_column___metadata_value___tag), path='value')
@@ -5042,7 +5108,7 @@ def _d_op_prepared_mutation(mv, pos, end):
 
 def _u_op_prepared_mutation(mv, pos, end):
     _isb = mv.__class__ is bytes
-    _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S182.unpack_from(mv, pos)
+    _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S184.unpack_from(mv, pos)
     pos += 4
     if not _payload_v1_header__f_version == 1:
         raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -5101,7 +5167,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_v1___obj.vector = _op_upsert_v1___f32_vector___obj
         f_inner = _op_upsert_v1___obj
     elif f_inner_op == 2:
-        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S177.unpack_from(mv, pos)
+        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S179.unpack_from(mv, pos)
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -5126,7 +5192,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_delete_v1___obj.doc_ids = _op_delete_v1__f_doc_ids
         f_inner = _op_delete_v1___obj
     elif f_inner_op == 3:
-        _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S178.unpack_from(mv, pos)
+        _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S180.unpack_from(mv, pos)
         pos += 4
         if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -5178,7 +5244,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         elif _op_metadata_edit_v1___metadata_value___tag == 5:
             if pos + (end - pos) > end:
                 raise TruncatedError('str truncated')
-            _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD184(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
+            _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD186(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -5208,7 +5274,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_metadata_edit_v1___obj.value = _op_metadata_edit_v1___metadata_value___obj
         f_inner = _op_metadata_edit_v1___obj
     elif f_inner_op == 4:
-        _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S179.unpack_from(mv, pos)
+        _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S181.unpack_from(mv, pos)
         pos += 4
         if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -5234,7 +5300,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_timestamped_upsert_v1___obj.vector = _op_timestamped_upsert_v1___f32_vector___obj
         f_inner = _op_timestamped_upsert_v1___obj
     elif f_inner_op == 5:
-        _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S180.unpack_from(mv, pos)
+        _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S182.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -5259,7 +5325,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_metadata_v1___obj.vector = _op_upsert_metadata_v1__f_vector
         f_inner = _op_upsert_metadata_v1___obj
     elif f_inner_op == 6:
-        _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S181.unpack_from(mv, pos)
+        _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S183.unpack_from(mv, pos)
         pos += 4
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
             raise UnsupportedError('unsupported WAL payload version (Version)')
@@ -5810,7 +5876,7 @@ def _d_zgw_file_header(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_file_header(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S188.unpack_from(mv, pos)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S191.unpack_from(mv, pos)
     _r140 = pos
     pos += 56
     if f_magic != b'ZEPEMBED':
@@ -5843,13 +5909,13 @@ def _m_zgw_file_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S188_unpack_from = _S188.unpack_from
+    _S191_unpack_from = _S191.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S188_unpack_from(mv, pos)
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S191_unpack_from(mv, pos)
             _r140 = pos
             pos += 56
             if f_magic != b'ZEPEMBED':
@@ -6017,7 +6083,7 @@ def _d_zgw_frame(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_frame(mv, pos, end):
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S189.unpack_from(mv, pos)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S192.unpack_from(mv, pos)
     _r114 = pos
     pos += 56
     if f_magic != b'ZGWF':
@@ -6070,7 +6136,7 @@ def _u_zgw_frame(mv, pos, end):
             raise IndexError
         f_payload, pos = _u_zgw_mutation(mv, pos, end)
     elif _tag == 3:
-        _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S190.unpack_from(mv, pos)
+        _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S193.unpack_from(mv, pos)
         pos += 64
         _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -6099,7 +6165,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_inventory___obj.intent = _zgw_inventory__f_intent
         f_payload = _zgw_inventory___obj
     elif _tag == 4:
-        _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S191.unpack_from(mv, pos)
+        _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S194.unpack_from(mv, pos)
         pos += 48
         _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
         if not _zgw_reclaim_intent__f_completed_mark_state == 1:
@@ -6132,7 +6198,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
         _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
         pos += 8
-        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S192.unpack_from(mv, pos)
+        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S195.unpack_from(mv, pos)
         pos += 64
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -6192,7 +6258,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
         f_payload = _zgw_reclaim_intent___obj
     elif _tag == 5:
-        _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S193.unpack_from(mv, pos)
+        _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S196.unpack_from(mv, pos)
         pos += 16
         _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
         pos += 64
@@ -6322,11 +6388,11 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
     _end = end
     _S11_unpack_from = _S11.unpack_from
     _S14_unpack_from = _S14.unpack_from
-    _S189_unpack_from = _S189.unpack_from
-    _S190_unpack_from = _S190.unpack_from
-    _S191_unpack_from = _S191.unpack_from
     _S192_unpack_from = _S192.unpack_from
     _S193_unpack_from = _S193.unpack_from
+    _S194_unpack_from = _S194.unpack_from
+    _S195_unpack_from = _S195.unpack_from
+    _S196_unpack_from = _S196.unpack_from
     _S47_unpack_from = _S47.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
@@ -6334,7 +6400,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S189_unpack_from(mv, pos)
+            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S192_unpack_from(mv, pos)
             _r114 = pos
             pos += 56
             if f_magic != b'ZGWF':
@@ -6387,7 +6453,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_payload, pos = _u_zgw_mutation(mv, pos, end)
             elif _tag == 3:
-                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S190_unpack_from(mv, pos)
+                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S193_unpack_from(mv, pos)
                 pos += 64
                 _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -6416,7 +6482,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_inventory___obj.intent = _zgw_inventory__f_intent
                 f_payload = _zgw_inventory___obj
             elif _tag == 4:
-                _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S191_unpack_from(mv, pos)
+                _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S194_unpack_from(mv, pos)
                 pos += 48
                 _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
                 if not _zgw_reclaim_intent__f_completed_mark_state == 1:
@@ -6449,7 +6515,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
                 _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
                 pos += 8
-                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S192_unpack_from(mv, pos)
+                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S195_unpack_from(mv, pos)
                 pos += 64
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -6509,7 +6575,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
                 f_payload = _zgw_reclaim_intent___obj
             elif _tag == 5:
-                _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S193_unpack_from(mv, pos)
+                _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S196_unpack_from(mv, pos)
                 pos += 16
                 _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
                 pos += 64
@@ -6884,26 +6950,26 @@ def _e_zgw_frame(out, v):
 def _em_zgw_frame(values):
     out = bytearray()
     _S11_pack = _S11.pack
-    _S114_pack = _S114.pack
-    _S116_pack = _S116.pack
-    _S118_pack = _S118.pack
-    _S120_pack = _S120.pack
     _S122_pack = _S122.pack
-    _S126_pack = _S126.pack
     _S128_pack = _S128.pack
-    _S132_pack = _S132.pack
-    _S190_pack = _S190.pack
-    _S192_pack = _S192.pack
-    _S194_pack = _S194.pack
     _S195_pack = _S195.pack
-    _S196_pack = _S196.pack
-    _S198_pack = _S198.pack
-    _S199_pack = _S199.pack
+    _S200_pack = _S200.pack
+    _S201_pack = _S201.pack
+    _S210_pack = _S210.pack
+    _S221_pack = _S221.pack
+    _S222_pack = _S222.pack
+    _S223_pack = _S223.pack
+    _S224_pack = _S224.pack
+    _S225_pack = _S225.pack
+    _S226_pack = _S226.pack
+    _S227_pack = _S227.pack
+    _S228_pack = _S228.pack
+    _S229_pack = _S229.pack
+    _S230_pack = _S230.pack
+    _S231_pack = _S231.pack
     _S47_pack = _S47.pack
     _S66_pack = _S66.pack
-    _S78_pack = _S78.pack
     _S80_pack = _S80.pack
-    _S89_pack = _S89.pack
     for v in values:
         if not 1 == 1:
             raise EncodeError('unsupported graph frame version', path='version')
@@ -6912,31 +6978,28 @@ def _em_zgw_frame(values):
         _s_magic = len(out)
         _e_reserved = len(out) + 56
         _at_payload_len = len(out) + 8
-        out += _S114_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[v.kind], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
-        _atck_header_checksum = len(out)
-        out += _S47_pack(0)
-        _ps = len(out)
+        _atck_header_checksum = len(out) + 56
+        _ps = len(out) + 64
         _tag = v.kind
         if _tag == 1:
-            if v.payload.__class__ is not ZgwBegin:
-                raise EncodeError('tag 1 takes a ZgwBegin, not ' + type(v.payload).__name__, path='payload')
             _zgw_begin__v = v.payload
+            if _zgw_begin__v.__class__ is not ZgwBegin:
+                raise EncodeError('tag 1 takes a ZgwBegin, not ' + type(_zgw_begin__v).__name__, path='payload')
             if not _zgw_begin__v.target_generation == _zgw_begin__v.base_generation + 1:
                 raise EncodeError('target generation must be base + 1', path='target_generation')
             if _zgw_begin__v.change_count > 16384:
                 raise EncodeError('value ' + repr(_zgw_begin__v.change_count) + ' out of range None..16384', path='change_count')
             if _zgw_begin__v.complete_envelope_bytes > 16777216:
                 raise EncodeError('value ' + repr(_zgw_begin__v.complete_envelope_bytes) + ' out of range None..16777216', path='complete_envelope_bytes')
-            out += _S116_pack(_zgw_begin__v.store.to_bytes(16, 'little', signed=False), _ENVELOPEKIND_BY_VALUE[_zgw_begin__v.envelope_kind], b'\x00\x00\x00\x00\x00\x00\x00', _zgw_begin__v.base_generation, _zgw_begin__v.target_generation, _zgw_begin__v.change_count, 0, _zgw_begin__v.complete_envelope_bytes)
+            out += _S221_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_begin__v.store.to_bytes(16, 'little', signed=False), _ENVELOPEKIND_BY_VALUE[_zgw_begin__v.envelope_kind], _zgw_begin__v.base_generation, _zgw_begin__v.target_generation, _zgw_begin__v.change_count, 0, _zgw_begin__v.complete_envelope_bytes)
         elif _tag == 2:
-            if v.payload.__class__ is not ZgwMutation:
-                raise EncodeError('tag 2 takes a ZgwMutation, not ' + type(v.payload).__name__, path='payload')
             _zgw_mutation__v = v.payload
+            if _zgw_mutation__v.__class__ is not ZgwMutation:
+                raise EncodeError('tag 2 takes a ZgwMutation, not ' + type(_zgw_mutation__v).__name__, path='payload')
             if not (_zgw_mutation__v.live == 0 or _zgw_mutation__v.live == 1):
                 raise EncodeError('live must be 0 or 1', path='live')
-            _zgw_mutation___at_zgop_len = len(out) + 8
-            out += _S118_pack(_zgw_mutation__v.live, _zgw_mutation__v.membership.to_int(), b'\x00\x00\x00\x00\x00\x00', 0)
-            _zgw_mutation___ps = len(out)
+            _zgw_mutation___at_zgop_len = len(out) + 8 + 64
+            _zgw_mutation___ps = len(out) + 80
             _zgw_mutation___zgop__v = _zgw_mutation__v.zgop
             if not 1 == 1:
                 raise EncodeError('unsupported ZGOP version', path='version')
@@ -6952,25 +7015,24 @@ def _em_zgw_frame(values):
                 raise EncodeError('ZGOP expected entity kind must match the incarnation kind', path='incarnation_kind')
             if not (_zgw_mutation___zgop__v.incarnation != 0 or _zgw_mutation___zgop__v.incarnation_kind == 1):
                 raise EncodeError('relationship incarnation must be non-zero', path='incarnation')
-            out += _S120_pack(b'ZGOP', 1, _ZGOPOPERATION_BY_VALUE[_zgw_mutation___zgop__v.operation], _zgw_mutation___zgop__v.key_present)
+            out += _S222_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_mutation__v.live, _zgw_mutation__v.membership.to_int(), 0, b'ZGOP', 1, _ZGOPOPERATION_BY_VALUE[_zgw_mutation___zgop__v.operation], _zgw_mutation___zgop__v.key_present)
             if _zgw_mutation___zgop__v.key_present == 1:
                 _zgw_mutation___zgop___zgop_key__v = _zgw_mutation___zgop__v.key
                 _zgw_mutation___zgop___zgop_key___b_namespace = _zgw_mutation___zgop___zgop_key__v.namespace.encode()
                 out += _S122_pack(_ENTITYKIND_BY_VALUE[_zgw_mutation___zgop___zgop_key__v.entity], len(_zgw_mutation___zgop___zgop_key___b_namespace))
                 out += _zgw_mutation___zgop___zgop_key___b_namespace
                 _zgw_mutation___zgop___zgop_key___b_key = _zgw_mutation___zgop___zgop_key__v.key.encode()
-                out += _L200[_ln] if (_ln := len(_zgw_mutation___zgop___zgop_key___b_key)) < 256 else _S47_pack(_ln)
+                out += _L232[_ln] if (_ln := len(_zgw_mutation___zgop___zgop_key___b_key)) < 256 else _S47_pack(_ln)
                 out += _zgw_mutation___zgop___zgop_key___b_key
             elif _zgw_mutation___zgop__v.key is not None:
                 raise EncodeError('field is present but its condition is false', path='key')
-            out += _S89_pack(_zgw_mutation___zgop__v.requested_revision, _zgw_mutation___zgop__v.installed_revision)
             _zgw_mutation___zgop___zgop_expected__v = _zgw_mutation___zgop__v.expected
             if not (_zgw_mutation___zgop___zgop_expected__v.tag >= 1 and _zgw_mutation___zgop___zgop_expected__v.tag <= 3):
                 raise EncodeError('unknown expected-state tag', path='tag')
             if _zgw_mutation___zgop___zgop_expected__v.tag == 2:
-                out += _S194_pack(_zgw_mutation___zgop___zgop_expected__v.tag, _ENTITYKIND_BY_VALUE[_zgw_mutation___zgop___zgop_expected__v.entity])
+                out += _S201_pack(_zgw_mutation___zgop__v.requested_revision, _zgw_mutation___zgop__v.installed_revision, _zgw_mutation___zgop___zgop_expected__v.tag, _ENTITYKIND_BY_VALUE[_zgw_mutation___zgop___zgop_expected__v.entity])
             else:
-                out += _S126_pack(_zgw_mutation___zgop___zgop_expected__v.tag)
+                out += _S200_pack(_zgw_mutation___zgop__v.requested_revision, _zgw_mutation___zgop__v.installed_revision, _zgw_mutation___zgop___zgop_expected__v.tag)
                 if _zgw_mutation___zgop___zgop_expected__v.entity is not None:
                     raise EncodeError('field is present but its condition is false', path='entity')
             if _zgw_mutation___zgop___zgop_expected__v.tag == 2:
@@ -6987,143 +7049,146 @@ def _em_zgw_frame(values):
             _zgw_mutation___optional_ref__v = _zgw_mutation__v.canonical
             if not (_zgw_mutation___optional_ref__v.present == 0 or _zgw_mutation___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgw_mutation___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgw_mutation___optional_ref__v.present == 1:
                 _zgw_mutation___optional_ref___required_ref__v = _zgw_mutation___optional_ref__v.ref
-                if not _zgw_mutation___optional_ref___required_ref__v.artifact == _zgw_mutation___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v = _zgw_mutation___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_mutation___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref__v.offset, _zgw_mutation___optional_ref___required_ref__v.length, _zgw_mutation___optional_ref___required_ref__v.block_kind, _zgw_mutation___optional_ref___required_ref__v.block_version)
-            elif _zgw_mutation___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
+                if not _zgw_mutation___optional_ref___required_ref__v.artifact == _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S223_pack(_zgw_mutation___optional_ref__v.present, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_mutation___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref__v.offset, _zgw_mutation___optional_ref___required_ref__v.length, _zgw_mutation___optional_ref___required_ref__v.block_kind, _zgw_mutation___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S224_pack(_zgw_mutation___optional_ref__v.present)
+                if _zgw_mutation___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
             if _zgw_mutation___size_zgop > 8388608:
                 raise EncodeError('value ' + repr(_zgw_mutation___size_zgop) + ' out of range None..8388608', path='zgop_len')
         elif _tag == 3:
-            if v.payload.__class__ is not ZgwInventory:
-                raise EncodeError('tag 3 takes a ZgwInventory, not ' + type(v.payload).__name__, path='payload')
             _zgw_inventory__v = v.payload
+            _zgw_inventory___artifact_descriptor__v = _zgw_inventory__v.descriptor
+            if _zgw_inventory__v.__class__ is not ZgwInventory:
+                raise EncodeError('tag 3 takes a ZgwInventory, not ' + type(_zgw_inventory__v).__name__, path='payload')
             if not (_zgw_inventory__v.intent == 0) == (_zgw_inventory__v.state <= 2):
                 raise EncodeError('intent id must be zero for Prepared/Retained and non-zero otherwise', path='intent')
-            _zgw_inventory___artifact_descriptor__v = _zgw_inventory__v.descriptor
-            out += _S190_pack(_zgw_inventory___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.creation_generation, _zgw_inventory___artifact_descriptor__v.creation_serial, _zgw_inventory___artifact_descriptor__v.complete_file_length, _zgw_inventory___artifact_descriptor__v.family, _zgw_inventory___artifact_descriptor__v.version, _zgw_inventory___artifact_descriptor__v.whole_file_checksum, _INVENTORYSTATE_BY_VALUE[_zgw_inventory__v.state], b'\x00\x00\x00\x00\x00\x00\x00', _zgw_inventory__v.intent.to_bytes(16, 'little', signed=False))
+            out += _S225_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_inventory___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.creation_generation, _zgw_inventory___artifact_descriptor__v.creation_serial, _zgw_inventory___artifact_descriptor__v.complete_file_length, _zgw_inventory___artifact_descriptor__v.family, _zgw_inventory___artifact_descriptor__v.version, _zgw_inventory___artifact_descriptor__v.whole_file_checksum, _INVENTORYSTATE_BY_VALUE[_zgw_inventory__v.state], _zgw_inventory__v.intent.to_bytes(16, 'little', signed=False))
         elif _tag == 4:
-            if v.payload.__class__ is not ZgwReclaimIntent:
-                raise EncodeError('tag 4 takes a ZgwReclaimIntent, not ' + type(v.payload).__name__, path='payload')
             _zgw_reclaim_intent__v = v.payload
+            _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.protected
+            _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
+            if _zgw_reclaim_intent__v.__class__ is not ZgwReclaimIntent:
+                raise EncodeError('tag 4 takes a ZgwReclaimIntent, not ' + type(_zgw_reclaim_intent__v).__name__, path='payload')
             if not _zgw_reclaim_intent__v.completed_mark_state == 1:
                 raise EncodeError('completed-mark state must be 1', path='completed_mark_state')
-            out += _S132_pack(_zgw_reclaim_intent__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent__v.capture_generation, _zgw_reclaim_intent__v.capture_sequence, _zgw_reclaim_intent__v.serial_fence, _zgw_reclaim_intent__v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00')
-            _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.protected
-            if not _zgw_reclaim_intent___required_ref__v.artifact == _zgw_reclaim_intent___required_ref__v.descriptor.artifact:
+            if not _zgw_reclaim_intent___required_ref__v.artifact == _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact:
                 raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
-            _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
-            out += _S196_pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.protected_digest)
+            out += _S226_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_reclaim_intent__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent__v.capture_generation, _zgw_reclaim_intent__v.capture_sequence, _zgw_reclaim_intent__v.serial_fence, _zgw_reclaim_intent__v.completed_mark_state, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.protected_digest)
             _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.completed_mark
-            if not _zgw_reclaim_intent___required_ref__v.artifact == _zgw_reclaim_intent___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
-            out += _S192_pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.mark_digest, len(_zgw_reclaim_intent__v.candidates), 0)
-            if len(_zgw_reclaim_intent__v.candidates) != len(_zgw_reclaim_intent__v.candidates):
-                raise EncodeError('expected ' + str(len(_zgw_reclaim_intent__v.candidates)) + ' items, found ' + str(len(_zgw_reclaim_intent__v.candidates)), path='candidates')
+            if not _zgw_reclaim_intent___required_ref__v.artifact == _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+            out += _S195_pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.mark_digest, (_k0 := len(_zgw_reclaim_intent__v.candidates)), 0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='candidates')
             for _zgw_reclaim_intent___x in _zgw_reclaim_intent__v.candidates:
                 out += _S80_pack(_zgw_reclaim_intent___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___x.creation_generation, _zgw_reclaim_intent___x.creation_serial, _zgw_reclaim_intent___x.complete_file_length, _zgw_reclaim_intent___x.family, _zgw_reclaim_intent___x.version, _zgw_reclaim_intent___x.whole_file_checksum)
         elif _tag == 5:
-            if v.payload.__class__ is not ZgwReclaimComplete:
-                raise EncodeError('tag 5 takes a ZgwReclaimComplete, not ' + type(v.payload).__name__, path='payload')
             _zgw_reclaim_complete__v = v.payload
-            if not _zgw_reclaim_complete__v.durable_state == 3:
-                raise EncodeError('durable state must be 3', path='durable_state')
-            out += _S66_pack(_zgw_reclaim_complete__v.id.to_bytes(16, 'little', signed=False))
             _zgw_reclaim_complete___required_ref__v = _zgw_reclaim_complete__v.intent
-            if not _zgw_reclaim_complete___required_ref__v.artifact == _zgw_reclaim_complete___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgw_reclaim_complete___required_ref___artifact_descriptor__v = _zgw_reclaim_complete___required_ref__v.descriptor
             _zgw_reclaim_complete___descriptor_list__v = _zgw_reclaim_complete__v.completed
-            out += _S198_pack(_zgw_reclaim_complete___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.family, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.version, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_complete___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref__v.offset, _zgw_reclaim_complete___required_ref__v.length, _zgw_reclaim_complete___required_ref__v.block_kind, _zgw_reclaim_complete___required_ref__v.block_version, _zgw_reclaim_complete__v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00', len(_zgw_reclaim_complete___descriptor_list__v.rows), 0)
-            if len(_zgw_reclaim_complete___descriptor_list__v.rows) != len(_zgw_reclaim_complete___descriptor_list__v.rows):
-                raise EncodeError('expected ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)) + ' items, found ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)), path='rows')
+            if _zgw_reclaim_complete__v.__class__ is not ZgwReclaimComplete:
+                raise EncodeError('tag 5 takes a ZgwReclaimComplete, not ' + type(_zgw_reclaim_complete__v).__name__, path='payload')
+            if not _zgw_reclaim_complete__v.durable_state == 3:
+                raise EncodeError('durable state must be 3', path='durable_state')
+            if not _zgw_reclaim_complete___required_ref__v.artifact == _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+            out += _S227_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_reclaim_complete__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.family, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.version, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_complete___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref__v.offset, _zgw_reclaim_complete___required_ref__v.length, _zgw_reclaim_complete___required_ref__v.block_kind, _zgw_reclaim_complete___required_ref__v.block_version, _zgw_reclaim_complete__v.durable_state, (_k1 := len(_zgw_reclaim_complete___descriptor_list__v.rows)), 0)
+            if _k1 != _k1:
+                raise EncodeError('expected ' + str(_k1) + ' items, found ' + str(_k1), path='rows')
             for _zgw_reclaim_complete___descriptor_list___x in _zgw_reclaim_complete___descriptor_list__v.rows:
                 out += _S80_pack(_zgw_reclaim_complete___descriptor_list___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.creation_generation, _zgw_reclaim_complete___descriptor_list___x.creation_serial, _zgw_reclaim_complete___descriptor_list___x.complete_file_length, _zgw_reclaim_complete___descriptor_list___x.family, _zgw_reclaim_complete___descriptor_list___x.version, _zgw_reclaim_complete___descriptor_list___x.whole_file_checksum)
             _zgw_reclaim_complete___descriptor_list__v = _zgw_reclaim_complete__v.remaining
-            out += _S11_pack(len(_zgw_reclaim_complete___descriptor_list__v.rows), 0)
-            if len(_zgw_reclaim_complete___descriptor_list__v.rows) != len(_zgw_reclaim_complete___descriptor_list__v.rows):
-                raise EncodeError('expected ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)) + ' items, found ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)), path='rows')
+            out += _S11_pack((_k2 := len(_zgw_reclaim_complete___descriptor_list__v.rows)), 0)
+            if _k2 != _k2:
+                raise EncodeError('expected ' + str(_k2) + ' items, found ' + str(_k2), path='rows')
             for _zgw_reclaim_complete___descriptor_list___x in _zgw_reclaim_complete___descriptor_list__v.rows:
                 out += _S80_pack(_zgw_reclaim_complete___descriptor_list___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.creation_generation, _zgw_reclaim_complete___descriptor_list___x.creation_serial, _zgw_reclaim_complete___descriptor_list___x.complete_file_length, _zgw_reclaim_complete___descriptor_list___x.family, _zgw_reclaim_complete___descriptor_list___x.version, _zgw_reclaim_complete___descriptor_list___x.whole_file_checksum)
         elif _tag == 6:
-            if v.payload.__class__ is not ZgwCommit:
-                raise EncodeError('tag 6 takes a ZgwCommit, not ' + type(v.payload).__name__, path='payload')
             _zgw_commit__v = v.payload
             _zgw_commit___commit_state__v = _zgw_commit__v.state
-            out += _S199_pack(_zgw_commit__v.change_count, 0, _zgw_commit__v.digest, _zgw_commit___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.generation, _zgw_commit___commit_state__v.sequence, _zgw_commit___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
-            if len(_zgw_commit___commit_state__v.symbol_high_water) != 4:
-                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgw_commit___commit_state__v.symbol_high_water)), path='symbol_high_water')
-            out += struct.pack('<' + str(len(_zgw_commit___commit_state__v.symbol_high_water)) + 'Q', *_zgw_commit___commit_state__v.symbol_high_water)
+            if _zgw_commit__v.__class__ is not ZgwCommit:
+                raise EncodeError('tag 6 takes a ZgwCommit, not ' + type(_zgw_commit__v).__name__, path='payload')
+            out += _S228_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0, _zgw_commit__v.change_count, 0, _zgw_commit__v.digest, _zgw_commit___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.generation, _zgw_commit___commit_state__v.sequence, _zgw_commit___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+            if (_k3 := len(_zgw_commit___commit_state__v.symbol_high_water)) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k3), path='symbol_high_water')
+            out += struct.pack('<' + str(_k3) + 'Q', *_zgw_commit___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgw_commit___commit_state__v.creation_serial)
             if len(_zgw_commit___commit_state__v.roots) != 8:
                 raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgw_commit___commit_state__v.roots)), path='roots')
             for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.roots:
                 if not (_zgw_commit___commit_state___x.present == 0 or _zgw_commit___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
-                out += _S78_pack(_zgw_commit___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgw_commit___commit_state___x.present == 1:
                     _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___x.ref
-                    if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
-                    out += _S195_pack(_zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
-                elif _zgw_commit___commit_state___x.ref is not None:
-                    raise EncodeError('field is present but its condition is false', path='ref')
+                    if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                    out += _S223_pack(_zgw_commit___commit_state___x.present, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+                else:
+                    out += _S224_pack(_zgw_commit___commit_state___x.present)
+                    if _zgw_commit___commit_state___x.ref is not None:
+                        raise EncodeError('field is present but its condition is false', path='ref')
             _zgw_commit___commit_state___required_ref__v = _zgw_commit___commit_state__v.catalog
-            if not _zgw_commit___commit_state___required_ref__v.artifact == _zgw_commit___commit_state___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgw_commit___commit_state___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___required_ref__v.descriptor
-            out += _S195_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version)
             _zgw_commit___commit_state___optional_ref__v = _zgw_commit___commit_state__v.vector
+            if not _zgw_commit___commit_state___required_ref__v.artifact == _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             if not (_zgw_commit___commit_state___optional_ref__v.present == 0 or _zgw_commit___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
-                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgw_commit___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
+                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S230_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version, _zgw_commit___commit_state___optional_ref__v.present, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S231_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version, _zgw_commit___commit_state___optional_ref__v.present)
+                if _zgw_commit___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
             _zgw_commit___commit_state___optional_ref__v = _zgw_commit___commit_state__v.text
             if not (_zgw_commit___commit_state___optional_ref__v.present == 0 or _zgw_commit___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
-                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgw_commit___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
+                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S223_pack(_zgw_commit___commit_state___optional_ref__v.present, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S224_pack(_zgw_commit___commit_state___optional_ref__v.present)
+                if _zgw_commit___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
             _zgw_commit___commit_state___optional_ref__v = _zgw_commit___commit_state__v.reclaim
             if not (_zgw_commit___commit_state___optional_ref__v.present == 0 or _zgw_commit___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
-                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgw_commit___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
-            out += _S11_pack(len(_zgw_commit___commit_state__v.prepared), 0)
-            if len(_zgw_commit___commit_state__v.prepared) != len(_zgw_commit___commit_state__v.prepared):
-                raise EncodeError('expected ' + str(len(_zgw_commit___commit_state__v.prepared)) + ' items, found ' + str(len(_zgw_commit___commit_state__v.prepared)), path='prepared')
-            for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.prepared:
-                if not _zgw_commit___commit_state___x.artifact == _zgw_commit___commit_state___x.descriptor.artifact:
+                if not _zgw_commit___commit_state___optional_ref___required_ref__v.artifact == _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
                     raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S223_pack(_zgw_commit___commit_state___optional_ref__v.present, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S224_pack(_zgw_commit___commit_state___optional_ref__v.present)
+                if _zgw_commit___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
+            out += _S11_pack((_k5 := len(_zgw_commit___commit_state__v.prepared)), 0)
+            if _k5 != _k5:
+                raise EncodeError('expected ' + str(_k5) + ' items, found ' + str(_k5), path='prepared')
+            for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.prepared:
                 _zgw_commit___commit_state___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___x.descriptor
-                out += _S195_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___x.offset, _zgw_commit___commit_state___x.length, _zgw_commit___commit_state___x.block_kind, _zgw_commit___commit_state___x.block_version)
+                if not _zgw_commit___commit_state___x.artifact == _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S210_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___x.offset, _zgw_commit___commit_state___x.length, _zgw_commit___commit_state___x.block_kind, _zgw_commit___commit_state___x.block_version)
         else:
+            out += _S229_pack(b'ZGWF', _ZGWFRAMEKIND_BY_VALUE[_tag], 1, 0, v.frame_index, v.sequence, v.batch_id.to_bytes(16, 'little', signed=False), 0)
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
         _size_payload = len(out) - _ps
         _S23.pack_into(out, _at_payload_len, _size_payload)
@@ -7161,7 +7226,7 @@ def _d_zgw_frame_header(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_frame_header(mv, pos, end):
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S201.unpack_from(mv, pos)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S197.unpack_from(mv, pos)
     _r114 = pos
     pos += 56
     if f_magic != b'ZGWF':
@@ -7187,13 +7252,13 @@ def _m_zgw_frame_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S201_unpack_from = _S201.unpack_from
+    _S197_unpack_from = _S197.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S201_unpack_from(mv, pos)
+            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S197_unpack_from(mv, pos)
             _r114 = pos
             pos += 56
             if f_magic != b'ZGWF':
@@ -7323,7 +7388,7 @@ def _d_graph_envelope(mv, pos, end):
 
 def _u_graph_envelope(mv, pos, end):
     _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S202.unpack_from(mv, pos)
+    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S233.unpack_from(mv, pos)
     _zgw_frame___r114 = pos
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r114
@@ -7404,7 +7469,7 @@ def _u_graph_envelope(mv, pos, end):
     f_changes = []
     for _i in range(_c):
         _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S202.unpack_from(mv, pos)
+        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S233.unpack_from(mv, pos)
         _zgw_frame___r114 = pos
         pos += 56
         _zgw_frame___s_magic = _zgw_frame___r114
@@ -7481,7 +7546,7 @@ def _u_graph_envelope(mv, pos, end):
             _x, pos = _u_zgw_frame(mv, pos, end)
         f_changes.append(_x)
     _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S202.unpack_from(mv, pos)
+    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S233.unpack_from(mv, pos)
     _zgw_frame___r114 = pos
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r114
@@ -7709,7 +7774,7 @@ def _d_required_ref(mv, pos, end):
     return _obj, pos
 
 def _u_required_ref(mv, pos, end):
-    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S195.unpack_from(mv, pos)
+    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S210.unpack_from(mv, pos)
     pos += 64
     _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
     _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -7740,13 +7805,13 @@ def _m_required_ref(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S195_unpack_from = _S195.unpack_from
+    _S210_unpack_from = _S210.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S195_unpack_from(mv, pos)
+            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S210_unpack_from(mv, pos)
             pos += 64
             _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
             _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -7788,12 +7853,12 @@ def _e_required_ref(out, v):
 
 def _em_required_ref(values):
     out = bytearray()
-    _S195_pack = _S195.pack
+    _S210_pack = _S210.pack
     for v in values:
-        if not v.artifact == v.descriptor.artifact:
-            raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
         _artifact_descriptor__v = v.descriptor
-        out += _S195_pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum, v.artifact.to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
+        if not v.artifact == _artifact_descriptor__v.artifact:
+            raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+        out += _S210_pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum, v.artifact.to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
     return bytes(out)
 
 def _d_optional_ref(mv, pos, end):
@@ -7929,20 +7994,21 @@ def _e_optional_ref(out, v):
 
 def _em_optional_ref(values):
     out = bytearray()
-    _S195_pack = _S195.pack
-    _S78_pack = _S78.pack
+    _S223_pack = _S223.pack
+    _S224_pack = _S224.pack
     for v in values:
         if not (v.present == 0 or v.present == 1):
             raise EncodeError('unknown presence tag', path='present')
-        out += _S78_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00')
         if v.present == 1:
             _required_ref__v = v.ref
-            if not _required_ref__v.artifact == _required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-            out += _S195_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
-        elif v.ref is not None:
-            raise EncodeError('field is present but its condition is false', path='ref')
+            if not _required_ref__v.artifact == _required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+            out += _S223_pack(v.present, _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
+        else:
+            out += _S224_pack(v.present)
+            if v.ref is not None:
+                raise EncodeError('field is present but its condition is false', path='ref')
     return bytes(out)
 
 def _d_commit_state(mv, pos, end):
@@ -8094,7 +8160,7 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___obj.ref = _optional_ref__f_ref
         _x = _optional_ref___obj
         f_roots.append(_x)
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S204.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S220.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -8242,7 +8308,7 @@ def _u_commit_state(mv, pos, end):
         raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
     f_prepared = []
     for _i in range(_c):
-        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S195.unpack_from(mv, pos)
+        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S210.unpack_from(mv, pos)
         pos += 64
         _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -8789,7 +8855,7 @@ def _d_zgw_mutation(mv, pos, end):
 
 def _u_zgw_mutation(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S205.unpack_from(mv, pos)
+    f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S234.unpack_from(mv, pos)
     pos += 16
     if not (f_live == 0 or f_live == 1):
         raise ConstraintError('live must be 0 or 1')
@@ -8821,11 +8887,11 @@ def _u_zgw_mutation(mv, pos, end):
         if _zgop___zgop_key___v is None:
             raise ConstraintError('unknown entity_kind value')
         _zgop___zgop_key__f_entity = _zgop___zgop_key___v
-        _zgop___zgop_key__f_namespace = _BD184(mv[pos:pos + _zgop___zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
+        _zgop___zgop_key__f_namespace = _BD186(mv[pos:pos + _zgop___zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
         pos += _zgop___zgop_key__n_namespace
         _zgop___zgop_key__n_key, = _S47.unpack_from(mv, pos)
         pos += 8
-        _zgop___zgop_key__f_key = _BD184(mv[pos:pos + _zgop___zgop_key__n_key]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_key], 'utf-8')
+        _zgop___zgop_key__f_key = _BD186(mv[pos:pos + _zgop___zgop_key__n_key]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_key], 'utf-8')
         pos += _zgop___zgop_key__n_key
         _zgop___zgop_key___obj = _new(ZgopKey)
         _zgop___zgop_key___obj.entity = _zgop___zgop_key__f_entity
@@ -8869,7 +8935,7 @@ def _u_zgw_mutation(mv, pos, end):
     _zgop___zgop_expected___obj.entity = _zgop___zgop_expected__f_entity
     _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
     _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
-    _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S206.unpack_from(mv, pos)
+    _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S235.unpack_from(mv, pos)
     pos += 26
     _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
     if _zgop___v is None:
@@ -9672,7 +9738,7 @@ def _d_zgcp_participant(mv, pos, end):
 
 def _u_zgcp_participant(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S207.unpack_from(mv, pos)
+    f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S236.unpack_from(mv, pos)
     _r105 = pos
     pos += 8
     if f_magic != b'ZGCP':
@@ -9707,7 +9773,7 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
         f_body = _zgcp_prepared_inventory___obj
     elif _tag == 7:
-        _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S208.unpack_from(mv, pos)
+        _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S237.unpack_from(mv, pos)
         pos += 8
         pos += 64
         _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -9765,8 +9831,8 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S207_unpack_from = _S207.unpack_from
-    _S208_unpack_from = _S208.unpack_from
+    _S236_unpack_from = _S236.unpack_from
+    _S237_unpack_from = _S237.unpack_from
     _S47_unpack_from = _S47.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
@@ -9774,7 +9840,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S207_unpack_from(mv, pos)
+            f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S236_unpack_from(mv, pos)
             _r105 = pos
             pos += 8
             if f_magic != b'ZGCP':
@@ -9809,7 +9875,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
                 f_body = _zgcp_prepared_inventory___obj
             elif _tag == 7:
-                _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S208_unpack_from(mv, pos)
+                _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S237_unpack_from(mv, pos)
                 pos += 8
                 pos += 64
                 _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -9983,114 +10049,117 @@ def _em_zgcp_participant(values):
     out = bytearray()
     _S105_pack = _S105.pack
     _S11_pack = _S11.pack
-    _S111_pack = _S111.pack
-    _S195_pack = _S195.pack
-    _S209_pack = _S209.pack
+    _S210_pack = _S210.pack
+    _S223_pack = _S223.pack
+    _S224_pack = _S224.pack
+    _S230_pack = _S230.pack
+    _S231_pack = _S231.pack
+    _S236_pack = _S236.pack
+    _S241_pack = _S241.pack
     _S47_pack = _S47.pack
-    _S74_pack = _S74.pack
-    _S78_pack = _S78.pack
     _S80_pack = _S80.pack
     for v in values:
         if not 1 == 1:
             raise EncodeError('unsupported ZGCP participant version', path='version')
         _s_magic = len(out)
-        out += _S105_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[v.role], 1)
         _tag = v.role
         if _tag == 2:
-            if v.body.__class__ is not ZgcpPreparedInventory:
-                raise EncodeError('tag prepared_inventory takes a ZgcpPreparedInventory, not ' + type(v.body).__name__, path='body')
             _zgcp_prepared_inventory__v = v.body
-            out += _S11_pack(len(_zgcp_prepared_inventory__v.descriptors), 0)
-            if len(_zgcp_prepared_inventory__v.descriptors) != len(_zgcp_prepared_inventory__v.descriptors):
-                raise EncodeError('expected ' + str(len(_zgcp_prepared_inventory__v.descriptors)) + ' items, found ' + str(len(_zgcp_prepared_inventory__v.descriptors)), path='descriptors')
+            if _zgcp_prepared_inventory__v.__class__ is not ZgcpPreparedInventory:
+                raise EncodeError('tag prepared_inventory takes a ZgcpPreparedInventory, not ' + type(_zgcp_prepared_inventory__v).__name__, path='body')
+            out += _S236_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[_tag], 1, (_k0 := len(_zgcp_prepared_inventory__v.descriptors)), 0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='descriptors')
             for _zgcp_prepared_inventory___x in _zgcp_prepared_inventory__v.descriptors:
                 out += _S80_pack(_zgcp_prepared_inventory___x.store.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.creation_generation, _zgcp_prepared_inventory___x.creation_serial, _zgcp_prepared_inventory___x.complete_file_length, _zgcp_prepared_inventory___x.family, _zgcp_prepared_inventory___x.version, _zgcp_prepared_inventory___x.whole_file_checksum)
         elif _tag == 7:
-            if v.body.__class__ is not ZgcpCapturedBase:
-                raise EncodeError('tag captured_base takes a ZgcpCapturedBase, not ' + type(v.body).__name__, path='body')
             _zgcp_captured_base__v = v.body
+            _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
+            if _zgcp_captured_base__v.__class__ is not ZgcpCapturedBase:
+                raise EncodeError('tag captured_base takes a ZgcpCapturedBase, not ' + type(_zgcp_captured_base__v).__name__, path='body')
             if len(_zgcp_captured_base__v.unpinned) != 8:
                 raise EncodeError('expected 8 bytes, found ' + str(len(_zgcp_captured_base__v.unpinned)), path='unpinned')
-            _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
-            out += _S209_pack(_zgcp_captured_base__v.unpinned, _zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
-            _zgcp_captured_base___at_state_len = len(out) + 16
-            out += _S111_pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
-            _zgcp_captured_base___ps = len(out)
+            _zgcp_captured_base___at_state_len = len(out) + 16 + 80
+            _zgcp_captured_base___ps = len(out) + 104
             _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
-            out += _S74_pack(_zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
-            if len(_zgcp_captured_base___commit_state__v.symbol_high_water) != 4:
-                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.symbol_high_water)), path='symbol_high_water')
-            out += struct.pack('<' + str(len(_zgcp_captured_base___commit_state__v.symbol_high_water)) + 'Q', *_zgcp_captured_base___commit_state__v.symbol_high_water)
+            out += _S241_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[_tag], 1, _zgcp_captured_base__v.unpinned, _zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence, _zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0, _zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+            if (_k2 := len(_zgcp_captured_base___commit_state__v.symbol_high_water)) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k2), path='symbol_high_water')
+            out += struct.pack('<' + str(_k2) + 'Q', *_zgcp_captured_base___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgcp_captured_base___commit_state__v.creation_serial)
             if len(_zgcp_captured_base___commit_state__v.roots) != 8:
                 raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.roots)), path='roots')
             for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.roots:
                 if not (_zgcp_captured_base___commit_state___x.present == 0 or _zgcp_captured_base___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
-                out += _S78_pack(_zgcp_captured_base___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgcp_captured_base___commit_state___x.present == 1:
                     _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___x.ref
-                    if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
-                    out += _S195_pack(_zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
-                elif _zgcp_captured_base___commit_state___x.ref is not None:
-                    raise EncodeError('field is present but its condition is false', path='ref')
+                    if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                    out += _S223_pack(_zgcp_captured_base___commit_state___x.present, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+                else:
+                    out += _S224_pack(_zgcp_captured_base___commit_state___x.present)
+                    if _zgcp_captured_base___commit_state___x.ref is not None:
+                        raise EncodeError('field is present but its condition is false', path='ref')
             _zgcp_captured_base___commit_state___required_ref__v = _zgcp_captured_base___commit_state__v.catalog
-            if not _zgcp_captured_base___commit_state___required_ref__v.artifact == _zgcp_captured_base___commit_state___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___required_ref__v.descriptor
-            out += _S195_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version)
             _zgcp_captured_base___commit_state___optional_ref__v = _zgcp_captured_base___commit_state__v.vector
+            if not _zgcp_captured_base___commit_state___required_ref__v.artifact == _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             if not (_zgcp_captured_base___commit_state___optional_ref__v.present == 0 or _zgcp_captured_base___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
-                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
+                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S230_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version, _zgcp_captured_base___commit_state___optional_ref__v.present, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S231_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version, _zgcp_captured_base___commit_state___optional_ref__v.present)
+                if _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
             _zgcp_captured_base___commit_state___optional_ref__v = _zgcp_captured_base___commit_state__v.text
             if not (_zgcp_captured_base___commit_state___optional_ref__v.present == 0 or _zgcp_captured_base___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
-                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
+                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S223_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S224_pack(_zgcp_captured_base___commit_state___optional_ref__v.present)
+                if _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
             _zgcp_captured_base___commit_state___optional_ref__v = _zgcp_captured_base___commit_state__v.reclaim
             if not (_zgcp_captured_base___commit_state___optional_ref__v.present == 0 or _zgcp_captured_base___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
-                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
-            out += _S11_pack(len(_zgcp_captured_base___commit_state__v.prepared), 0)
-            if len(_zgcp_captured_base___commit_state__v.prepared) != len(_zgcp_captured_base___commit_state__v.prepared):
-                raise EncodeError('expected ' + str(len(_zgcp_captured_base___commit_state__v.prepared)) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.prepared)), path='prepared')
-            for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.prepared:
-                if not _zgcp_captured_base___commit_state___x.artifact == _zgcp_captured_base___commit_state___x.descriptor.artifact:
+                if not _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact == _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
                     raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S223_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S224_pack(_zgcp_captured_base___commit_state___optional_ref__v.present)
+                if _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
+            out += _S11_pack((_k4 := len(_zgcp_captured_base___commit_state__v.prepared)), 0)
+            if _k4 != _k4:
+                raise EncodeError('expected ' + str(_k4) + ' items, found ' + str(_k4), path='prepared')
+            for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.prepared:
                 _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___x.descriptor
-                out += _S195_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___x.offset, _zgcp_captured_base___commit_state___x.length, _zgcp_captured_base___commit_state___x.block_kind, _zgcp_captured_base___commit_state___x.block_version)
+                if not _zgcp_captured_base___commit_state___x.artifact == _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S210_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___x.offset, _zgcp_captured_base___commit_state___x.length, _zgcp_captured_base___commit_state___x.block_kind, _zgcp_captured_base___commit_state___x.block_version)
             _zgcp_captured_base___size_state = len(out) - _zgcp_captured_base___ps
             _S23.pack_into(out, _zgcp_captured_base___at_state_len, _zgcp_captured_base___size_state)
         else:
+            out += _S105_pack(b'ZGCP', _ZGCPROLE_BY_VALUE[_tag], 1)
             out += v.body
         _e_body = len(out)
-        if v.role == 7:
+        if _tag == 7:
             out += _S47_pack(_ck_xxh3_64(out if _s_magic == 0 and _e_body == len(out) else memoryview(out)[_s_magic:_e_body]))
     return bytes(out)
 
@@ -10253,7 +10322,7 @@ def _u_protected_value(mv, pos, end):
         _fold_authority___obj.values = _fold_authority__f_values
         f_value = _fold_authority___obj
     elif f_tag == 6:
-        _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S196.unpack_from(mv, pos)
+        _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S242.unpack_from(mv, pos)
         pos += 64
         _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10298,7 +10367,7 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _S102_unpack_from = _S102.unpack_from
-    _S196_unpack_from = _S196.unpack_from
+    _S242_unpack_from = _S242.unpack_from
     _S78_unpack_from = _S78.unpack_from
     try:
         while True:
@@ -10337,7 +10406,7 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 _fold_authority___obj.values = _fold_authority__f_values
                 f_value = _fold_authority___obj
             elif f_tag == 6:
-                _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S196_unpack_from(mv, pos)
+                _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S242_unpack_from(mv, pos)
                 pos += 64
                 _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10417,34 +10486,34 @@ def _e_protected_value(out, v):
 
 def _em_protected_value(values):
     out = bytearray()
-    _S102_pack = _S102.pack
-    _S196_pack = _S196.pack
-    _S78_pack = _S78.pack
+    _S224_pack = _S224.pack
+    _S242_pack = _S242.pack
+    _S243_pack = _S243.pack
     for v in values:
         if not (v.tag != 3 and v.tag != 4):
             raise EncodeError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)', path='tag')
         if not (v.tag == 5 or v.tag == 6):
             raise EncodeError('invalid protected-stream value tag', path='tag')
-        out += _S78_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00')
+        out += _S224_pack(v.tag)
         _pz_protected_value_value = len(out)
         _tag = v.tag
         if _tag == 5:
-            if v.value.__class__ is not FoldAuthority:
-                raise EncodeError('tag 5 takes a FoldAuthority, not ' + type(v.value).__name__, path='value')
             _fold_authority__v = v.value
-            if len(_fold_authority__v.values) != 4:
-                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
-            out += struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values)
-            out += _S102_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            if _fold_authority__v.__class__ is not FoldAuthority:
+                raise EncodeError('tag 5 takes a FoldAuthority, not ' + type(_fold_authority__v).__name__, path='value')
+            if (_k0 := len(_fold_authority__v.values)) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k0), path='values')
+            out += struct.pack('<' + str(_k0) + 'Q', *_fold_authority__v.values)
+            out += _S243_pack()
         elif _tag == 6:
-            if v.value.__class__ is not CapturedBaseValue:
-                raise EncodeError('tag 6 takes a CapturedBaseValue, not ' + type(v.value).__name__, path='value')
             _captured_base_value__v = v.value
             _captured_base_value___required_ref__v = _captured_base_value__v.ref
-            if not _captured_base_value___required_ref__v.artifact == _captured_base_value___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _captured_base_value___required_ref___artifact_descriptor__v = _captured_base_value___required_ref__v.descriptor
-            out += _S196_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum, _captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version, _captured_base_value__v.sequence)
+            if _captured_base_value__v.__class__ is not CapturedBaseValue:
+                raise EncodeError('tag 6 takes a CapturedBaseValue, not ' + type(_captured_base_value__v).__name__, path='value')
+            if not _captured_base_value___required_ref__v.artifact == _captured_base_value___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+            out += _S242_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum, _captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version, _captured_base_value__v.sequence)
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='value')
         if len(out) - _pz_protected_value_value != 104:
@@ -10670,7 +10739,7 @@ def _e_frame_file(out, v):
 
 def _em_frame_file(values):
     out = bytearray()
-    _S0_pack = _S0.pack
+    _S169_pack = _S169.pack
     _S47_pack = _S47.pack
     for v in values:
         if not 1 == 1:
@@ -10681,11 +10750,10 @@ def _em_frame_file(values):
             raise EncodeError('framed artifact header_length must be 32', path='header_length')
         _s_magic = len(out)
         _at_file_length = len(out) + 24
-        out += _S0_pack(b'ZEPEMBED', 1, 1, v.flags, 32, 0)
-        _ps = len(out)
+        _ps = len(out) + 32
         _frame_block__v = v.block
-        _frame_block___at_block_len = len(out) + 0
-        out += _S47_pack(0)
+        _frame_block___at_block_len = len(out) + 0 + 32
+        out += _S169_pack(b'ZEPEMBED', 1, 1, v.flags, 32, 0, 0)
         _frame_block___s_payload = len(out)
         _frame_block___ps = len(out)
         _frame_block___b = _frame_block__v.payload
@@ -10987,7 +11055,7 @@ def _e_manifest_segment(out, v):
 
 def _em_manifest_segment(values):
     out = bytearray()
-    _S94_pack = _S94.pack
+    _S244_pack = _S244.pack
     for v in values:
         if not (v.epoch_present == 0 or v.epoch_present == 1):
             raise EncodeError('unknown presence tag (segment epoch)', path='epoch_present')
@@ -10995,7 +11063,7 @@ def _em_manifest_segment(values):
             raise EncodeError('absent segment epoch must be zero', path='embedding_epoch_id')
         if len(v.segment_id) != 16:
             raise EncodeError('expected 16 bytes, found ' + str(len(v.segment_id)), path='segment_id')
-        out += _S94_pack(v.segment_id, v.row_count, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+        out += _S244_pack(v.segment_id, v.row_count, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims, v.file_size, v.epoch_present, v.embedding_epoch_id)
     return bytes(out)
 
 def _d_embedding_tower(mv, pos, end):
@@ -11144,14 +11212,14 @@ def _d_embedding_epoch(mv, pos, end):
 
 def _u_embedding_epoch(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S210.unpack_from(mv, pos)
+    f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S245.unpack_from(mv, pos)
     pos += 16
     pos += 4
-    _embedding_tower__f_model_id = _BD184(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+    _embedding_tower__f_model_id = _BD186(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
     pos += _embedding_tower__n_model_id
     _embedding_tower__n_model_version, = _S23.unpack_from(mv, pos)
     pos += 4
-    _embedding_tower__f_model_version = _BD184(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+    _embedding_tower__f_model_version = _BD186(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
     pos += _embedding_tower__n_model_version
     _embedding_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
     pos += 4
@@ -11163,7 +11231,7 @@ def _u_embedding_epoch(mv, pos, end):
     if _embedding_tower___v is None:
         raise ConstraintError('unknown normalization value')
     _embedding_tower__f_normalization = _embedding_tower___v
-    _embedding_tower__f_prompt_prefix = _BD184(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+    _embedding_tower__f_prompt_prefix = _BD186(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
     _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S92.unpack_from(mv, pos)
     pos += 12
@@ -11182,7 +11250,7 @@ def _u_embedding_epoch(mv, pos, end):
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S23.unpack_from(mv, pos)[0]
         pos += 4
-        _embedding_tower__f_os_build = _BD184(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+        _embedding_tower__f_os_build = _BD186(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
         pos += _embedding_tower___n
     else:
         _embedding_tower__f_os_build = None
@@ -11201,11 +11269,11 @@ def _u_embedding_epoch(mv, pos, end):
     f_document = _embedding_tower___obj
     _embedding_tower__n_model_id, = _S23.unpack_from(mv, pos)
     pos += 4
-    _embedding_tower__f_model_id = _BD184(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+    _embedding_tower__f_model_id = _BD186(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
     pos += _embedding_tower__n_model_id
     _embedding_tower__n_model_version, = _S23.unpack_from(mv, pos)
     pos += 4
-    _embedding_tower__f_model_version = _BD184(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+    _embedding_tower__f_model_version = _BD186(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
     pos += _embedding_tower__n_model_version
     _embedding_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
     pos += 4
@@ -11217,7 +11285,7 @@ def _u_embedding_epoch(mv, pos, end):
     if _embedding_tower___v is None:
         raise ConstraintError('unknown normalization value')
     _embedding_tower__f_normalization = _embedding_tower___v
-    _embedding_tower__f_prompt_prefix = _BD184(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+    _embedding_tower__f_prompt_prefix = _BD186(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
     _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S92.unpack_from(mv, pos)
     pos += 12
@@ -11236,7 +11304,7 @@ def _u_embedding_epoch(mv, pos, end):
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S23.unpack_from(mv, pos)[0]
         pos += 4
-        _embedding_tower__f_os_build = _BD184(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+        _embedding_tower__f_os_build = _BD186(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
         pos += _embedding_tower___n
     else:
         _embedding_tower__f_os_build = None
@@ -11271,8 +11339,8 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S210_unpack_from = _S210.unpack_from
     _S23_unpack_from = _S23.unpack_from
+    _S245_unpack_from = _S245.unpack_from
     _S54_unpack_from = _S54.unpack_from
     _S92_unpack_from = _S92.unpack_from
     try:
@@ -11280,14 +11348,14 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S210_unpack_from(mv, pos)
+            f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S245_unpack_from(mv, pos)
             pos += 16
             pos += 4
-            _embedding_tower__f_model_id = _BD184(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+            _embedding_tower__f_model_id = _BD186(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
             pos += _embedding_tower__n_model_id
             _embedding_tower__n_model_version, = _S23_unpack_from(mv, pos)
             pos += 4
-            _embedding_tower__f_model_version = _BD184(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+            _embedding_tower__f_model_version = _BD186(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
             pos += _embedding_tower__n_model_version
             _embedding_tower__n_weights_digest, = _S23_unpack_from(mv, pos)
             pos += 4
@@ -11299,7 +11367,7 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             if _embedding_tower___v is None:
                 raise ConstraintError('unknown normalization value')
             _embedding_tower__f_normalization = _embedding_tower___v
-            _embedding_tower__f_prompt_prefix = _BD184(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+            _embedding_tower__f_prompt_prefix = _BD186(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
             _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S92_unpack_from(mv, pos)
             pos += 12
@@ -11318,7 +11386,7 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S23_unpack_from(mv, pos)[0]
                 pos += 4
-                _embedding_tower__f_os_build = _BD184(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+                _embedding_tower__f_os_build = _BD186(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
                 pos += _embedding_tower___n
             else:
                 _embedding_tower__f_os_build = None
@@ -11337,11 +11405,11 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             f_document = _embedding_tower___obj
             _embedding_tower__n_model_id, = _S23_unpack_from(mv, pos)
             pos += 4
-            _embedding_tower__f_model_id = _BD184(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+            _embedding_tower__f_model_id = _BD186(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
             pos += _embedding_tower__n_model_id
             _embedding_tower__n_model_version, = _S23_unpack_from(mv, pos)
             pos += 4
-            _embedding_tower__f_model_version = _BD184(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+            _embedding_tower__f_model_version = _BD186(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
             pos += _embedding_tower__n_model_version
             _embedding_tower__n_weights_digest, = _S23_unpack_from(mv, pos)
             pos += 4
@@ -11353,7 +11421,7 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             if _embedding_tower___v is None:
                 raise ConstraintError('unknown normalization value')
             _embedding_tower__f_normalization = _embedding_tower___v
-            _embedding_tower__f_prompt_prefix = _BD184(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+            _embedding_tower__f_prompt_prefix = _BD186(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
             _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S92_unpack_from(mv, pos)
             pos += 12
@@ -11372,7 +11440,7 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S23_unpack_from(mv, pos)[0]
                 pos += 4
-                _embedding_tower__f_os_build = _BD184(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+                _embedding_tower__f_os_build = _BD186(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
                 pos += _embedding_tower___n
             else:
                 _embedding_tower__f_os_build = None
@@ -11463,62 +11531,61 @@ def _em_embedding_epoch(values):
     _a = _all.append
     _chunks = []
     _S23_pack = _S23.pack
+    _S246_pack = _S246.pack
     _S54_pack = _S54.pack
     _S89_pack = _S89.pack
-    _S92_pack = _S92.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S89_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
-        _embedding_tower__v = v.document
-        if not (_embedding_tower__v.os_build_present == 0 or _embedding_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        _a(_L187[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_model_id)
-        _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        _a(_L187[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_model_version)
-        _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        _a(_L187[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_weights_digest)
-        _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
-        _a(_embedding_tower___b_prompt_prefix)
-        _a(_S92_pack(_embedding_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_embedding_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_embedding_tower__v.compute_units], _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
-        if _embedding_tower__v.os_build_present == 1:
-            _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            _a(_L187[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_embedding_tower___b)
-        elif _embedding_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-        _embedding_tower__v = v.query
-        if not (_embedding_tower__v.os_build_present == 0 or _embedding_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        _a(_L187[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_model_id)
-        _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        _a(_L187[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_model_version)
-        _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        _a(_L187[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_embedding_tower___b_weights_digest)
-        _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
-        _a(_embedding_tower___b_prompt_prefix)
-        _a(_S92_pack(_embedding_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_embedding_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_embedding_tower__v.compute_units], _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
-        if _embedding_tower__v.os_build_present == 1:
-            _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            _a(_L187[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_embedding_tower___b)
-        elif _embedding_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-        _b_alignment_digest = v.alignment_digest
-        _a(_L187[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S23_pack(_ln))
-        _a(_b_alignment_digest)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S89_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
+            _embedding_tower__v = v.document
+            if not (_embedding_tower__v.os_build_present == 0 or _embedding_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_model_id)
+            _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_model_version)
+            _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_weights_digest)
+            _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
+            _a(_embedding_tower___b_prompt_prefix)
+            _a(_S246_pack(_embedding_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_embedding_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_embedding_tower__v.compute_units], _embedding_tower__v.os_build_present))
+            if _embedding_tower__v.os_build_present == 1:
+                _embedding_tower___b = _embedding_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_embedding_tower___b)
+            elif _embedding_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+            _embedding_tower__v = v.query
+            if not (_embedding_tower__v.os_build_present == 0 or _embedding_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_model_id)
+            _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_model_version)
+            _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
+            _a(_L190[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
+            _a(_embedding_tower___b_weights_digest)
+            _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_embedding_tower__v.dims, _NORMALIZATION_BY_VALUE[_embedding_tower__v.normalization], len(_embedding_tower___b_prompt_prefix)))
+            _a(_embedding_tower___b_prompt_prefix)
+            _a(_S246_pack(_embedding_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_embedding_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_embedding_tower__v.compute_units], _embedding_tower__v.os_build_present))
+            if _embedding_tower__v.os_build_present == 1:
+                _embedding_tower___b = _embedding_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_embedding_tower___b)
+            elif _embedding_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+            _b_alignment_digest = v.alignment_digest
+            _a(_L190[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S23_pack(_ln))
+            _a(_b_alignment_digest)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_column_def(mv, pos, end):
@@ -11554,7 +11621,7 @@ def _u_column_def(mv, pos, end):
     f_type = _COLUMNTYPE_BY_VALUE[f_type]
     if not (f_nullable == 0 or f_nullable == 1):
         raise ConstraintError('nullable must be 0 or 1')
-    f_name = _BD184(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
+    f_name = _BD186(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
     pos += n_name
     _obj = _new(ColumnDef)
     _obj.column_id = f_column_id
@@ -11580,7 +11647,7 @@ def _m_column_def(mv, pos, end, _rest=_decode_many):
             f_type = _COLUMNTYPE_BY_VALUE[f_type]
             if not (f_nullable == 0 or f_nullable == 1):
                 raise ConstraintError('nullable must be 0 or 1')
-            f_name = _BD184(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
+            f_name = _BD186(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
             pos += n_name
             _obj = _new(ColumnDef)
             _obj.column_id = f_column_id
@@ -11694,13 +11761,13 @@ def _e_clustering_range(out, v):
 
 def _em_clustering_range(values):
     out = bytearray()
-    _S69_pack = _S69.pack
+    _S247_pack = _S247.pack
     for v in values:
         if not (v.tag == 2 or (v.min_ts == 0 and v.max_ts == 0)):
             raise EncodeError('Unstamped/Empty ranges require zero bounds', path='max_ts')
         if not (v.tag != 2 or v.min_ts <= v.max_ts):
             raise EncodeError('bounded range requires min_ts <= max_ts', path='max_ts')
-        out += _S69_pack(_RANGETAG_BY_VALUE[v.tag], b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+        out += _S247_pack(_RANGETAG_BY_VALUE[v.tag], v.min_ts, v.max_ts)
     return bytes(out)
 
 def _d_tsr1_body(mv, pos, end, p_segment_count):
@@ -12086,35 +12153,34 @@ def _em_zgen_extension(values):
     _a = _all.append
     _chunks = []
     _S14_pack = _S14.pack
-    _S211_pack = _S211.pack
     _S23_pack = _S23.pack
+    _S248_pack = _S248.pack
     _S89_pack = _S89.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not 1313163098 == 1313163098:
-            raise EncodeError('graph object count/length mismatch (trailing object bytes)', path='magic')
-        if not (v.version == 1 or v.version == 2):
-            raise EncodeError('unknown graph generation boundary version', path='version')
-        if v.rows is not None and (not len(v.rows) >= 1):
-            raise EncodeError('ZGEN v2 needs at least one row', path='row_count')
-        if v.version == 2:
-            _a(_S211_pack(1313163098, v.version, v.counted_through, len(v.rows)))
-        else:
-            _a(_S14_pack(1313163098, v.version, v.counted_through))
-        if v.version == 2:
-            _a(_S23_pack(0))
-        if v.version == 2:
-            if len(v.rows) != len(v.rows):
-                raise EncodeError('expected ' + str(len(v.rows)) + ' items, found ' + str(len(v.rows)), path='rows')
-            for _x in v.rows:
-                if not _x.increment_count > 0:
-                    raise EncodeError('ZGEN increment counts must be positive', path='increment_count')
-                _a(_S89_pack(_x.after_sequence, _x.increment_count))
-        elif v.rows is not None:
-            raise EncodeError('field is present but its condition is false', path='rows')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            if not 1313163098 == 1313163098:
+                raise EncodeError('graph object count/length mismatch (trailing object bytes)', path='magic')
+            if not (v.version == 1 or v.version == 2):
+                raise EncodeError('unknown graph generation boundary version', path='version')
+            if v.rows is not None and (not len(v.rows) >= 1):
+                raise EncodeError('ZGEN v2 needs at least one row', path='row_count')
+            if v.version == 2:
+                _a(_S248_pack(1313163098, v.version, v.counted_through, len(v.rows)))
+            else:
+                _a(_S14_pack(1313163098, v.version, v.counted_through))
+            if v.version == 2:
+                _a(_S23_pack(0))
+            if v.version == 2:
+                if (_k1 := len(v.rows)) != _k1:
+                    raise EncodeError('expected ' + str(_k1) + ' items, found ' + str(_k1), path='rows')
+                for _x in v.rows:
+                    if not _x.increment_count > 0:
+                        raise EncodeError('ZGEN increment counts must be positive', path='increment_count')
+                    _a(_S89_pack(_x.after_sequence, _x.increment_count))
+            elif v.rows is not None:
+                raise EncodeError('field is present but its condition is false', path='rows')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_graph_section(mv, pos, end):
@@ -12715,7 +12781,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _tsr1_body___obj.ranges = _tsr1_body__f_ranges
         f_body = _tsr1_body___obj
     elif f_tag == 861030234:
-        _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S212.unpack_from(mv, pos)
+        _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S249.unpack_from(mv, pos)
         pos += 4
         if pos + _zgr3_body__f_section_len > end:
             raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes')
@@ -12839,8 +12905,8 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
     _end = end
     _S11_unpack_from = _S11.unpack_from
     _S14_unpack_from = _S14.unpack_from
-    _S212_unpack_from = _S212.unpack_from
     _S23_unpack_from = _S23.unpack_from
+    _S249_unpack_from = _S249.unpack_from
     _S47_unpack_from = _S47.unpack_from
     _S69_unpack_from = _S69.unpack_from
     _S86_unpack_from = _S86.unpack_from
@@ -12886,7 +12952,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _tsr1_body___obj.ranges = _tsr1_body__f_ranges
                 f_body = _tsr1_body___obj
             elif f_tag == 861030234:
-                _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S212_unpack_from(mv, pos)
+                _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S249_unpack_from(mv, pos)
                 pos += 4
                 if pos + _zgr3_body__f_section_len > end:
                     raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes')
@@ -13164,14 +13230,16 @@ def _em_manifest_extension(values, p_version, p_segment_count):
     out = bytearray()
     _S11_pack = _S11.pack
     _S14_pack = _S14.pack
-    _S195_pack = _S195.pack
-    _S211_pack = _S211.pack
+    _S210_pack = _S210.pack
+    _S223_pack = _S223.pack
+    _S224_pack = _S224.pack
     _S23_pack = _S23.pack
+    _S230_pack = _S230.pack
+    _S231_pack = _S231.pack
+    _S247_pack = _S247.pack
+    _S248_pack = _S248.pack
+    _S252_pack = _S252.pack
     _S47_pack = _S47.pack
-    _S69_pack = _S69.pack
-    _S72_pack = _S72.pack
-    _S74_pack = _S74.pack
-    _S78_pack = _S78.pack
     _S86_pack = _S86.pack
     _S89_pack = _S89.pack
     for v in values:
@@ -13180,110 +13248,110 @@ def _em_manifest_extension(values, p_version, p_segment_count):
         if not (v.tag != 861030234 or p_version == 3):
             raise EncodeError('ZGR3 graph section requires manifest v3', path='tag')
         _s_tag = len(out)
-        out += _S23_pack(v.tag)
         _tag = v.tag
         if _tag == 827478868:
-            if v.body.__class__ is not Tsr1Body:
-                raise EncodeError('tag 827478868 takes a Tsr1Body, not ' + type(v.body).__name__, path='body')
             _tsr1_body__v = v.body
-            if not len(_tsr1_body__v.ranges) == p_segment_count:
+            if _tsr1_body__v.__class__ is not Tsr1Body:
+                raise EncodeError('tag 827478868 takes a Tsr1Body, not ' + type(_tsr1_body__v).__name__, path='body')
+            if not (_k0 := len(_tsr1_body__v.ranges)) == p_segment_count:
                 raise EncodeError('TSR1 count must equal segment_count', path='count')
-            out += _L187[_ln] if (_ln := len(_tsr1_body__v.ranges)) < 256 else _S23_pack(_ln)
-            if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
-                raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
+            out += _S11_pack(_tag, _k0)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='ranges')
             for _tsr1_body___x in _tsr1_body__v.ranges:
                 if not (_tsr1_body___x.tag == 2 or (_tsr1_body___x.min_ts == 0 and _tsr1_body___x.max_ts == 0)):
                     raise EncodeError('Unstamped/Empty ranges require zero bounds', path='max_ts')
                 if not (_tsr1_body___x.tag != 2 or _tsr1_body___x.min_ts <= _tsr1_body___x.max_ts):
                     raise EncodeError('bounded range requires min_ts <= max_ts', path='max_ts')
-                out += _S69_pack(_RANGETAG_BY_VALUE[_tsr1_body___x.tag], b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
+                out += _S247_pack(_RANGETAG_BY_VALUE[_tsr1_body___x.tag], _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
         elif _tag == 861030234:
-            if v.body.__class__ is not Zgr3Body:
-                raise EncodeError('tag 861030234 takes a Zgr3Body, not ' + type(v.body).__name__, path='body')
             _zgr3_body__v = v.body
-            _zgr3_body___at_section_len = len(out) + 0
-            out += _S23_pack(0)
-            _zgr3_body___ps = len(out)
+            if _zgr3_body__v.__class__ is not Zgr3Body:
+                raise EncodeError('tag 861030234 takes a Zgr3Body, not ' + type(_zgr3_body__v).__name__, path='body')
+            _zgr3_body___at_section_len = len(out) + 0 + 4
+            _zgr3_body___ps = len(out) + 8
             _zgr3_body___graph_section__v = _zgr3_body__v.graph
             if not _zgr3_body___graph_section__v.graph_present == 1:
                 raise EncodeError('graph_present must be 1', path='graph_present')
-            _zgr3_body___graph_section___at_state_len = len(out) + 16
-            out += _S72_pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
-            _zgr3_body___graph_section___ps = len(out)
+            _zgr3_body___graph_section___at_state_len = len(out) + 16 + 8
+            _zgr3_body___graph_section___ps = len(out) + 28
             _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
-            out += _S74_pack(_zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
-            if len(_zgr3_body___graph_section___commit_state__v.symbol_high_water) != 4:
-                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.symbol_high_water)), path='symbol_high_water')
-            out += struct.pack('<' + str(len(_zgr3_body___graph_section___commit_state__v.symbol_high_water)) + 'Q', *_zgr3_body___graph_section___commit_state__v.symbol_high_water)
+            out += _S252_pack(_tag, 0, _zgr3_body___graph_section__v.graph_present, _zgr3_body___graph_section__v.absorbed_through, 0, _zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+            if (_k1 := len(_zgr3_body___graph_section___commit_state__v.symbol_high_water)) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(_k1), path='symbol_high_water')
+            out += struct.pack('<' + str(_k1) + 'Q', *_zgr3_body___graph_section___commit_state__v.symbol_high_water)
             out += _S47_pack(_zgr3_body___graph_section___commit_state__v.creation_serial)
             if len(_zgr3_body___graph_section___commit_state__v.roots) != 8:
                 raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.roots)), path='roots')
             for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.roots:
                 if not (_zgr3_body___graph_section___commit_state___x.present == 0 or _zgr3_body___graph_section___commit_state___x.present == 1):
                     raise EncodeError('unknown presence tag', path='present')
-                out += _S78_pack(_zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgr3_body___graph_section___commit_state___x.present == 1:
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___x.ref
-                    if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                    out += _S195_pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
-                elif _zgr3_body___graph_section___commit_state___x.ref is not None:
-                    raise EncodeError('field is present but its condition is false', path='ref')
+                    if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                        raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                    out += _S223_pack(_zgr3_body___graph_section___commit_state___x.present, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                else:
+                    out += _S224_pack(_zgr3_body___graph_section___commit_state___x.present)
+                    if _zgr3_body___graph_section___commit_state___x.ref is not None:
+                        raise EncodeError('field is present but its condition is false', path='ref')
             _zgr3_body___graph_section___commit_state___required_ref__v = _zgr3_body___graph_section___commit_state__v.catalog
-            if not _zgr3_body___graph_section___commit_state___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___required_ref__v.descriptor.artifact:
-                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___required_ref__v.descriptor
-            out += _S195_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version)
             _zgr3_body___graph_section___commit_state___optional_ref__v = _zgr3_body___graph_section___commit_state__v.vector
+            if not _zgr3_body___graph_section___commit_state___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact:
+                raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
             if not (_zgr3_body___graph_section___commit_state___optional_ref__v.present == 0 or _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
-                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
+                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S230_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version, _zgr3_body___graph_section___commit_state___optional_ref__v.present, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S231_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version, _zgr3_body___graph_section___commit_state___optional_ref__v.present)
+                if _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
             _zgr3_body___graph_section___commit_state___optional_ref__v = _zgr3_body___graph_section___commit_state__v.text
             if not (_zgr3_body___graph_section___commit_state___optional_ref__v.present == 0 or _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
-                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
+                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S223_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S224_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present)
+                if _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
             _zgr3_body___graph_section___commit_state___optional_ref__v = _zgr3_body___graph_section___commit_state__v.reclaim
             if not (_zgr3_body___graph_section___commit_state___optional_ref__v.present == 0 or _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1):
                 raise EncodeError('unknown presence tag', path='present')
-            out += _S78_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
-                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor.artifact:
-                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
                 _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S195_pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
-            elif _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
-                raise EncodeError('field is present but its condition is false', path='ref')
-            out += _S11_pack(len(_zgr3_body___graph_section___commit_state__v.prepared), 0)
-            if len(_zgr3_body___graph_section___commit_state__v.prepared) != len(_zgr3_body___graph_section___commit_state__v.prepared):
-                raise EncodeError('expected ' + str(len(_zgr3_body___graph_section___commit_state__v.prepared)) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.prepared)), path='prepared')
-            for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.prepared:
-                if not _zgr3_body___graph_section___commit_state___x.artifact == _zgr3_body___graph_section___commit_state___x.descriptor.artifact:
+                if not _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact == _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact:
                     raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S223_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            else:
+                out += _S224_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present)
+                if _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
+            out += _S11_pack((_k3 := len(_zgr3_body___graph_section___commit_state__v.prepared)), 0)
+            if _k3 != _k3:
+                raise EncodeError('expected ' + str(_k3) + ' items, found ' + str(_k3), path='prepared')
+            for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.prepared:
                 _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___x.descriptor
-                out += _S195_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___x.offset, _zgr3_body___graph_section___commit_state___x.length, _zgr3_body___graph_section___commit_state___x.block_kind, _zgr3_body___graph_section___commit_state___x.block_version)
+                if not _zgr3_body___graph_section___commit_state___x.artifact == _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact:
+                    raise EncodeError("physical ref artifact must equal the descriptor's", path='artifact')
+                out += _S210_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___x.offset, _zgr3_body___graph_section___commit_state___x.length, _zgr3_body___graph_section___commit_state___x.block_kind, _zgr3_body___graph_section___commit_state___x.block_version)
             _zgr3_body___graph_section___size_state = len(out) - _zgr3_body___graph_section___ps
             _S23.pack_into(out, _zgr3_body___graph_section___at_state_len, _zgr3_body___graph_section___size_state)
-            out += _L187[_ln] if (_ln := len(_zgr3_body___graph_section__v.objects)) < 256 else _S23_pack(_ln)
-            if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
-                raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
+            out += _S23_pack((_k4 := len(_zgr3_body___graph_section__v.objects)))
+            if _k4 != _k4:
+                raise EncodeError('expected ' + str(_k4) + ' items, found ' + str(_k4), path='objects')
             for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
                 if not _zgr3_body___graph_section___x.artifact_id != 0:
                     raise EncodeError('artifact ids are non-zero nonces', path='artifact_id')
@@ -13296,14 +13364,14 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 if _zgr3_body___graph_section___x.rows is not None and (not len(_zgr3_body___graph_section___x.rows) >= 1):
                     raise EncodeError('ZGEN v2 needs at least one row', path='row_count')
                 if _zgr3_body___graph_section___x.version == 2:
-                    out += _S211_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through, len(_zgr3_body___graph_section___x.rows))
+                    out += _S248_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through, len(_zgr3_body___graph_section___x.rows))
                 else:
                     out += _S14_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
                 if _zgr3_body___graph_section___x.version == 2:
                     out += _S23_pack(0)
                 if _zgr3_body___graph_section___x.version == 2:
-                    if len(_zgr3_body___graph_section___x.rows) != len(_zgr3_body___graph_section___x.rows):
-                        raise EncodeError('expected ' + str(len(_zgr3_body___graph_section___x.rows)) + ' items, found ' + str(len(_zgr3_body___graph_section___x.rows)), path='rows')
+                    if (_k6 := len(_zgr3_body___graph_section___x.rows)) != _k6:
+                        raise EncodeError('expected ' + str(_k6) + ' items, found ' + str(_k6), path='rows')
                     for _zgr3_body___graph_section___zgen_extension___x in _zgr3_body___graph_section___x.rows:
                         if not _zgr3_body___graph_section___zgen_extension___x.increment_count > 0:
                             raise EncodeError('ZGEN increment counts must be positive', path='increment_count')
@@ -13313,9 +13381,10 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             _zgr3_body___size_graph = len(out) - _zgr3_body___ps
             _S23.pack_into(out, _zgr3_body___at_section_len, _zgr3_body___size_graph)
         else:
+            out += _S23_pack(_tag)
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
         _e_body = len(out)
-        if v.tag == 861030234:
+        if _tag == 861030234:
             out += _S47_pack(_ck_xxh3_64(out if _s_tag == 0 and _e_body == len(out) else memoryview(out)[_s_tag:_e_body]))
     return bytes(out)
 
@@ -13912,7 +13981,7 @@ def _d_purge_file(mv, pos, end):
     return _obj, pos
 
 def _u_purge_file(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S214.unpack_from(mv, pos)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S254.unpack_from(mv, pos)
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
@@ -13982,14 +14051,14 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S214_unpack_from = _S214.unpack_from
+    _S254_unpack_from = _S254.unpack_from
     _S89_unpack_from = _S89.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S214_unpack_from(mv, pos)
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S254_unpack_from(mv, pos)
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
@@ -14095,9 +14164,8 @@ def _e_purge_file(out, v):
 
 def _em_purge_file(values):
     out = bytearray()
-    _S0_pack = _S0.pack
+    _S254_pack = _S254.pack
     _S47_pack = _S47.pack
-    _S60_pack = _S60.pack
     for v in values:
         if not 15 == 15:
             raise EncodeError('wrong family id (expected 15, purge intent)', path='family_id')
@@ -14109,17 +14177,15 @@ def _em_purge_file(values):
             raise EncodeError('framed artifact header_length must be 32', path='header_length')
         _s_magic = len(out)
         _at_file_length = len(out) + 24
-        out += _S0_pack(b'ZEPEMBED', 15, 1, 0, 32, 0)
-        _ps = len(out)
+        _ps = len(out) + 32
         _purge_block__v = v.block
-        _purge_block___at_block_len = len(out) + 0
-        out += _S47_pack(0)
-        _purge_block___s_payload = len(out)
-        _purge_block___ps = len(out)
+        _purge_block___at_block_len = len(out) + 0 + 32
+        _purge_block___s_payload = len(out) + 40
+        _purge_block___ps = len(out) + 40
         _purge_block___purge_payload__v = _purge_block__v.payload
-        out += _S60_pack(_purge_block___purge_payload__v.token_id, len(_purge_block___purge_payload__v.doc_ids), 0)
-        if len(_purge_block___purge_payload__v.doc_ids) != len(_purge_block___purge_payload__v.doc_ids):
-            raise EncodeError('expected ' + str(len(_purge_block___purge_payload__v.doc_ids)) + ' items, found ' + str(len(_purge_block___purge_payload__v.doc_ids)), path='doc_ids')
+        out += _S254_pack(b'ZEPEMBED', 15, 1, 0, 32, 0, 0, _purge_block___purge_payload__v.token_id, (_k0 := len(_purge_block___purge_payload__v.doc_ids)), 0)
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='doc_ids')
         out += b''.join([_purge_block___purge_payload___x.to_bytes(16, 'little', signed=False) for _purge_block___purge_payload___x in _purge_block___purge_payload__v.doc_ids])
         _purge_block___size_payload = len(out) - _purge_block___ps
         _S47.pack_into(out, _purge_block___at_block_len, _purge_block___size_payload)
@@ -14162,16 +14228,16 @@ def _d_epoch_digest_input(mv, pos, end):
 
 def _u_epoch_digest_input(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, _digest_tower__n_model_id = _S215.unpack_from(mv, pos)
+    f_magic, _digest_tower__n_model_id = _S255.unpack_from(mv, pos)
     pos += 8
     if f_magic != b'ZEEMBEP2':
         raise ConstraintError('bad magic')
     pos += 4
-    _digest_tower__f_model_id = _BD184(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+    _digest_tower__f_model_id = _BD186(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
     _digest_tower__n_model_version, = _S23.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_model_version = _BD184(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+    _digest_tower__f_model_version = _BD186(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
     pos += _digest_tower__n_model_version
     _digest_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
     pos += 4
@@ -14183,7 +14249,7 @@ def _u_epoch_digest_input(mv, pos, end):
     if _digest_tower___v is None:
         raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
-    _digest_tower__f_prompt_prefix = _BD184(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+    _digest_tower__f_prompt_prefix = _BD186(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
     _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56.unpack_from(mv, pos)
     pos += 9
@@ -14200,7 +14266,7 @@ def _u_epoch_digest_input(mv, pos, end):
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S23.unpack_from(mv, pos)[0]
         pos += 4
-        _digest_tower__f_os_build = _BD184(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
+        _digest_tower__f_os_build = _BD186(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
         pos += _digest_tower___n
     else:
         _digest_tower__f_os_build = None
@@ -14219,11 +14285,11 @@ def _u_epoch_digest_input(mv, pos, end):
     f_document = _digest_tower___obj
     _digest_tower__n_model_id, = _S23.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_model_id = _BD184(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+    _digest_tower__f_model_id = _BD186(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
     _digest_tower__n_model_version, = _S23.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_model_version = _BD184(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+    _digest_tower__f_model_version = _BD186(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
     pos += _digest_tower__n_model_version
     _digest_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
     pos += 4
@@ -14235,7 +14301,7 @@ def _u_epoch_digest_input(mv, pos, end):
     if _digest_tower___v is None:
         raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
-    _digest_tower__f_prompt_prefix = _BD184(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+    _digest_tower__f_prompt_prefix = _BD186(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
     _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56.unpack_from(mv, pos)
     pos += 9
@@ -14252,7 +14318,7 @@ def _u_epoch_digest_input(mv, pos, end):
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S23.unpack_from(mv, pos)[0]
         pos += 4
-        _digest_tower__f_os_build = _BD184(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
+        _digest_tower__f_os_build = _BD186(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
         pos += _digest_tower___n
     else:
         _digest_tower__f_os_build = None
@@ -14285,8 +14351,8 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S215_unpack_from = _S215.unpack_from
     _S23_unpack_from = _S23.unpack_from
+    _S255_unpack_from = _S255.unpack_from
     _S54_unpack_from = _S54.unpack_from
     _S56_unpack_from = _S56.unpack_from
     try:
@@ -14294,16 +14360,16 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, _digest_tower__n_model_id = _S215_unpack_from(mv, pos)
+            f_magic, _digest_tower__n_model_id = _S255_unpack_from(mv, pos)
             pos += 8
             if f_magic != b'ZEEMBEP2':
                 raise ConstraintError('bad magic')
             pos += 4
-            _digest_tower__f_model_id = _BD184(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+            _digest_tower__f_model_id = _BD186(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
             _digest_tower__n_model_version, = _S23_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_model_version = _BD184(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+            _digest_tower__f_model_version = _BD186(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
             pos += _digest_tower__n_model_version
             _digest_tower__n_weights_digest, = _S23_unpack_from(mv, pos)
             pos += 4
@@ -14315,7 +14381,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             if _digest_tower___v is None:
                 raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
-            _digest_tower__f_prompt_prefix = _BD184(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+            _digest_tower__f_prompt_prefix = _BD186(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
             _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56_unpack_from(mv, pos)
             pos += 9
@@ -14332,7 +14398,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S23_unpack_from(mv, pos)[0]
                 pos += 4
-                _digest_tower__f_os_build = _BD184(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
+                _digest_tower__f_os_build = _BD186(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
                 pos += _digest_tower___n
             else:
                 _digest_tower__f_os_build = None
@@ -14351,11 +14417,11 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             f_document = _digest_tower___obj
             _digest_tower__n_model_id, = _S23_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_model_id = _BD184(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+            _digest_tower__f_model_id = _BD186(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
             _digest_tower__n_model_version, = _S23_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_model_version = _BD184(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+            _digest_tower__f_model_version = _BD186(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
             pos += _digest_tower__n_model_version
             _digest_tower__n_weights_digest, = _S23_unpack_from(mv, pos)
             pos += 4
@@ -14367,7 +14433,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             if _digest_tower___v is None:
                 raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
-            _digest_tower__f_prompt_prefix = _BD184(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+            _digest_tower__f_prompt_prefix = _BD186(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
             _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56_unpack_from(mv, pos)
             pos += 9
@@ -14384,7 +14450,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S23_unpack_from(mv, pos)[0]
                 pos += 4
-                _digest_tower__f_os_build = _BD184(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
+                _digest_tower__f_os_build = _BD186(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
                 pos += _digest_tower___n
             else:
                 _digest_tower__f_os_build = None
@@ -14476,59 +14542,58 @@ def _em_epoch_digest_input(values):
     _S49_pack = _S49.pack
     _S54_pack = _S54.pack
     _S56_pack = _S56.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S49_pack(b'ZEEMBEP2'))
-        _digest_tower__v = v.document
-        if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_id)
-        _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_version)
-        _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_weights_digest)
-        _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
-        _a(_digest_tower___b_prompt_prefix)
-        _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
-        if _digest_tower__v.os_build_present == 1:
-            _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_L187[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_digest_tower___b)
-        elif _digest_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-        _digest_tower__v = v.query
-        if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_id)
-        _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_version)
-        _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_weights_digest)
-        _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
-        _a(_digest_tower___b_prompt_prefix)
-        _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
-        if _digest_tower__v.os_build_present == 1:
-            _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_L187[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_digest_tower___b)
-        elif _digest_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-        _b_alignment_digest = v.alignment_digest
-        _a(_L187[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S23_pack(_ln))
-        _a(_b_alignment_digest)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S49_pack(b'ZEEMBEP2'))
+            _digest_tower__v = v.document
+            if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_id)
+            _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_version)
+            _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_weights_digest)
+            _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
+            _a(_digest_tower___b_prompt_prefix)
+            _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
+            if _digest_tower__v.os_build_present == 1:
+                _digest_tower___b = _digest_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_digest_tower___b)
+            elif _digest_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+            _digest_tower__v = v.query
+            if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_id)
+            _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_version)
+            _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_weights_digest)
+            _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
+            _a(_digest_tower___b_prompt_prefix)
+            _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
+            if _digest_tower__v.os_build_present == 1:
+                _digest_tower___b = _digest_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_digest_tower___b)
+            elif _digest_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+            _b_alignment_digest = v.alignment_digest
+            _a(_L190[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S23_pack(_ln))
+            _a(_b_alignment_digest)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_epoch_digest_input_v1(mv, pos, end):
@@ -14549,16 +14614,16 @@ def _d_epoch_digest_input_v1(mv, pos, end):
 
 def _u_epoch_digest_input_v1(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, _digest_tower__n_model_id = _S215.unpack_from(mv, pos)
+    f_magic, _digest_tower__n_model_id = _S255.unpack_from(mv, pos)
     pos += 8
     if f_magic != b'ZEEMBEP1':
         raise ConstraintError('bad magic')
     pos += 4
-    _digest_tower__f_model_id = _BD184(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+    _digest_tower__f_model_id = _BD186(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
     _digest_tower__n_model_version, = _S23.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_model_version = _BD184(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+    _digest_tower__f_model_version = _BD186(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
     pos += _digest_tower__n_model_version
     _digest_tower__n_weights_digest, = _S23.unpack_from(mv, pos)
     pos += 4
@@ -14570,7 +14635,7 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     if _digest_tower___v is None:
         raise ConstraintError('unknown normalization value')
     _digest_tower__f_normalization = _digest_tower___v
-    _digest_tower__f_prompt_prefix = _BD184(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+    _digest_tower__f_prompt_prefix = _BD186(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
     _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56.unpack_from(mv, pos)
     pos += 9
@@ -14587,7 +14652,7 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S23.unpack_from(mv, pos)[0]
         pos += 4
-        _digest_tower__f_os_build = _BD184(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
+        _digest_tower__f_os_build = _BD186(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
         pos += _digest_tower___n
     else:
         _digest_tower__f_os_build = None
@@ -14613,8 +14678,8 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S215_unpack_from = _S215.unpack_from
     _S23_unpack_from = _S23.unpack_from
+    _S255_unpack_from = _S255.unpack_from
     _S54_unpack_from = _S54.unpack_from
     _S56_unpack_from = _S56.unpack_from
     try:
@@ -14622,16 +14687,16 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, _digest_tower__n_model_id = _S215_unpack_from(mv, pos)
+            f_magic, _digest_tower__n_model_id = _S255_unpack_from(mv, pos)
             pos += 8
             if f_magic != b'ZEEMBEP1':
                 raise ConstraintError('bad magic')
             pos += 4
-            _digest_tower__f_model_id = _BD184(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+            _digest_tower__f_model_id = _BD186(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
             _digest_tower__n_model_version, = _S23_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_model_version = _BD184(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+            _digest_tower__f_model_version = _BD186(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
             pos += _digest_tower__n_model_version
             _digest_tower__n_weights_digest, = _S23_unpack_from(mv, pos)
             pos += 4
@@ -14643,7 +14708,7 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
             if _digest_tower___v is None:
                 raise ConstraintError('unknown normalization value')
             _digest_tower__f_normalization = _digest_tower___v
-            _digest_tower__f_prompt_prefix = _BD184(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+            _digest_tower__f_prompt_prefix = _BD186(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
             _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S56_unpack_from(mv, pos)
             pos += 9
@@ -14660,7 +14725,7 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S23_unpack_from(mv, pos)[0]
                 pos += 4
-                _digest_tower__f_os_build = _BD184(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
+                _digest_tower__f_os_build = _BD186(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
                 pos += _digest_tower___n
             else:
                 _digest_tower__f_os_build = None
@@ -14720,34 +14785,33 @@ def _em_epoch_digest_input_v1(values):
     _S49_pack = _S49.pack
     _S54_pack = _S54.pack
     _S56_pack = _S56.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S49_pack(b'ZEEMBEP1'))
-        _digest_tower__v = v.tower
-        if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
-            raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
-        _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_id)
-        _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_model_version)
-        _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_L187[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
-        _a(_digest_tower___b_weights_digest)
-        _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
-        _a(_digest_tower___b_prompt_prefix)
-        _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
-        if _digest_tower__v.os_build_present == 1:
-            _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_L187[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
-            _a(_digest_tower___b)
-        elif _digest_tower__v.os_build is not None:
-            raise EncodeError('field is present but its condition is false', path='os_build')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S49_pack(b'ZEEMBEP1'))
+            _digest_tower__v = v.tower
+            if not (_digest_tower__v.os_build_present == 0 or _digest_tower__v.os_build_present == 1):
+                raise EncodeError('unknown presence tag (OS build)', path='os_build_present')
+            _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_id)
+            _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_model_version)
+            _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+            _a(_L190[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S23_pack(_ln))
+            _a(_digest_tower___b_weights_digest)
+            _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
+            _a(_S54_pack(_digest_tower__v.dims, _NORMALIZATION_BY_VALUE[_digest_tower__v.normalization], len(_digest_tower___b_prompt_prefix)))
+            _a(_digest_tower___b_prompt_prefix)
+            _a(_S56_pack(_digest_tower__v.max_tokens, _EMBEDRUNTIME_BY_VALUE[_digest_tower__v.runtime], _COMPUTEUNITS_BY_VALUE[_digest_tower__v.compute_units], _digest_tower__v.os_build_present))
+            if _digest_tower__v.os_build_present == 1:
+                _digest_tower___b = _digest_tower__v.os_build.encode()
+                _a(_L190[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S23_pack(_ln))
+                _a(_digest_tower___b)
+            elif _digest_tower__v.os_build is not None:
+                raise EncodeError('field is present but its condition is false', path='os_build')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_digest_tower(mv, pos, end):
@@ -15173,14 +15237,14 @@ def _em_segment_header(values):
             raise EncodeError('unsupported segment version (registry accepts 1..1)', path='family_version')
         if not 0 == 0:
             raise EncodeError('segment header flags must be zero', path='flags')
-        if not 72 + 32 * len(v.regions) == 72 + 32 * len(v.regions):
+        if not 72 + 32 * (_k0 := len(v.regions)) == 72 + (_k1 := (32 * _k0)):
             raise EncodeError('header_length must equal 72 + 32 x region_count', path='region_count')
         _s_magic = len(out)
         if len(v.segment_id) != 16:
             raise EncodeError('expected 16 bytes, found ' + str(len(v.segment_id)), path='segment_id')
-        out += _S43_pack(b'ZEPEMBED', 2, 1, 0, 72 + 32 * len(v.regions), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims)
-        if len(v.regions) != len(v.regions):
-            raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
+        out += _S43_pack(b'ZEPEMBED', 2, 1, 0, 72 + _k1, v.file_length, v.segment_id, v.row_count, _k0, 0, _QUANTSCHEME_BY_VALUE[v.scheme], 0, v.dims)
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='regions')
         for _x in v.regions:
             if not _x.offset % 16384 == 0:
                 raise EncodeError('region offset must be 16 KiB aligned', path='offset')
@@ -15330,8 +15394,8 @@ def _em_vector_codes_region(values):
     for v in values:
         _vector_header__v = v.header
         out += _S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
-        if len(v.codes) != v.header.row_stride * v.header.row_count:
-            raise EncodeError('expected ' + str(v.header.row_stride * v.header.row_count) + ' items, found ' + str(len(v.codes)), path='codes')
+        if len(v.codes) != _vector_header__v.row_stride * _vector_header__v.row_count:
+            raise EncodeError('expected ' + str(_vector_header__v.row_stride * _vector_header__v.row_count) + ' items, found ' + str(len(v.codes)), path='codes')
         out += numpy.asarray(v.codes, dtype='<u1').tobytes()
     return bytes(out)
 
@@ -15637,32 +15701,31 @@ def _em_vector_factors_region(values):
     _a = _all.append
     _chunks = []
     _S37_pack = _S37.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _vector_header__v = v.header
-        _a(_S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
-        if v.header.scheme == 4 and v.header.factor_stride == 12:
-            if len(v.bit4) != v.header.row_count:
-                raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
-            _a(numpy.ascontiguousarray(v.bit4).tobytes())
-        elif v.bit4 is not None:
-            raise EncodeError('field is present but its condition is false', path='bit4')
-        if v.header.scheme == 2 and v.header.factor_stride == 8:
-            if len(v.int8) != v.header.row_count:
-                raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.int8)), path='int8')
-            _a(numpy.ascontiguousarray(v.int8).tobytes())
-        elif v.int8 is not None:
-            raise EncodeError('field is present but its condition is false', path='int8')
-        if not (v.header.scheme == 4 and v.header.factor_stride == 12 or (v.header.scheme == 2 and v.header.factor_stride == 8)):
-            _b = v.raw
-            if len(_b) != v.header.factor_stride * v.header.row_count:
-                raise EncodeError('wrong length ' + str(len(_b)), path='raw')
-            _a(_b)
-        elif v.raw is not None:
-            raise EncodeError('field is present but its condition is false', path='raw')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _vector_header__v = v.header
+            _a(_S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
+            if _vector_header__v.scheme == 4 and _vector_header__v.factor_stride == 12:
+                if len(v.bit4) != _vector_header__v.row_count:
+                    raise EncodeError('expected ' + str(_vector_header__v.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
+                _a(numpy.ascontiguousarray(v.bit4).tobytes())
+            elif v.bit4 is not None:
+                raise EncodeError('field is present but its condition is false', path='bit4')
+            if _vector_header__v.scheme == 2 and _vector_header__v.factor_stride == 8:
+                if len(v.int8) != _vector_header__v.row_count:
+                    raise EncodeError('expected ' + str(_vector_header__v.row_count) + ' items, found ' + str(len(v.int8)), path='int8')
+                _a(numpy.ascontiguousarray(v.int8).tobytes())
+            elif v.int8 is not None:
+                raise EncodeError('field is present but its condition is false', path='int8')
+            if not (_vector_header__v.scheme == 4 and _vector_header__v.factor_stride == 12 or (_vector_header__v.scheme == 2 and _vector_header__v.factor_stride == 8)):
+                _b = v.raw
+                if len(_b) != _vector_header__v.factor_stride * _vector_header__v.row_count:
+                    raise EncodeError('wrong length ' + str(len(_b)), path='raw')
+                _a(_b)
+            elif v.raw is not None:
+                raise EncodeError('field is present but its condition is false', path='raw')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_vector_rescore_region(mv, pos, end):
@@ -15783,12 +15846,12 @@ def _em_vector_rescore_region(values):
     out = bytearray()
     _S37_pack = _S37.pack
     for v in values:
-        if not (v.header.scheme == 0 and v.header.factor_stride == 0 and (v.header.row_stride == v.header.dims * 4)):
-            raise EncodeError('rescore header must be scheme 0, stride dims x 4, factor stride 0', path='header')
         _vector_header__v = v.header
+        if not (_vector_header__v.scheme == 0 and _vector_header__v.factor_stride == 0 and (_vector_header__v.row_stride == _vector_header__v.dims * 4)):
+            raise EncodeError('rescore header must be scheme 0, stride dims x 4, factor stride 0', path='header')
         out += _S37_pack(_QUANTSCHEME_BY_VALUE[_vector_header__v.scheme], 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
-        if len(v.values) != v.header.dims * v.header.row_count:
-            raise EncodeError('expected ' + str(v.header.dims * v.header.row_count) + ' items, found ' + str(len(v.values)), path='values')
+        if len(v.values) != _vector_header__v.dims * _vector_header__v.row_count:
+            raise EncodeError('expected ' + str(_vector_header__v.dims * _vector_header__v.row_count) + ' items, found ' + str(len(v.values)), path='values')
         out += numpy.asarray(v.values, dtype='<f4').tobytes()
     return bytes(out)
 
@@ -15853,7 +15916,7 @@ def _u_columns_region(mv, pos, end):
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
             raise ConstraintError('nullable must be 0 or 1')
-        _column_def_f_name = _BD184(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
+        _column_def_f_name = _BD186(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
         _column_def__obj.column_id = _column_def_f_column_id
@@ -15897,7 +15960,7 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
                     raise ConstraintError('nullable must be 0 or 1')
-                _column_def_f_name = _BD184(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
+                _column_def_f_name = _BD186(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
                 _column_def__obj.column_id = _column_def_f_column_id
@@ -15943,22 +16006,21 @@ def _em_columns_region(values):
     _chunks = []
     _S11_pack = _S11.pack
     _S35_pack = _S35.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S11_pack(v.row_count, len(v.defs)))
-        if len(v.defs) != len(v.defs):
-            raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
-        for _x in v.defs:
-            if not (_x.nullable == 0 or _x.nullable == 1):
-                raise EncodeError('nullable must be 0 or 1', path='nullable')
-            _column_def_b_name = _x.name.encode()
-            _a(_S35_pack(_x.column_id, _COLUMNTYPE_BY_VALUE[_x.type], _x.nullable, len(_column_def_b_name)))
-            _a(_column_def_b_name)
-        _b = v.data
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S11_pack(v.row_count, (_k0 := len(v.defs))))
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='defs')
+            for _x in v.defs:
+                if not (_x.nullable == 0 or _x.nullable == 1):
+                    raise EncodeError('nullable must be 0 or 1', path='nullable')
+                _column_def_b_name = _x.name.encode()
+                _a(_S35_pack(_x.column_id, _COLUMNTYPE_BY_VALUE[_x.type], _x.nullable, len(_column_def_b_name)))
+                _a(_column_def_b_name)
+            _b = v.data
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_dictionary_column(mv, pos, end, p_rows):
@@ -16230,7 +16292,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         for _dictionary_column___i in range(_dictionary_column___c):
             _dictionary_column___n = _S23.unpack_from(mv, pos)[0]
             pos += 4
-            _dictionary_column___x = _BD184(mv[pos:pos + _dictionary_column___n]) if _isb else str(mv[pos:pos + _dictionary_column___n], 'utf-8')
+            _dictionary_column___x = _BD186(mv[pos:pos + _dictionary_column___n]) if _isb else str(mv[pos:pos + _dictionary_column___n], 'utf-8')
             pos += _dictionary_column___n
             _dictionary_column__f_strings.append(_dictionary_column___x)
         _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S30.unpack_from(mv, pos)
@@ -16281,7 +16343,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         for _i in range(_c):
             _n = _S23.unpack_from(mv, pos)[0]
             pos += 4
-            _x = _BD184(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
+            _x = _BD186(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             pos += _n
             f_raw_strings.append(_x)
     else:
@@ -16378,7 +16440,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 for _dictionary_column___i in range(_dictionary_column___c):
                     _dictionary_column___n = _S23_unpack_from(mv, pos)[0]
                     pos += 4
-                    _dictionary_column___x = _BD184(mv[pos:pos + _dictionary_column___n]) if _isb else str(mv[pos:pos + _dictionary_column___n], 'utf-8')
+                    _dictionary_column___x = _BD186(mv[pos:pos + _dictionary_column___n]) if _isb else str(mv[pos:pos + _dictionary_column___n], 'utf-8')
                     pos += _dictionary_column___n
                     _dictionary_column__f_strings.append(_dictionary_column___x)
                 _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S30_unpack_from(mv, pos)
@@ -16429,7 +16491,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 for _i in range(_c):
                     _n = _S23_unpack_from(mv, pos)[0]
                     pos += 4
-                    _x = _BD184(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
+                    _x = _BD186(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                     pos += _n
                     f_raw_strings.append(_x)
             else:
@@ -16534,51 +16596,51 @@ def _em_column_data(values, p_type, p_rows):
         _size_presence = len(out) - _ps
         _S23.pack_into(out, _at_presence_len, _size_presence)
         if p_type == 1:
-            if len(v.u64s) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.u64s)), path='u64s')
-            out += struct.pack('<' + str(len(v.u64s)) + 'Q', *v.u64s)
+            if (_k0 := len(v.u64s)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k0), path='u64s')
+            out += struct.pack('<' + str(_k0) + 'Q', *v.u64s)
         elif v.u64s is not None:
             raise EncodeError('field is present but its condition is false', path='u64s')
         if p_type == 2:
-            if len(v.i64s) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.i64s)), path='i64s')
-            out += struct.pack('<' + str(len(v.i64s)) + 'q', *v.i64s)
+            if (_k1 := len(v.i64s)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k1), path='i64s')
+            out += struct.pack('<' + str(_k1) + 'q', *v.i64s)
         elif v.i64s is not None:
             raise EncodeError('field is present but its condition is false', path='i64s')
         if p_type == 3:
-            if len(v.f64s) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.f64s)), path='f64s')
-            out += struct.pack('<' + str(len(v.f64s)) + 'd', *v.f64s)
+            if (_k2 := len(v.f64s)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k2), path='f64s')
+            out += struct.pack('<' + str(_k2) + 'd', *v.f64s)
         elif v.f64s is not None:
             raise EncodeError('field is present but its condition is false', path='f64s')
         if p_type == 4:
-            if len(v.bools) != p_rows:
-                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.bools)), path='bools')
-            out += struct.pack('<' + str(len(v.bools)) + 'B', *v.bools)
+            if (_k3 := len(v.bools)) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k3), path='bools')
+            out += struct.pack('<' + str(_k3) + 'B', *v.bools)
         elif v.bools is not None:
             raise EncodeError('field is present but its condition is false', path='bools')
         if p_type == 5:
             _dictionary_column__v = v.dictionary
             if not (_dictionary_column__v.code_width == 2 or _dictionary_column__v.code_width == 4):
                 raise EncodeError('dictionary code width must be 2 or 4', path='code_width')
-            out += _L187[_ln] if (_ln := len(_dictionary_column__v.strings)) < 256 else _S23_pack(_ln)
-            if len(_dictionary_column__v.strings) != len(_dictionary_column__v.strings):
-                raise EncodeError('expected ' + str(len(_dictionary_column__v.strings)) + ' items, found ' + str(len(_dictionary_column__v.strings)), path='strings')
+            out += _S23_pack((_k4 := len(_dictionary_column__v.strings)))
+            if _k4 != _k4:
+                raise EncodeError('expected ' + str(_k4) + ' items, found ' + str(_k4), path='strings')
             for _dictionary_column___x in _dictionary_column__v.strings:
                 _dictionary_column___b = _dictionary_column___x.encode()
-                out += _L187[_ln] if (_ln := len(_dictionary_column___b)) < 256 else _S23_pack(_ln)
+                out += _L190[_ln] if (_ln := len(_dictionary_column___b)) < 256 else _S23_pack(_ln)
                 out += _dictionary_column___b
             out += _S30_pack(_dictionary_column__v.code_width, 0)
             if _dictionary_column__v.code_width == 2:
-                if len(_dictionary_column__v.codes16) != p_rows:
-                    raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(_dictionary_column__v.codes16)), path='codes16')
-                out += struct.pack('<' + str(len(_dictionary_column__v.codes16)) + 'H', *_dictionary_column__v.codes16)
+                if (_k5 := len(_dictionary_column__v.codes16)) != p_rows:
+                    raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k5), path='codes16')
+                out += struct.pack('<' + str(_k5) + 'H', *_dictionary_column__v.codes16)
             elif _dictionary_column__v.codes16 is not None:
                 raise EncodeError('field is present but its condition is false', path='codes16')
             if _dictionary_column__v.code_width == 4:
-                if len(_dictionary_column__v.codes32) != p_rows:
-                    raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(_dictionary_column__v.codes32)), path='codes32')
-                out += struct.pack('<' + str(len(_dictionary_column__v.codes32)) + 'I', *_dictionary_column__v.codes32)
+                if (_k6 := len(_dictionary_column__v.codes32)) != p_rows:
+                    raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(_k6), path='codes32')
+                out += struct.pack('<' + str(_k6) + 'I', *_dictionary_column__v.codes32)
             elif _dictionary_column__v.codes32 is not None:
                 raise EncodeError('field is present but its condition is false', path='codes32')
         elif v.dictionary is not None:
@@ -16588,7 +16650,7 @@ def _em_column_data(values, p_type, p_rows):
                 raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.raw_strings)), path='raw_strings')
             for _x in v.raw_strings:
                 _b = _x.encode()
-                out += _L187[_ln] if (_ln := len(_b)) < 256 else _S23_pack(_ln)
+                out += _L190[_ln] if (_ln := len(_b)) < 256 else _S23_pack(_ln)
                 out += _b
         elif v.raw_strings is not None:
             raise EncodeError('field is present but its condition is false', path='raw_strings')
@@ -16859,9 +16921,9 @@ def _em_checksum_table_region(values):
     for v in values:
         if not 65536 == 65536:
             raise EncodeError('checksum table chunk size must be 65536', path='chunk_size')
-        out += _S11_pack(len(v.entries), 65536)
-        if len(v.entries) != len(v.entries):
-            raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
+        out += _S11_pack((_k0 := len(v.entries)), 65536)
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='entries')
         for _x in v.entries:
             out += _S20_pack(_x.kind, 0, _x.chunk_index, _x.checksum)
     return bytes(out)
@@ -17137,19 +17199,18 @@ def _em_stored_metadata_region(values):
     _a = _all.append
     _chunks = []
     _S14_pack = _S14.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        if not 0 == 0:
-            raise EncodeError('stored metadata start offset must be zero', path='start')
-        _a(_S14_pack(len(v.ends), 0, 0))
-        if len(v.ends) != len(v.ends):
-            raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-        _a(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
-        _b = v.data
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            if not 0 == 0:
+                raise EncodeError('stored metadata start offset must be zero', path='start')
+            _a(_S14_pack((_k0 := len(v.ends)), 0, 0))
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='ends')
+            _a(struct.pack('<' + str(_k0) + 'Q', *v.ends))
+            _b = v.data
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_stored_text_region(mv, pos, end):
@@ -17281,21 +17342,20 @@ def _em_stored_text_region(values):
     _a = _all.append
     _chunks = []
     _S11_pack = _S11.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S11_pack(len(v.ends), 0))
-        _b = v.presence
-        if len(_b) != (len(v.ends) + 7) // 8:
-            raise EncodeError('wrong length ' + str(len(_b)), path='presence')
-        _a(_b)
-        if len(v.ends) != len(v.ends):
-            raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-        _a(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
-        _b = v.data
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S11_pack((_k0 := len(v.ends)), 0))
+            _b = v.presence
+            if len(_b) != (_k0 + 7) // 8:
+                raise EncodeError('wrong length ' + str(len(_b)), path='presence')
+            _a(_b)
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='ends')
+            _a(struct.pack('<' + str(_k0) + 'Q', *v.ends))
+            _b = v.data
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
@@ -17350,7 +17410,7 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
         raise ConstraintError('negative size')
     f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
-    _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S216.unpack_from(mv, pos)
+    _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S256.unpack_from(mv, pos)
     pos += 12
     _bit4_factors___obj = _new(Bit4Factors)
     _bit4_factors___obj.scale = _bit4_factors__f_scale
@@ -17387,7 +17447,7 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S216_unpack_from = _S216.unpack_from
+    _S256_unpack_from = _S256.unpack_from
     try:
         while True:
             if pos >= end:
@@ -17399,7 +17459,7 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
                 raise ConstraintError('negative size')
             f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
-            _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S216_unpack_from(mv, pos)
+            _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S256_unpack_from(mv, pos)
             pos += 12
             _bit4_factors___obj = _new(Bit4Factors)
             _bit4_factors___obj.scale = _bit4_factors__f_scale
@@ -17458,24 +17518,24 @@ def _e_graph_node_block(out, v, p_code_bytes, p_max_degree):
 
 def _em_graph_node_block(values, p_code_bytes, p_max_degree):
     out = bytearray()
-    _S216_pack = _S216.pack
+    _S256_pack = _S256.pack
     for v in values:
         start = len(out)
+        _b = v.codes
         if not v.degree <= p_max_degree:
             raise EncodeError('degree exceeds max_degree', path='degree')
-        _b = v.codes
         if len(_b) != p_code_bytes:
             raise EncodeError('wrong length ' + str(len(_b)), path='codes')
         out += _b
         _bit4_factors__v = v.factors
-        out += _S216_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction, v.degree, v.flags.to_int(), 0)
+        out += _S256_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction, v.degree, v.flags.to_int(), 0)
         if len(v.neighbours) != p_max_degree:
             raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
         if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK10:
             out += v.neighbours.raw
         else:
             out += _PK10.encode_all(v.neighbours)
-        out += bytes(-(len(out) - start) % 128)
+        out += _Z257[-(len(out) - start) % 128]
     return bytes(out)
 
 def _d_graph_node_blocks_region(mv, pos, end, p_region_len):
@@ -17536,7 +17596,7 @@ def _u_graph_node_blocks_region(mv, pos, end, p_region_len):
         raise ConstraintError('negative size')
     f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
-    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S217.unpack_from(mv, pos)
+    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S258.unpack_from(mv, pos)
     _r2 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
@@ -17577,7 +17637,7 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S217_unpack_from = _S217.unpack_from
+    _S258_unpack_from = _S258.unpack_from
     try:
         while True:
             if pos >= end:
@@ -17589,7 +17649,7 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
                 raise ConstraintError('negative size')
             f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
-            f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S217_unpack_from(mv, pos)
+            f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S258_unpack_from(mv, pos)
             _r2 = pos
             pos += 32
             if f_magic != b'ZEGRNB01':
@@ -17653,12 +17713,12 @@ def _e_graph_node_blocks_region(out, v, p_region_len):
     out += _S2.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
     f_checksum = _ck_xxh3_64((out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count]))
     out += _S47.pack(f_checksum)
-    out += _S218.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S259.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _em_graph_node_blocks_region(values, p_region_len):
     out = bytearray()
-    _S2_pack = _S2.pack
-    _S4_pack = _S4.pack
+    _S260_pack = _S260.pack
+    _S261_pack = _S261.pack
     for v in values:
         if not 1 == 1:
             raise EncodeError('unsupported graph node block version', path='version')
@@ -17678,9 +17738,8 @@ def _em_graph_node_blocks_region(values, p_region_len):
             raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
         out += _b
         _e_node_count = len(out) + 32
-        out += _S2_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
-        f_checksum = _ck_xxh3_64(out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count])
-        out += _S4_pack(f_checksum, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S260_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, v.stride, v.node_count)
+        out += _S261_pack(_ck_xxh3_64(out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count]))
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------

@@ -198,9 +198,9 @@ def test_many_encoder_gives_the_records_encoded_one_by_one(proj, fx, monkeypatch
     many = getattr(mod, f"encode_many_{record}")
     assert many([value, value, value], **fx.params) == one * 3
     assert many([], **fx.params) == b""
-    # past the point where the listed pieces are joined into a chunk (1 or 2 per record),
-    # and a count that leaves a partial last chunk
-    n = 2 * FastEmitter.ENCODE_CHUNK + 3
+    # past the point where the listed pieces are joined into a chunk, and a count that
+    # leaves a partial last chunk
+    n = 2 * FastEmitter.ENCODE_CHUNK_RECORDS + 3
     assert many([value] * n, **fx.params) == one * n
 
 

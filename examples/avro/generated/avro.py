@@ -334,11 +334,11 @@ def _em_avro_file(values):
             _data_block__p_header_sync = v.sync
             if not _data_block__p_header_sync == _data_block__p_header_sync:
                 raise EncodeError("block sync marker differs from the header's", path='sync')
-            out += _zigzag_encode(len(_x.objects))
+            out += _zigzag_encode((_k2 := len(_x.objects)))
             _data_block___outer = out
             out = bytearray()
-            if len(_x.objects) != len(_x.objects):
-                raise EncodeError('expected ' + str(len(_x.objects)) + ' items, found ' + str(len(_x.objects)), path='objects')
+            if _k2 != _k2:
+                raise EncodeError('expected ' + str(_k2) + ' items, found ' + str(_k2), path='objects')
             for _data_block___x in _x.objects:
                 out += _zigzag_encode(_data_block___x.id)
                 _data_block___reading___b = _data_block___x.name.encode()
@@ -464,17 +464,16 @@ def _em_meta_entry(values):
     _all = []
     _a = _all.append
     _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _b = v.key.encode()
-        _a(_zigzag_encode(len(_b)))
-        _a(_b)
-        _b = v.value
-        _a(_zigzag_encode(len(_b)))
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _b = v.key.encode()
+            _a(_zigzag_encode(len(_b)))
+            _a(_b)
+            _b = v.value
+            _a(_zigzag_encode(len(_b)))
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_data_block(mv, pos, end, p_codec, p_header_sync):
@@ -575,11 +574,11 @@ def _em_data_block(values, p_codec, p_header_sync):
     for v in values:
         if not p_header_sync == p_header_sync:
             raise EncodeError("block sync marker differs from the header's", path='sync')
-        out += _zigzag_encode(len(v.objects))
+        out += _zigzag_encode((_k0 := len(v.objects)))
         _outer = out
         out = bytearray()
-        if len(v.objects) != len(v.objects):
-            raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='objects')
         for _x in v.objects:
             out += _zigzag_encode(_x.id)
             _reading___b = _x.name.encode()
@@ -717,18 +716,17 @@ def _em_reading(values):
     _all = []
     _a = _all.append
     _chunks = []
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_zigzag_encode(v.id))
-        _b = v.name.encode()
-        _a(_zigzag_encode(len(_b)))
-        _a(_b)
-        _b = v.payload
-        _a(_zigzag_encode(len(_b)))
-        _a(_b)
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_zigzag_encode(v.id))
+            _b = v.name.encode()
+            _a(_zigzag_encode(len(_b)))
+            _a(_b)
+            _b = v.payload
+            _a(_zigzag_encode(len(_b)))
+            _a(_b)
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 # -- fast path: public API ------------------------------------------------------------

@@ -521,36 +521,35 @@ def _em_write_batch(values):
     _chunks = []
     _S3_pack = _S3.pack
     _S5_pack = _S5.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S5_pack(v.sequence, len(v.ops)))
-        if len(v.ops) != len(v.ops):
-            raise EncodeError('expected ' + str(len(v.ops)) + ' items, found ' + str(len(v.ops)), path='ops')
-        for _x in v.ops:
-            _a(_S3_pack(_VALUETYPE_BY_VALUE[_x.tag]))
-            _batch_op___tag = _x.tag
-            if _batch_op___tag == 1:
-                if _x.body.__class__ is not PutOp:
-                    raise EncodeError('tag VALUE takes a PutOp, not ' + type(_x.body).__name__, path='body')
-                _batch_op___put_op__v = _x.body
-                _batch_op___put_op___b = _batch_op___put_op__v.key
-                _a(_uleb128_encode(_batch_op___put_op___w) if (_batch_op___put_op___w := len(_batch_op___put_op___b)).__class__ is not int or not -1 < _batch_op___put_op___w < 16384 else _uleb128_one[_batch_op___put_op___w] if _batch_op___put_op___w < 128 else bytes((_batch_op___put_op___w & 127 | 128, _batch_op___put_op___w >> 7)))
-                _a(_batch_op___put_op___b)
-                _batch_op___put_op___b = _batch_op___put_op__v.value
-                _a(_uleb128_encode(_batch_op___put_op___w) if (_batch_op___put_op___w := len(_batch_op___put_op___b)).__class__ is not int or not -1 < _batch_op___put_op___w < 16384 else _uleb128_one[_batch_op___put_op___w] if _batch_op___put_op___w < 128 else bytes((_batch_op___put_op___w & 127 | 128, _batch_op___put_op___w >> 7)))
-                _a(_batch_op___put_op___b)
-            elif _batch_op___tag == 0:
-                if _x.body.__class__ is not DeleteOp:
-                    raise EncodeError('tag DELETION takes a DeleteOp, not ' + type(_x.body).__name__, path='body')
-                _batch_op___delete_op__v = _x.body
-                _batch_op___delete_op___b = _batch_op___delete_op__v.key
-                _a(_uleb128_encode(_batch_op___delete_op___w) if (_batch_op___delete_op___w := len(_batch_op___delete_op___b)).__class__ is not int or not -1 < _batch_op___delete_op___w < 16384 else _uleb128_one[_batch_op___delete_op___w] if _batch_op___delete_op___w < 128 else bytes((_batch_op___delete_op___w & 127 | 128, _batch_op___delete_op___w >> 7)))
-                _a(_batch_op___delete_op___b)
-            else:
-                raise EncodeError('no case for tag ' + repr(_batch_op___tag), path='body')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S5_pack(v.sequence, (_k0 := len(v.ops))))
+            if _k0 != _k0:
+                raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='ops')
+            for _x in v.ops:
+                _a(_S3_pack(_VALUETYPE_BY_VALUE[_x.tag]))
+                _batch_op___tag = _x.tag
+                if _batch_op___tag == 1:
+                    _batch_op___put_op__v = _x.body
+                    _batch_op___put_op___b = _batch_op___put_op__v.key
+                    if _batch_op___put_op__v.__class__ is not PutOp:
+                        raise EncodeError('tag VALUE takes a PutOp, not ' + type(_batch_op___put_op__v).__name__, path='body')
+                    _a(_uleb128_encode(_batch_op___put_op___w) if (_batch_op___put_op___w := len(_batch_op___put_op___b)).__class__ is not int or not -1 < _batch_op___put_op___w < 16384 else _uleb128_one[_batch_op___put_op___w] if _batch_op___put_op___w < 128 else bytes((_batch_op___put_op___w & 127 | 128, _batch_op___put_op___w >> 7)))
+                    _a(_batch_op___put_op___b)
+                    _batch_op___put_op___b = _batch_op___put_op__v.value
+                    _a(_uleb128_encode(_batch_op___put_op___w) if (_batch_op___put_op___w := len(_batch_op___put_op___b)).__class__ is not int or not -1 < _batch_op___put_op___w < 16384 else _uleb128_one[_batch_op___put_op___w] if _batch_op___put_op___w < 128 else bytes((_batch_op___put_op___w & 127 | 128, _batch_op___put_op___w >> 7)))
+                    _a(_batch_op___put_op___b)
+                elif _batch_op___tag == 0:
+                    _batch_op___delete_op__v = _x.body
+                    _batch_op___delete_op___b = _batch_op___delete_op__v.key
+                    if _batch_op___delete_op__v.__class__ is not DeleteOp:
+                        raise EncodeError('tag DELETION takes a DeleteOp, not ' + type(_batch_op___delete_op__v).__name__, path='body')
+                    _a(_uleb128_encode(_batch_op___delete_op___w) if (_batch_op___delete_op___w := len(_batch_op___delete_op___b)).__class__ is not int or not -1 < _batch_op___delete_op___w < 16384 else _uleb128_one[_batch_op___delete_op___w] if _batch_op___delete_op___w < 128 else bytes((_batch_op___delete_op___w & 127 | 128, _batch_op___delete_op___w >> 7)))
+                    _a(_batch_op___delete_op___b)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_batch_op___tag), path='body')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_batch_op(mv, pos, end):
@@ -765,32 +764,31 @@ def _em_batch_op(values):
     _a = _all.append
     _chunks = []
     _S3_pack = _S3.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S3_pack(_VALUETYPE_BY_VALUE[v.tag]))
-        _tag = v.tag
-        if _tag == 1:
-            if v.body.__class__ is not PutOp:
-                raise EncodeError('tag VALUE takes a PutOp, not ' + type(v.body).__name__, path='body')
-            _put_op__v = v.body
-            _put_op___b = _put_op__v.key
-            _a(_uleb128_encode(_put_op___w) if (_put_op___w := len(_put_op___b)).__class__ is not int or not -1 < _put_op___w < 16384 else _uleb128_one[_put_op___w] if _put_op___w < 128 else bytes((_put_op___w & 127 | 128, _put_op___w >> 7)))
-            _a(_put_op___b)
-            _put_op___b = _put_op__v.value
-            _a(_uleb128_encode(_put_op___w) if (_put_op___w := len(_put_op___b)).__class__ is not int or not -1 < _put_op___w < 16384 else _uleb128_one[_put_op___w] if _put_op___w < 128 else bytes((_put_op___w & 127 | 128, _put_op___w >> 7)))
-            _a(_put_op___b)
-        elif _tag == 0:
-            if v.body.__class__ is not DeleteOp:
-                raise EncodeError('tag DELETION takes a DeleteOp, not ' + type(v.body).__name__, path='body')
-            _delete_op__v = v.body
-            _delete_op___b = _delete_op__v.key
-            _a(_uleb128_encode(_delete_op___w) if (_delete_op___w := len(_delete_op___b)).__class__ is not int or not -1 < _delete_op___w < 16384 else _uleb128_one[_delete_op___w] if _delete_op___w < 128 else bytes((_delete_op___w & 127 | 128, _delete_op___w >> 7)))
-            _a(_delete_op___b)
-        else:
-            raise EncodeError('no case for tag ' + repr(_tag), path='body')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S3_pack(_VALUETYPE_BY_VALUE[v.tag]))
+            _tag = v.tag
+            if _tag == 1:
+                _put_op__v = v.body
+                _put_op___b = _put_op__v.key
+                if _put_op__v.__class__ is not PutOp:
+                    raise EncodeError('tag VALUE takes a PutOp, not ' + type(_put_op__v).__name__, path='body')
+                _a(_uleb128_encode(_put_op___w) if (_put_op___w := len(_put_op___b)).__class__ is not int or not -1 < _put_op___w < 16384 else _uleb128_one[_put_op___w] if _put_op___w < 128 else bytes((_put_op___w & 127 | 128, _put_op___w >> 7)))
+                _a(_put_op___b)
+                _put_op___b = _put_op__v.value
+                _a(_uleb128_encode(_put_op___w) if (_put_op___w := len(_put_op___b)).__class__ is not int or not -1 < _put_op___w < 16384 else _uleb128_one[_put_op___w] if _put_op___w < 128 else bytes((_put_op___w & 127 | 128, _put_op___w >> 7)))
+                _a(_put_op___b)
+            elif _tag == 0:
+                _delete_op__v = v.body
+                _delete_op___b = _delete_op__v.key
+                if _delete_op__v.__class__ is not DeleteOp:
+                    raise EncodeError('tag DELETION takes a DeleteOp, not ' + type(_delete_op__v).__name__, path='body')
+                _a(_uleb128_encode(_delete_op___w) if (_delete_op___w := len(_delete_op___b)).__class__ is not int or not -1 < _delete_op___w < 16384 else _uleb128_one[_delete_op___w] if _delete_op___w < 128 else bytes((_delete_op___w & 127 | 128, _delete_op___w >> 7)))
+                _a(_delete_op___b)
+            else:
+                raise EncodeError('no case for tag ' + repr(_tag), path='body')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_put_op(mv, pos, end):

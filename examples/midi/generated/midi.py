@@ -294,6 +294,8 @@ _S23 = struct.Struct('>bB')
 _T24 = (('sharps', 0, 1), ('minor', 1, 1))
 _S25 = struct.Struct('>I')
 _S26 = struct.Struct('>4sIHHH')
+_S27 = struct.Struct('>BH')
+_S28 = struct.Struct('>BBBBB')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -553,9 +555,9 @@ def _em_midi_file(values):
     for v in values:
         _bp_smpte = _bit_part(v.smpte, 1, 'smpte')
         _bp_ticks = _bit_part(v.ticks, 15, 'ticks')
-        out += _S26_pack(b'MThd', 6, _SMFFORMAT_BY_VALUE[v.format], len(v.tracks), _bp_smpte << 15 | _bp_ticks)
-        if len(v.tracks) != len(v.tracks):
-            raise EncodeError('expected ' + str(len(v.tracks)) + ' items, found ' + str(len(v.tracks)), path='tracks')
+        out += _S26_pack(b'MThd', 6, _SMFFORMAT_BY_VALUE[v.format], (_k0 := len(v.tracks)), _bp_smpte << 15 | _bp_ticks)
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='tracks')
         for _x in v.tracks:
             _track___at_length = len(out) + 4
             out += _S3_pack(b'MTrk', 0)
@@ -1294,9 +1296,10 @@ def _em_event(values, p_running):
     out = bytearray()
     _S11_pack = _S11.pack
     _S18_pack = _S18.pack
-    _S2_pack = _S2.pack
     _S20_pack = _S20.pack
     _S23_pack = _S23.pack
+    _S27_pack = _S27.pack
+    _S28_pack = _S28.pack
     _S5_pack = _S5.pack
     _S6_pack = _S6.pack
     for v in values:
@@ -1307,68 +1310,68 @@ def _em_event(values, p_running):
             raise EncodeError('field is present but its condition is false', path='status')
         _tag = (v.status >> 4 if v.status < 240 else v.status) if v.status is not None else p_running >> 4 if p_running < 240 else 0
         if _tag == 8:
-            if v.message.__class__ is not Note:
-                raise EncodeError('tag 8 takes a Note, not ' + type(v.message).__name__, path='message')
             _note__v = v.message
+            if _note__v.__class__ is not Note:
+                raise EncodeError('tag 8 takes a Note, not ' + type(_note__v).__name__, path='message')
             if _note__v.note > 127:
                 raise EncodeError('value ' + repr(_note__v.note) + ' out of range None..127', path='note')
             if _note__v.velocity > 127:
                 raise EncodeError('value ' + repr(_note__v.velocity) + ' out of range None..127', path='velocity')
             out += _S6_pack(_note__v.note, _note__v.velocity)
         elif _tag == 9:
-            if v.message.__class__ is not Note:
-                raise EncodeError('tag 9 takes a Note, not ' + type(v.message).__name__, path='message')
             _note__v = v.message
+            if _note__v.__class__ is not Note:
+                raise EncodeError('tag 9 takes a Note, not ' + type(_note__v).__name__, path='message')
             if _note__v.note > 127:
                 raise EncodeError('value ' + repr(_note__v.note) + ' out of range None..127', path='note')
             if _note__v.velocity > 127:
                 raise EncodeError('value ' + repr(_note__v.velocity) + ' out of range None..127', path='velocity')
             out += _S6_pack(_note__v.note, _note__v.velocity)
         elif _tag == 10:
-            if v.message.__class__ is not Note:
-                raise EncodeError('tag 10 takes a Note, not ' + type(v.message).__name__, path='message')
             _note__v = v.message
+            if _note__v.__class__ is not Note:
+                raise EncodeError('tag 10 takes a Note, not ' + type(_note__v).__name__, path='message')
             if _note__v.note > 127:
                 raise EncodeError('value ' + repr(_note__v.note) + ' out of range None..127', path='note')
             if _note__v.velocity > 127:
                 raise EncodeError('value ' + repr(_note__v.velocity) + ' out of range None..127', path='velocity')
             out += _S6_pack(_note__v.note, _note__v.velocity)
         elif _tag == 11:
-            if v.message.__class__ is not ControlChange:
-                raise EncodeError('tag 11 takes a ControlChange, not ' + type(v.message).__name__, path='message')
             _control_change__v = v.message
+            if _control_change__v.__class__ is not ControlChange:
+                raise EncodeError('tag 11 takes a ControlChange, not ' + type(_control_change__v).__name__, path='message')
             if _control_change__v.control > 127:
                 raise EncodeError('value ' + repr(_control_change__v.control) + ' out of range None..127', path='control')
             if _control_change__v.value > 127:
                 raise EncodeError('value ' + repr(_control_change__v.value) + ' out of range None..127', path='value')
             out += _S6_pack(_control_change__v.control, _control_change__v.value)
         elif _tag == 12:
-            if v.message.__class__ is not ProgramChange:
-                raise EncodeError('tag 12 takes a ProgramChange, not ' + type(v.message).__name__, path='message')
             _program_change__v = v.message
+            if _program_change__v.__class__ is not ProgramChange:
+                raise EncodeError('tag 12 takes a ProgramChange, not ' + type(_program_change__v).__name__, path='message')
             if _program_change__v.program > 127:
                 raise EncodeError('value ' + repr(_program_change__v.program) + ' out of range None..127', path='program')
             out += _S5_pack(_program_change__v.program)
         elif _tag == 13:
-            if v.message.__class__ is not ChannelPressure:
-                raise EncodeError('tag 13 takes a ChannelPressure, not ' + type(v.message).__name__, path='message')
             _channel_pressure__v = v.message
+            if _channel_pressure__v.__class__ is not ChannelPressure:
+                raise EncodeError('tag 13 takes a ChannelPressure, not ' + type(_channel_pressure__v).__name__, path='message')
             if _channel_pressure__v.pressure > 127:
                 raise EncodeError('value ' + repr(_channel_pressure__v.pressure) + ' out of range None..127', path='pressure')
             out += _S5_pack(_channel_pressure__v.pressure)
         elif _tag == 14:
-            if v.message.__class__ is not PitchBend:
-                raise EncodeError('tag 14 takes a PitchBend, not ' + type(v.message).__name__, path='message')
             _pitch_bend__v = v.message
+            if _pitch_bend__v.__class__ is not PitchBend:
+                raise EncodeError('tag 14 takes a PitchBend, not ' + type(_pitch_bend__v).__name__, path='message')
             _pitch_bend___bp_low = _bit_part(_pitch_bend__v.low, 7, 'low')
             _pitch_bend___bp_high = _bit_part(_pitch_bend__v.high, 7, 'high')
             if not (_pitch_bend___bp_low | _pitch_bend___bp_high << 8) & 32896 == 0:
                 raise EncodeError('undefined bits set', path='bend')
             out += _S11_pack(_pitch_bend___bp_low | _pitch_bend___bp_high << 8)
         elif _tag == 240:
-            if v.message.__class__ is not Sysex:
-                raise EncodeError('tag 240 takes a Sysex, not ' + type(v.message).__name__, path='message')
             _sysex__v = v.message
+            if _sysex__v.__class__ is not Sysex:
+                raise EncodeError('tag 240 takes a Sysex, not ' + type(_sysex__v).__name__, path='message')
             _sysex___at_length = len(out)
             _sysex___ps = len(out)
             _sysex___b = _sysex__v.data
@@ -1378,9 +1381,9 @@ def _em_event(values, p_running):
             out[_sysex___at_length:_sysex___at_length] = _sysex___k
             out += _S5_pack(247)
         elif _tag == 247:
-            if v.message.__class__ is not Escape:
-                raise EncodeError('tag 247 takes a Escape, not ' + type(v.message).__name__, path='message')
             _escape__v = v.message
+            if _escape__v.__class__ is not Escape:
+                raise EncodeError('tag 247 takes a Escape, not ' + type(_escape__v).__name__, path='message')
             _escape___at_length = len(out)
             _escape___ps = len(out)
             _escape___b = _escape__v.data
@@ -1389,114 +1392,114 @@ def _em_event(values, p_running):
             _escape___k = _ik_vlq.encode(_escape___size_data)
             out[_escape___at_length:_escape___at_length] = _escape___k
         elif _tag == 255:
-            if v.message.__class__ is not Meta:
-                raise EncodeError('tag 255 takes a Meta, not ' + type(v.message).__name__, path='message')
             _meta__v = v.message
-            out += _S5_pack(_meta__v.meta_type)
-            _meta___at_length = len(out)
-            _meta___ps = len(out)
+            if _meta__v.__class__ is not Meta:
+                raise EncodeError('tag 255 takes a Meta, not ' + type(_meta__v).__name__, path='message')
+            _meta___at_length = len(out) + 1
+            _meta___ps = len(out) + 1
             _meta___tag = _meta__v.meta_type
             if _meta___tag == 0:
-                if _meta__v.data.__class__ is not SequenceNumber:
-                    raise EncodeError('tag SEQUENCE_NUMBER takes a SequenceNumber, not ' + type(_meta__v.data).__name__, path='data')
                 _meta___sequence_number__v = _meta__v.data
-                out += _S2_pack(_meta___sequence_number__v.number)
-            elif _meta___tag == 1:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag TEXT takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 2:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag COPYRIGHT takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 3:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag TRACK_NAME takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 4:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag INSTRUMENT_NAME takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 5:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag LYRICS takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 6:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag MARKER takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 7:
-                if _meta__v.data.__class__ is not Text:
-                    raise EncodeError('tag CUE_MARKER takes a Text, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___text__v = _meta__v.data
-                _meta___text___b = _meta___text__v.text
-                out += _meta___text___b
-            elif _meta___tag == 32:
-                if _meta__v.data.__class__ is not ChannelPrefix:
-                    raise EncodeError('tag CHANNEL_PREFIX takes a ChannelPrefix, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___channel_prefix__v = _meta__v.data
-                if _meta___channel_prefix__v.channel > 15:
-                    raise EncodeError('value ' + repr(_meta___channel_prefix__v.channel) + ' out of range None..15', path='channel')
-                out += _S5_pack(_meta___channel_prefix__v.channel)
-            elif _meta___tag == 33:
-                if _meta__v.data.__class__ is not MidiPort:
-                    raise EncodeError('tag MIDI_PORT takes a MidiPort, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___midi_port__v = _meta__v.data
-                if _meta___midi_port__v.port > 127:
-                    raise EncodeError('value ' + repr(_meta___midi_port__v.port) + ' out of range None..127', path='port')
-                out += _S5_pack(_meta___midi_port__v.port)
-            elif _meta___tag == 47:
-                if _meta__v.data is not None:
-                    raise EncodeError('case END_OF_TRACK carries no body', path='data')
-            elif _meta___tag == 81:
-                if _meta__v.data.__class__ is not SetTempo:
-                    raise EncodeError('tag SET_TEMPO takes a SetTempo, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___set_tempo__v = _meta__v.data
-                out += _S18_pack(_meta___set_tempo__v.tempo.to_bytes(3, 'big', signed=False))
-            elif _meta___tag == 84:
-                if _meta__v.data.__class__ is not SmpteOffset:
-                    raise EncodeError('tag SMPTE_OFFSET takes a SmpteOffset, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___smpte_offset__v = _meta__v.data
-                _meta___smpte_offset___bp_frame_rate = _bit_part(_meta___smpte_offset__v.frame_rate, 2, 'frame_rate')
-                _meta___smpte_offset___bp_hour = _bit_part(_meta___smpte_offset__v.hour, 5, 'hour')
-                if not (_meta___smpte_offset___bp_frame_rate << 5 | _meta___smpte_offset___bp_hour) & 128 == 0:
-                    raise EncodeError('undefined bits set', path='hours')
-                out += _S5_pack(_meta___smpte_offset___bp_frame_rate << 5 | _meta___smpte_offset___bp_hour)
-                if _meta___smpte_offset__v.minutes > 59:
-                    raise EncodeError('value ' + repr(_meta___smpte_offset__v.minutes) + ' out of range None..59', path='minutes')
-                if _meta___smpte_offset__v.seconds > 59:
-                    raise EncodeError('value ' + repr(_meta___smpte_offset__v.seconds) + ' out of range None..59', path='seconds')
-                if _meta___smpte_offset__v.sub_frames > 99:
-                    raise EncodeError('value ' + repr(_meta___smpte_offset__v.sub_frames) + ' out of range None..99', path='sub_frames')
-                out += _S20_pack(_meta___smpte_offset__v.minutes, _meta___smpte_offset__v.seconds, _meta___smpte_offset__v.frames, _meta___smpte_offset__v.sub_frames)
-            elif _meta___tag == 88:
-                if _meta__v.data.__class__ is not TimeSignature:
-                    raise EncodeError('tag TIME_SIGNATURE takes a TimeSignature, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___time_signature__v = _meta__v.data
-                out += _S20_pack(_meta___time_signature__v.numerator, _meta___time_signature__v.denominator_log2, _meta___time_signature__v.clocks_per_click, _meta___time_signature__v.notated_32nd_notes_per_beat)
-            elif _meta___tag == 89:
-                if _meta__v.data.__class__ is not KeySignature:
-                    raise EncodeError('tag KEY_SIGNATURE takes a KeySignature, not ' + type(_meta__v.data).__name__, path='data')
-                _meta___key_signature__v = _meta__v.data
-                if _meta___key_signature__v.sharps < -7 or _meta___key_signature__v.sharps > 7:
-                    raise EncodeError('value ' + repr(_meta___key_signature__v.sharps) + ' out of range -7..7', path='sharps')
-                if _meta___key_signature__v.minor > 1:
-                    raise EncodeError('value ' + repr(_meta___key_signature__v.minor) + ' out of range None..1', path='minor')
-                out += _S23_pack(_meta___key_signature__v.sharps, _meta___key_signature__v.minor)
+                if _meta___sequence_number__v.__class__ is not SequenceNumber:
+                    raise EncodeError('tag SEQUENCE_NUMBER takes a SequenceNumber, not ' + type(_meta___sequence_number__v).__name__, path='data')
+                out += _S27_pack(_meta___tag, _meta___sequence_number__v.number)
             else:
-                out += _meta__v.data
+                out += _S5_pack(_meta___tag)
+                if _meta___tag == 1:
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    if _meta___text__v.__class__ is not Text:
+                        raise EncodeError('tag TEXT takes a Text, not ' + type(_meta___text__v).__name__, path='data')
+                    out += _meta___text___b
+                elif _meta___tag == 2:
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    if _meta___text__v.__class__ is not Text:
+                        raise EncodeError('tag COPYRIGHT takes a Text, not ' + type(_meta___text__v).__name__, path='data')
+                    out += _meta___text___b
+                elif _meta___tag == 3:
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    if _meta___text__v.__class__ is not Text:
+                        raise EncodeError('tag TRACK_NAME takes a Text, not ' + type(_meta___text__v).__name__, path='data')
+                    out += _meta___text___b
+                elif _meta___tag == 4:
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    if _meta___text__v.__class__ is not Text:
+                        raise EncodeError('tag INSTRUMENT_NAME takes a Text, not ' + type(_meta___text__v).__name__, path='data')
+                    out += _meta___text___b
+                elif _meta___tag == 5:
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    if _meta___text__v.__class__ is not Text:
+                        raise EncodeError('tag LYRICS takes a Text, not ' + type(_meta___text__v).__name__, path='data')
+                    out += _meta___text___b
+                elif _meta___tag == 6:
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    if _meta___text__v.__class__ is not Text:
+                        raise EncodeError('tag MARKER takes a Text, not ' + type(_meta___text__v).__name__, path='data')
+                    out += _meta___text___b
+                elif _meta___tag == 7:
+                    _meta___text__v = _meta__v.data
+                    _meta___text___b = _meta___text__v.text
+                    if _meta___text__v.__class__ is not Text:
+                        raise EncodeError('tag CUE_MARKER takes a Text, not ' + type(_meta___text__v).__name__, path='data')
+                    out += _meta___text___b
+                elif _meta___tag == 32:
+                    _meta___channel_prefix__v = _meta__v.data
+                    if _meta___channel_prefix__v.__class__ is not ChannelPrefix:
+                        raise EncodeError('tag CHANNEL_PREFIX takes a ChannelPrefix, not ' + type(_meta___channel_prefix__v).__name__, path='data')
+                    if _meta___channel_prefix__v.channel > 15:
+                        raise EncodeError('value ' + repr(_meta___channel_prefix__v.channel) + ' out of range None..15', path='channel')
+                    out += _S5_pack(_meta___channel_prefix__v.channel)
+                elif _meta___tag == 33:
+                    _meta___midi_port__v = _meta__v.data
+                    if _meta___midi_port__v.__class__ is not MidiPort:
+                        raise EncodeError('tag MIDI_PORT takes a MidiPort, not ' + type(_meta___midi_port__v).__name__, path='data')
+                    if _meta___midi_port__v.port > 127:
+                        raise EncodeError('value ' + repr(_meta___midi_port__v.port) + ' out of range None..127', path='port')
+                    out += _S5_pack(_meta___midi_port__v.port)
+                elif _meta___tag == 47:
+                    if _meta__v.data is not None:
+                        raise EncodeError('case END_OF_TRACK carries no body', path='data')
+                elif _meta___tag == 81:
+                    _meta___set_tempo__v = _meta__v.data
+                    if _meta___set_tempo__v.__class__ is not SetTempo:
+                        raise EncodeError('tag SET_TEMPO takes a SetTempo, not ' + type(_meta___set_tempo__v).__name__, path='data')
+                    out += _S18_pack(_meta___set_tempo__v.tempo.to_bytes(3, 'big', signed=False))
+                elif _meta___tag == 84:
+                    _meta___smpte_offset__v = _meta__v.data
+                    if _meta___smpte_offset__v.__class__ is not SmpteOffset:
+                        raise EncodeError('tag SMPTE_OFFSET takes a SmpteOffset, not ' + type(_meta___smpte_offset__v).__name__, path='data')
+                    _meta___smpte_offset___bp_frame_rate = _bit_part(_meta___smpte_offset__v.frame_rate, 2, 'frame_rate')
+                    _meta___smpte_offset___bp_hour = _bit_part(_meta___smpte_offset__v.hour, 5, 'hour')
+                    if not (_meta___smpte_offset___bp_frame_rate << 5 | _meta___smpte_offset___bp_hour) & 128 == 0:
+                        raise EncodeError('undefined bits set', path='hours')
+                    if _meta___smpte_offset__v.minutes > 59:
+                        raise EncodeError('value ' + repr(_meta___smpte_offset__v.minutes) + ' out of range None..59', path='minutes')
+                    if _meta___smpte_offset__v.seconds > 59:
+                        raise EncodeError('value ' + repr(_meta___smpte_offset__v.seconds) + ' out of range None..59', path='seconds')
+                    if _meta___smpte_offset__v.sub_frames > 99:
+                        raise EncodeError('value ' + repr(_meta___smpte_offset__v.sub_frames) + ' out of range None..99', path='sub_frames')
+                    out += _S28_pack(_meta___smpte_offset___bp_frame_rate << 5 | _meta___smpte_offset___bp_hour, _meta___smpte_offset__v.minutes, _meta___smpte_offset__v.seconds, _meta___smpte_offset__v.frames, _meta___smpte_offset__v.sub_frames)
+                elif _meta___tag == 88:
+                    _meta___time_signature__v = _meta__v.data
+                    if _meta___time_signature__v.__class__ is not TimeSignature:
+                        raise EncodeError('tag TIME_SIGNATURE takes a TimeSignature, not ' + type(_meta___time_signature__v).__name__, path='data')
+                    out += _S20_pack(_meta___time_signature__v.numerator, _meta___time_signature__v.denominator_log2, _meta___time_signature__v.clocks_per_click, _meta___time_signature__v.notated_32nd_notes_per_beat)
+                elif _meta___tag == 89:
+                    _meta___key_signature__v = _meta__v.data
+                    if _meta___key_signature__v.__class__ is not KeySignature:
+                        raise EncodeError('tag KEY_SIGNATURE takes a KeySignature, not ' + type(_meta___key_signature__v).__name__, path='data')
+                    if _meta___key_signature__v.sharps < -7 or _meta___key_signature__v.sharps > 7:
+                        raise EncodeError('value ' + repr(_meta___key_signature__v.sharps) + ' out of range -7..7', path='sharps')
+                    if _meta___key_signature__v.minor > 1:
+                        raise EncodeError('value ' + repr(_meta___key_signature__v.minor) + ' out of range None..1', path='minor')
+                    out += _S23_pack(_meta___key_signature__v.sharps, _meta___key_signature__v.minor)
+                else:
+                    out += _meta__v.data
             _meta___size_data = len(out) - _meta___ps
             _meta___k = _ik_vlq.encode(_meta___size_data)
             out[_meta___at_length:_meta___at_length] = _meta___k

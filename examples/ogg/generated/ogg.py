@@ -208,9 +208,8 @@ _T16 = (('magic', 0, 6),)
 from bytewright.runtime import framing as _framing
 _FR17 = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
 _S18 = struct.Struct('<4sBBQIIIB')
-_L19 = tuple(struct.pack('<B', _i) for _i in range(256))
-_BD20 = bytes.decode
-_L21 = tuple(struct.pack('<I', _i) for _i in range(256))
+_BD19 = bytes.decode
+_L20 = tuple(struct.pack('<I', _i) for _i in range(256))
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -405,10 +404,10 @@ def _em_ogg_page(values):
         out += _FB5
         _e_page_crc = len(out)
         _s_segment_count = len(out)
-        out += _L19[_ln] if (_ln := len(v.segment_table)) < 256 else _S6_pack(_ln)
-        if len(v.segment_table) != len(v.segment_table):
-            raise EncodeError('expected ' + str(len(v.segment_table)) + ' items, found ' + str(len(v.segment_table)), path='segment_table')
-        out += struct.pack('<' + str(len(v.segment_table)) + 'B', *v.segment_table)
+        out += _S6_pack((_k0 := len(v.segment_table)))
+        if _k0 != _k0:
+            raise EncodeError('expected ' + str(_k0) + ' items, found ' + str(_k0), path='segment_table')
+        out += struct.pack('<' + str(_k0) + 'B', *v.segment_table)
         _b = v.body
         if len(_b) != sum(v.segment_table):
             raise EncodeError('wrong length ' + str(len(_b)), path='body')
@@ -537,7 +536,7 @@ def _u_vorbis_packet(mv, pos, end):
         pos += 10
         if _comment_header__f_magic != b'vorbis':
             raise ConstraintError('bad magic')
-        _comment_header__f_vendor = _BD20(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
+        _comment_header__f_vendor = _BD19(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
         pos += _comment_header__n_vendor
         _comment_header__n_comments, = _S12.unpack_from(mv, pos)
         pos += 4
@@ -547,7 +546,7 @@ def _u_vorbis_packet(mv, pos, end):
         for _comment_header___i in range(_comment_header__n_comments):
             _comment_header___n = _S12.unpack_from(mv, pos)[0]
             pos += 4
-            _comment_header___x = _BD20(mv[pos:pos + _comment_header___n]) if _isb else str(mv[pos:pos + _comment_header___n], 'utf-8')
+            _comment_header___x = _BD19(mv[pos:pos + _comment_header___n]) if _isb else str(mv[pos:pos + _comment_header___n], 'utf-8')
             pos += _comment_header___n
             _comment_header__f_comments.append(_comment_header___x)
         _comment_header__f_framing_flag = mv[pos]
@@ -636,7 +635,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 pos += 10
                 if _comment_header__f_magic != b'vorbis':
                     raise ConstraintError('bad magic')
-                _comment_header__f_vendor = _BD20(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
+                _comment_header__f_vendor = _BD19(mv[pos:pos + _comment_header__n_vendor]) if _isb else str(mv[pos:pos + _comment_header__n_vendor], 'utf-8')
                 pos += _comment_header__n_vendor
                 _comment_header__n_comments, = _S12_unpack_from(mv, pos)
                 pos += 4
@@ -646,7 +645,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 for _comment_header___i in range(_comment_header__n_comments):
                     _comment_header___n = _S12_unpack_from(mv, pos)[0]
                     pos += 4
-                    _comment_header___x = _BD20(mv[pos:pos + _comment_header___n]) if _isb else str(mv[pos:pos + _comment_header___n], 'utf-8')
+                    _comment_header___x = _BD19(mv[pos:pos + _comment_header___n]) if _isb else str(mv[pos:pos + _comment_header___n], 'utf-8')
                     pos += _comment_header___n
                     _comment_header__f_comments.append(_comment_header___x)
                 _comment_header__f_framing_flag = mv[pos]
@@ -745,50 +744,49 @@ def _em_vorbis_packet(values):
     _S15_pack = _S15.pack
     _S6_pack = _S6.pack
     _S8_pack = _S8.pack
-    for v in values:
-        if len(_all) >= 512:
-            _chunks.append(b''.join(_all))
-            _all.clear()
-        _a(_S6_pack(v.packet_type))
-        _tag = v.packet_type if v.packet_type % 2 == 1 else 0
-        if _tag == 1:
-            if v.body.__class__ is not IdentificationHeader:
-                raise EncodeError('tag 1 takes a IdentificationHeader, not ' + type(v.body).__name__, path='body')
-            _identification_header__v = v.body
-            if _identification_header__v.audio_channels < 1:
-                raise EncodeError('value ' + repr(_identification_header__v.audio_channels) + ' out of range 1..None', path='audio_channels')
-            if _identification_header__v.audio_sample_rate < 1:
-                raise EncodeError('value ' + repr(_identification_header__v.audio_sample_rate) + ' out of range 1..None', path='audio_sample_rate')
-            _a(_S8_pack(b'vorbis', 0, _identification_header__v.audio_channels, _identification_header__v.audio_sample_rate, _identification_header__v.bitrate_maximum, _identification_header__v.bitrate_nominal, _identification_header__v.bitrate_minimum, _identification_header__v.blocksizes.to_int(), 1))
-        elif _tag == 3:
-            if v.body.__class__ is not CommentHeader:
-                raise EncodeError('tag 3 takes a CommentHeader, not ' + type(v.body).__name__, path='body')
-            _comment_header__v = v.body
-            _comment_header___b_vendor = _comment_header__v.vendor.encode()
-            _a(_S10_pack(b'vorbis', len(_comment_header___b_vendor)))
-            _a(_comment_header___b_vendor)
-            _a(_L21[_ln] if (_ln := len(_comment_header__v.comments)) < 256 else _S12_pack(_ln))
-            for _comment_header___x in _comment_header__v.comments:
-                _comment_header___b = _comment_header___x.encode()
-                _a(_L21[_ln] if (_ln := len(_comment_header___b)) < 256 else _S12_pack(_ln))
-                _a(_comment_header___b)
-            _a(_S6_pack(1))
-        elif _tag == 5:
-            if v.body.__class__ is not SetupHeader:
-                raise EncodeError('tag 5 takes a SetupHeader, not ' + type(v.body).__name__, path='body')
-            _setup_header__v = v.body
-            _a(_S15_pack(b'vorbis'))
-            _setup_header___b = _setup_header__v.codebooks
-            _a(_setup_header___b)
-        elif _tag == 0:
-            if v.body.__class__ is not AudioPacket:
-                raise EncodeError('tag 0 takes a AudioPacket, not ' + type(v.body).__name__, path='body')
-            _audio_packet__v = v.body
-            _audio_packet___b = _audio_packet__v.data
-            _a(_audio_packet___b)
-        else:
-            raise EncodeError('no case for tag ' + repr(_tag), path='body')
-    _chunks.append(b''.join(_all))
+    for _i in range(0, len(values), 128):
+        for v in values[_i:_i + 128]:
+            _a(_S6_pack(v.packet_type))
+            _tag = v.packet_type if v.packet_type % 2 == 1 else 0
+            if _tag == 1:
+                _identification_header__v = v.body
+                if _identification_header__v.__class__ is not IdentificationHeader:
+                    raise EncodeError('tag 1 takes a IdentificationHeader, not ' + type(_identification_header__v).__name__, path='body')
+                if _identification_header__v.audio_channels < 1:
+                    raise EncodeError('value ' + repr(_identification_header__v.audio_channels) + ' out of range 1..None', path='audio_channels')
+                if _identification_header__v.audio_sample_rate < 1:
+                    raise EncodeError('value ' + repr(_identification_header__v.audio_sample_rate) + ' out of range 1..None', path='audio_sample_rate')
+                _a(_S8_pack(b'vorbis', 0, _identification_header__v.audio_channels, _identification_header__v.audio_sample_rate, _identification_header__v.bitrate_maximum, _identification_header__v.bitrate_nominal, _identification_header__v.bitrate_minimum, _identification_header__v.blocksizes.to_int(), 1))
+            elif _tag == 3:
+                _comment_header__v = v.body
+                if _comment_header__v.__class__ is not CommentHeader:
+                    raise EncodeError('tag 3 takes a CommentHeader, not ' + type(_comment_header__v).__name__, path='body')
+                _comment_header___b_vendor = _comment_header__v.vendor.encode()
+                _a(_S10_pack(b'vorbis', len(_comment_header___b_vendor)))
+                _a(_comment_header___b_vendor)
+                _a(_L20[_ln] if (_ln := len(_comment_header__v.comments)) < 256 else _S12_pack(_ln))
+                for _comment_header___x in _comment_header__v.comments:
+                    _comment_header___b = _comment_header___x.encode()
+                    _a(_L20[_ln] if (_ln := len(_comment_header___b)) < 256 else _S12_pack(_ln))
+                    _a(_comment_header___b)
+                _a(_S6_pack(1))
+            elif _tag == 5:
+                _setup_header__v = v.body
+                if _setup_header__v.__class__ is not SetupHeader:
+                    raise EncodeError('tag 5 takes a SetupHeader, not ' + type(_setup_header__v).__name__, path='body')
+                _a(_S15_pack(b'vorbis'))
+                _setup_header___b = _setup_header__v.codebooks
+                _a(_setup_header___b)
+            elif _tag == 0:
+                _audio_packet__v = v.body
+                _audio_packet___b = _audio_packet__v.data
+                if _audio_packet__v.__class__ is not AudioPacket:
+                    raise EncodeError('tag 0 takes a AudioPacket, not ' + type(_audio_packet__v).__name__, path='body')
+                _a(_audio_packet___b)
+            else:
+                raise EncodeError('no case for tag ' + repr(_tag), path='body')
+        _chunks.append(b''.join(_all))
+        _all.clear()
     return b''.join(_chunks)
 
 def _d_identification_header(mv, pos, end):

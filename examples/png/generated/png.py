@@ -380,8 +380,8 @@ def _em_png_file(values):
     out = bytearray()
     _S0_pack = _S0.pack
     _S2_pack = _S2.pack
-    _S4_pack = _S4.pack
     _S6_pack = _S6.pack
+    _S8_pack = _S8.pack
     for v in values:
         out += _S0_pack(b'\x89PNG\r\n\x1a\n')
         for _j, _x in enumerate(v.chunks):
@@ -390,13 +390,12 @@ def _em_png_file(values):
         for _x in v.chunks:
             _chunk___s_chunk_type = len(out) + 4
             _chunk___at_length = len(out) + 0
-            out += _S2_pack(0, _x.chunk_type)
-            _chunk___ps = len(out)
+            _chunk___ps = len(out) + 8
             _chunk___tag = _x.chunk_type
             if _chunk___tag == 1229472850:
-                if _x.data.__class__ is not Ihdr:
-                    raise EncodeError('tag IHDR takes a Ihdr, not ' + type(_x.data).__name__, path='data')
                 _chunk___ihdr__v = _x.data
+                if _chunk___ihdr__v.__class__ is not Ihdr:
+                    raise EncodeError('tag IHDR takes a Ihdr, not ' + type(_chunk___ihdr__v).__name__, path='data')
                 if _chunk___ihdr__v.width < 1 or _chunk___ihdr__v.width > 2147483647:
                     raise EncodeError('value ' + repr(_chunk___ihdr__v.width) + ' out of range 1..2147483647', path='width')
                 if _chunk___ihdr__v.height < 1 or _chunk___ihdr__v.height > 2147483647:
@@ -407,12 +406,14 @@ def _em_png_file(values):
                     raise EncodeError('value ' + repr(_chunk___ihdr__v.filter_method) + ' out of range 0..0', path='filter_method')
                 if _chunk___ihdr__v.interlace_method < 0 or _chunk___ihdr__v.interlace_method > 1:
                     raise EncodeError('value ' + repr(_chunk___ihdr__v.interlace_method) + ' out of range 0..1', path='interlace_method')
-                out += _S4_pack(_chunk___ihdr__v.width, _chunk___ihdr__v.height, _chunk___ihdr__v.bit_depth, _COLORTYPE_BY_VALUE[_chunk___ihdr__v.color_type], _chunk___ihdr__v.compression_method, _chunk___ihdr__v.filter_method, _chunk___ihdr__v.interlace_method)
-            elif _chunk___tag == 1229278788:
-                if _x.data is not None:
-                    raise EncodeError('case IEND carries no body', path='data')
+                out += _S8_pack(0, _chunk___tag, _chunk___ihdr__v.width, _chunk___ihdr__v.height, _chunk___ihdr__v.bit_depth, _COLORTYPE_BY_VALUE[_chunk___ihdr__v.color_type], _chunk___ihdr__v.compression_method, _chunk___ihdr__v.filter_method, _chunk___ihdr__v.interlace_method)
             else:
-                out += _x.data
+                out += _S2_pack(0, _chunk___tag)
+                if _chunk___tag == 1229278788:
+                    if _x.data is not None:
+                        raise EncodeError('case IEND carries no body', path='data')
+                else:
+                    out += _x.data
             _chunk___size_data = len(out) - _chunk___ps
             _S6.pack_into(out, _chunk___at_length, _chunk___size_data)
             _chunk__f_crc = _ck_crc32(out if _chunk___s_chunk_type == 0 else memoryview(out)[_chunk___s_chunk_type:])
@@ -641,18 +642,17 @@ def _e_chunk(out, v):
 def _em_chunk(values):
     out = bytearray()
     _S2_pack = _S2.pack
-    _S4_pack = _S4.pack
     _S6_pack = _S6.pack
+    _S8_pack = _S8.pack
     for v in values:
         _s_chunk_type = len(out) + 4
         _at_length = len(out) + 0
-        out += _S2_pack(0, v.chunk_type)
-        _ps = len(out)
+        _ps = len(out) + 8
         _tag = v.chunk_type
         if _tag == 1229472850:
-            if v.data.__class__ is not Ihdr:
-                raise EncodeError('tag IHDR takes a Ihdr, not ' + type(v.data).__name__, path='data')
             _ihdr__v = v.data
+            if _ihdr__v.__class__ is not Ihdr:
+                raise EncodeError('tag IHDR takes a Ihdr, not ' + type(_ihdr__v).__name__, path='data')
             if _ihdr__v.width < 1 or _ihdr__v.width > 2147483647:
                 raise EncodeError('value ' + repr(_ihdr__v.width) + ' out of range 1..2147483647', path='width')
             if _ihdr__v.height < 1 or _ihdr__v.height > 2147483647:
@@ -663,12 +663,14 @@ def _em_chunk(values):
                 raise EncodeError('value ' + repr(_ihdr__v.filter_method) + ' out of range 0..0', path='filter_method')
             if _ihdr__v.interlace_method < 0 or _ihdr__v.interlace_method > 1:
                 raise EncodeError('value ' + repr(_ihdr__v.interlace_method) + ' out of range 0..1', path='interlace_method')
-            out += _S4_pack(_ihdr__v.width, _ihdr__v.height, _ihdr__v.bit_depth, _COLORTYPE_BY_VALUE[_ihdr__v.color_type], _ihdr__v.compression_method, _ihdr__v.filter_method, _ihdr__v.interlace_method)
-        elif _tag == 1229278788:
-            if v.data is not None:
-                raise EncodeError('case IEND carries no body', path='data')
+            out += _S8_pack(0, _tag, _ihdr__v.width, _ihdr__v.height, _ihdr__v.bit_depth, _COLORTYPE_BY_VALUE[_ihdr__v.color_type], _ihdr__v.compression_method, _ihdr__v.filter_method, _ihdr__v.interlace_method)
         else:
-            out += v.data
+            out += _S2_pack(0, _tag)
+            if _tag == 1229278788:
+                if v.data is not None:
+                    raise EncodeError('case IEND carries no body', path='data')
+            else:
+                out += v.data
         _size_data = len(out) - _ps
         _S6.pack_into(out, _at_length, _size_data)
         out += _S6_pack(_ck_crc32(memoryview(out)[_s_chunk_type:]))

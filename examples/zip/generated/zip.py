@@ -216,10 +216,11 @@ _S21 = struct.Struct('<4sHHHHH')
 _S22 = struct.Struct('<4s2xH2xH4xIIIHHHHH4xI')
 _BD23 = bytes.decode
 _S24 = struct.Struct('<4sHHHHHH')
-_S25 = struct.Struct('<IIIHHHHHI')
-_S26 = struct.Struct('<IIIHHHHHII')
-_S27 = struct.Struct('<4sHHHHIIH')
-_T28 = (('signature', 0, 4), ('disk_number', 4, 2), ('cd_disk', 6, 2), ('disk_entries', 8, 2), ('total_entries', 10, 2), ('cd_size', 12, 4), ('cd_offset', 16, 4), ('comment_length', 20, 2))
+_S25 = struct.Struct('<4sHHHHHHIIIHHHHH')
+_S26 = struct.Struct('<4sHHHHHHIIIHHHHHI')
+_S27 = struct.Struct('<4sHHHHHHIIIHHHHHII')
+_S28 = struct.Struct('<4sHHHHIIH')
+_T29 = (('signature', 0, 4), ('disk_number', 4, 2), ('cd_disk', 6, 2), ('disk_entries', 8, 2), ('total_entries', 10, 2), ('cd_size', 12, 4), ('cd_offset', 16, 4), ('comment_length', 20, 2))
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -1010,8 +1011,7 @@ def _e_central_entry(out, v):
 def _em_central_entry(values):
     out = bytearray()
     _S0_pack = _S0.pack
-    _S24_pack = _S24.pack
-    _S26_pack = _S26.pack
+    _S27_pack = _S27.pack
     for v in values:
         _bp_zip_version = _bit_part(v.zip_version, 8, 'zip_version')
         _bp_host = _bit_part(v.host, 8, 'host')
@@ -1039,13 +1039,12 @@ def _em_central_entry(values):
             raise EncodeError('value out of range', path='mod_date')
         if not ((_bp_year_from_1980 << 9 | _bp_month << 5 | _bp_day) & 31 >= 1 and (_bp_year_from_1980 << 9 | _bp_month << 5 | _bp_day) & 31 <= 31):
             raise EncodeError('value out of range', path='mod_date')
-        out += _S24_pack(b'PK\x01\x02', _bp_zip_version | _bp_host << 8, v.version_needed, _bp_deflate_option << 1 | _bp_utf8_name << 11, _COMPRESSIONMETHOD_BY_VALUE[v.method], _bp_hour << 11 | _bp_minute << 5 | _bp_second_half, _bp_year_from_1980 << 9 | _bp_month << 5 | _bp_day)
-        _at_name_length = len(out) + 12
-        _at_extra_length = len(out) + 14
-        _at_comment_length = len(out) + 16
+        _at_name_length = len(out) + 12 + 16
+        _at_extra_length = len(out) + 14 + 16
+        _at_comment_length = len(out) + 16 + 16
         if v.disk_start > 0:
             raise EncodeError('value ' + repr(v.disk_start) + ' out of range None..0', path='disk_start')
-        out += _S26_pack(v.crc32, v.compressed_size, v.uncompressed_size, 0, 0, 0, v.disk_start, v.internal_attrs, _bp_dos_attrs | _bp_unix_mode << 16, v.local_offset)
+        out += _S27_pack(b'PK\x01\x02', _bp_zip_version | _bp_host << 8, v.version_needed, _bp_deflate_option << 1 | _bp_utf8_name << 11, _COMPRESSIONMETHOD_BY_VALUE[v.method], _bp_hour << 11 | _bp_minute << 5 | _bp_second_half, _bp_year_from_1980 << 9 | _bp_month << 5 | _bp_day, v.crc32, v.compressed_size, v.uncompressed_size, 0, 0, 0, v.disk_start, v.internal_attrs, _bp_dos_attrs | _bp_unix_mode << 16, v.local_offset)
         _ps = len(out)
         _b = v.name.encode()
         out += _b
@@ -1071,18 +1070,18 @@ def _em_central_entry(values):
 
 def _d_end_of_central_directory(mv, pos, end):
     if pos + 22 > end:
-        raise _short(pos, end, _T28)
-    f_signature, f_disk_number, f_cd_disk, f_disk_entries, f_total_entries, f_cd_size, f_cd_offset, f_comment_length = _S27.unpack_from(mv, pos)
-    _r27 = pos
+        raise _short(pos, end, _T29)
+    f_signature, f_disk_number, f_cd_disk, f_disk_entries, f_total_entries, f_cd_size, f_cd_offset, f_comment_length = _S28.unpack_from(mv, pos)
+    _r28 = pos
     pos += 22
     if not (f_signature == b'PK\x05\x06'):
-        raise ConstraintError('not an end of central directory record (PK\\5\\6)', offset=_r27, path='signature', expected="signature == b'PK\\x05\\x06'", found=f_signature)
+        raise ConstraintError('not an end of central directory record (PK\\5\\6)', offset=_r28, path='signature', expected="signature == b'PK\\x05\\x06'", found=f_signature)
     if f_disk_number > 0:
-        raise ConstraintError('value out of range', offset=_r27 + 4, path='disk_number', expected='None..0', found=f_disk_number)
+        raise ConstraintError('value out of range', offset=_r28 + 4, path='disk_number', expected='None..0', found=f_disk_number)
     if f_cd_disk > 0:
-        raise ConstraintError('value out of range', offset=_r27 + 6, path='cd_disk', expected='None..0', found=f_cd_disk)
+        raise ConstraintError('value out of range', offset=_r28 + 6, path='cd_disk', expected='None..0', found=f_cd_disk)
     if not (f_total_entries == f_disk_entries):
-        raise ConstraintError('entries on this disk differ from the total', offset=_r27 + 10, path='total_entries', expected='total_entries == disk_entries', found=f_total_entries)
+        raise ConstraintError('entries on this disk differ from the total', offset=_r28 + 10, path='total_entries', expected='total_entries == disk_entries', found=f_total_entries)
     _n = f_comment_length
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='comment', expected='>= 0', found=_n)
@@ -1109,7 +1108,7 @@ def _e_end_of_central_directory(out, v):
         raise EncodeError('value ' + repr(v.disk_number) + ' out of range None..0', path='disk_number')
     if v.cd_disk > 0:
         raise EncodeError('value ' + repr(v.cd_disk) + ' out of range None..0', path='cd_disk')
-    out += _S27.pack(b'PK\x05\x06', v.disk_number, v.cd_disk, v.total_entries, v.total_entries, v.cd_size, v.cd_offset, 0)
+    out += _S28.pack(b'PK\x05\x06', v.disk_number, v.cd_disk, v.total_entries, v.total_entries, v.cd_size, v.cd_offset, 0)
     _ps = len(out)
     _b = v.comment
     out += _b
