@@ -39,15 +39,20 @@ records:
 
 
 def test_wal_entry_bodies_and_tails_are_inlined():
-    src = inspect.getsource(h._d_wal_entry)
-    # the op switch's bodies and the insert body's tail switch run without a call
-    assert "_d_insert_body(" not in src and "_d_tail_full(" not in src
+    # the op switch's bodies and the insert body's tail switch run without a call in the
+    # decoders that read (the optimistic twins) and in the encoders
+    for fn in (h._u_wal_entry, h._m_wal_entry):
+        src = inspect.getsource(fn)
+        assert "insert_body(" not in src and "tail_full(" not in src, fn.__name__
     assert "_e_insert_body(" not in inspect.getsource(h._e_wal_entry)
+    # the checked decoder, run only where the twin could not read, calls them
+    assert "_d_insert_body(" in inspect.getsource(h._d_wal_entry)
 
 
 def test_inlined_switch_case_same_values_and_errors(schema_module):
     m = schema_module(INL)
-    assert "_d_inner(" not in inspect.getsource(m._d_outer)  # really inlined
+    assert "inner(" not in inspect.getsource(m._u_outer)  # really inlined in the twin
+    assert "_d_inner(" in inspect.getsource(m._d_outer)  # the checked decoder calls
     # caller and callee both have a field "data": the inlined locals must not collide
     v = m.Outer(1, 2, b"outer", m.Inner(b"in", [1, 2, 0xFFFF]))
     data = m.encode_outer(v)
