@@ -43,25 +43,27 @@ def join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _convert(node: yaml.Node, path: str, lines: dict[str, int]) -> Any:
+def _convert(node: yaml.Node, path: str, lines: dict[str, int], scalar: Any) -> Any:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             key = yaml.safe_load(yaml.serialize(key_node)) if not isinstance(
-                key_node, yaml.ScalarNode) else _scalar(key_node)
+                key_node, yaml.ScalarNode) else scalar(key_node)
             sub = join(path, str(key))
             lines[sub] = key_node.start_mark.line + 1
-            out[key] = _convert(value_node, sub, lines)
+            out[key] = _convert(value_node, sub, lines, scalar)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(item, join(path, i), lines) for i, item in enumerate(node.value)]
-    return _scalar(node)
+        return [_convert(item, join(path, i), lines, scalar)
+                for i, item in enumerate(node.value)]
+    return scalar(node)
 
 
-def _scalar(node: yaml.ScalarNode) -> Any:
+def _scalars() -> Any:
+    """A scalar node's value, by YAML's safe rules; one constructor for a whole file."""
     constructor = yaml.SafeLoader("")
-    return constructor.construct_object(node, deep=True)
+    return lambda node: constructor.construct_object(node, deep=True)
 
 
 def load_text(text: str, file: str) -> Source:
@@ -71,7 +73,7 @@ def load_text(text: str, file: str) -> Source:
     except yaml.YAMLError:  # report the pure-Python parser's words for the error
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     lines: dict[str, int] = {}
-    data = _convert(node, "", lines) if node is not None else None
+    data = _convert(node, "", lines, _scalars()) if node is not None else None
     return Source(file=file, text=text, data=data, lines=lines)
 
 

@@ -13,15 +13,31 @@ from collections import deque
 from collections.abc import Iterator
 
 _AST = ast.AST
+# fields that never hold a node the passes look for: names and flags, and a name's
+# load/store marker (``ctx``: the passes read ``n.ctx`` from the name, never visit it)
+_SCALAR_FIELDS = frozenset({"ctx", "id", "arg", "attr", "name", "module", "level", "kind",
+                            "type_comment", "is_async", "conversion"})
+_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    got = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SCALAR_FIELDS)
+    return got
 
 
 def walk(node: ast.AST) -> Iterator[ast.AST]:
-    """Every node under ``node`` (itself first), in :func:`ast.walk`'s order."""
+    """Every node under ``node`` (itself first) but the load/store markers, in
+    :func:`ast.walk`'s order."""
     todo = deque((node,))
     pop, push = todo.popleft, todo.append
+    fields = _FIELDS
     while todo:
         n = pop()
-        for name in n._fields:
+        cls = n.__class__
+        names = fields.get(cls)
+        if names is None:
+            names = _fields(cls)
+        for name in names:
             v = getattr(n, name, None)
             if v.__class__ is list:
                 for x in v:

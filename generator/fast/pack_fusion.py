@@ -593,6 +593,18 @@ def _attr_chain(e: ast.expr) -> bool:
         e = e.value
     return isinstance(e, ast.Name)
 
+def _chain_text(e: ast.expr) -> str | None:
+    """``ast.unparse`` of ``name.a.b...`` (None for anything else), without unparsing."""
+    parts = []
+    while isinstance(e, ast.Attribute):
+        parts.append(e.attr)
+        e = e.value
+    if not isinstance(e, ast.Name):
+        return None
+    parts.append(e.id)
+    return ".".join(reversed(parts))
+
+
 def _names_in(src_nodes: ast.AST) -> set[str]:
     return {n.id for n in walk(src_nodes) if isinstance(n, ast.Name)}
 
@@ -669,9 +681,9 @@ def reuse_reads(fn: ast.FunctionDef) -> int:
                       | ast.GeneratorExp):
             return node  # a scope of its own: left as it is
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) \
-                and _attr_chain(node) and ast.unparse(node) in env:
+                and (key := _chain_text(node)) is not None and key in env:
             done += 1  # the longest kept chain first
-            return ast.Name(env[ast.unparse(node)], ast.Load())
+            return ast.Name(env[key], ast.Load())
         for field, value in ast.iter_fields(node):
             # what runs only sometimes: an ``if`` expression's branches, the operands of
             # ``and``/``or`` after the first, a chained comparison's after the first
