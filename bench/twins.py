@@ -48,7 +48,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN_BYTES = 200_000
 RUN_RECORDS = 2_000
 DRAWS = 12
-VERBOSE = False
 INLINE_SWEEP = (0, 20, 40, 80, 160)
 
 
@@ -182,8 +181,8 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
-def family_report(builder: Any, folder: str) -> list[str]:
-    """The lines of the report for one family."""
+def family_report(builder: Any, folder: str, each: bool = False) -> list[str]:
+    """The lines of the report for one family (``each``: also print every record's)."""
     from ..properties import Builder
 
     fam = builder.family
@@ -219,7 +218,7 @@ def family_report(builder: Any, folder: str) -> list[str]:
             if all(times.values()):
                 for t in sweep:
                     sweep[t].append(times[t])
-            if VERBOSE:
+            if each:
                 print("   ", record, len(data), {k: round(v, 2) for k, v in g.items()},
                       {t: f"{v[0] * 1e3:.2f}/{v[1] * 1e3:.2f} ms" for t, v in times.items() if v})
         else:
@@ -326,8 +325,6 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(_variant_cases(args.variant, args.quick)))
         return 0
-    global VERBOSE
-    VERBOSE = args.each
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.perf_counter()
     out = [f"One-loop twins and inlining (python -m bytewright.bench.twins, started {started})",
@@ -339,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         for builder in project_builders(project_mod.load(ROOT / "bytewright.toml")):
             if args.no_records or (args.family and builder.family.name not in args.family):
                 continue
-            lines = family_report(builder, folder)
+            lines = family_report(builder, folder, args.each)
             print("\n".join(lines), flush=True)
             out += lines
     if args.cases:

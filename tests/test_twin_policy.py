@@ -114,10 +114,15 @@ def test_without_twins_the_run_functions_give_the_same_values_and_errors(mod):
 def test_a_run_with_twins_agrees_with_one_without(mod):
     items = [mod.Item(i, bytes([i]) * i) for i in range(9)]
     data = mod.encode_many_item(items)
-    assert mod.decode_many_item(data) == items
-    with pytest.raises(DecodeError) as exc:
+    assert data == b"".join(mod.encode_item(i) for i in items)  # _em_ and the loop
+    checked = mod._decode_many(mod._d_item, "item", data, 0, None, ())
+    assert mod.decode_many_item(data) == checked == items  # _m_ and the checked loop
+    with pytest.raises(DecodeError) as fast:
         mod.decode_many_item(data[:-1])
-    assert exc.value.path.startswith("item[8]")
+    with pytest.raises(DecodeError) as slow:
+        mod._decode_many(mod._d_item, "item", data[:-1], 0, None, ())
+    assert (fast.value.path, fast.value.offset) == (slow.value.path, slow.value.offset)
+    assert fast.value.path.startswith("item[8]")
 
 
 def test_a_page_decodes_through_its_twin_and_its_sub_records(mod):

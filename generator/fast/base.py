@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from typing import Self
 
 from .. import byteorder, ir
 from .. import checksum_cover as cover
@@ -79,6 +80,18 @@ class EmitterBase:
         self._wanted: frozenset[str] | None = None  # records whose twins are built
         # (record, message) for a schema asking what the emitter cannot give (``rows``)
         self.problems: list[tuple[ir.Record, str]] = []
+
+    def sub_emitter(self, share_checked: bool = True) -> Self:
+        """A fresh emitter (its own per-record state) sharing the family's constants and
+        caches; ``share_checked=False`` for one that builds checked code of another kind
+        than ``built_once`` stores."""
+        sub = type(self)(self.family)
+        for attr in ("consts", "_const_ids", "min_sizes", "_inline_src", "_reach", "_twins",
+                     "_wanted", "_runs", "all_twins"):
+            setattr(sub, attr, getattr(self, attr))
+        if share_checked:
+            sub._checked = self._checked
+        return sub
 
     def read_in_runs(self, name: str) -> bool:
         """Whether record ``name`` gets one-loop twins (``_m_``, ``_em_``; see ``bulk``)."""

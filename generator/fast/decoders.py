@@ -42,9 +42,7 @@ class Decoders:
 
     def calling_decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
         """The checked decoder of ``lay`` with every sub-record called, not inlined."""
-        sub = type(self)(self.family)
-        sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
-        sub._reach, sub._twins, sub._wanted = self._reach, self._twins, self._wanted
+        sub = self.sub_emitter(share_checked=False)  # its checked code is not built_once's
         sub._no_twin = True
         sub.INLINE_MAX_LINES = 0
         return sub.checked_decoder(rec, lay)

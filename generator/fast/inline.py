@@ -62,9 +62,7 @@ class Inlining:
 
     def _sub_emitter(self, name: str) -> Self:
         """A fresh emitter (per-record state is not clobbered) sharing the constants."""
-        sub = type(self)(self.family)
-        sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
-        sub._inline_src, sub._reach, sub._checked = self._inline_src, self._reach, self._checked
+        sub = self.sub_emitter()
         sub._inline_stack = self._inline_stack | {name}
         return sub
 

@@ -38,10 +38,7 @@ class Twins:
                 got = all(self.has_twin(f"{name}_{o}") for o in rec.orders)
             elif target is not None:
                 rec, lay = target
-                sub = type(self)(self.family)
-                sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
-                sub._inline_src, sub._reach, sub._twins = self._inline_src, self._reach, self._twins
-                sub._checked = self._checked
+                sub = self.sub_emitter()
                 sub._no_twin = True
                 lines = sub.decoder(rec, lay)
                 got = len(lines) <= self.OPTIMISTIC_MAX_LINES and \
